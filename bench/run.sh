@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The gateway benchmark, in one command: `bench/run.sh` (about 4 minutes; BENCH_QUICK=1 for a ~40 s smoke run).
+#
+# Builds the release binaries, then on 127.0.0.1:
+#   - svc-fake-upstream (a fast OpenAI-compatible upstream), pinned to core 1, one worker thread;
+#   - the gateway (`svc serve`), pinned to core 0, one tokio worker thread (TOKIO_WORKER_THREADS=1), with a
+#     temporary config and SQLite store, and two virtual keys:
+#       gw-off: team without budget_limit, key without max_budget/rpm/tpm: key auth only (spend records are
+#               still written: they cannot be switched off);
+#       gw-on:  team with budget_limit, key with max_budget, rpm_limit and tpm_limit (set high enough never
+#               to reject): budgets and rate limits on;
+#   - svc-bench (the load generator), pinned to core 1 beside the upstream,
+# and measures, for each of direct (the upstream itself), gw-off and gw-on, non-streaming and streaming:
+#   latency: closed loop at concurrency 1;  open: open loop at 1,000 req/s;  peak: closed loop at concurrency 64.
+# Added latency = gateway − direct, same measurement. For reference, latency and open are also measured
+# against a second upstream pinned to core 0 (direct-core0): the cost of crossing between the cores, which
+# the path through the gateway does four times and the direct path never. Every measurement also reports the
+# CPU used outside the benchmark's processes (other work on the machine: the noise). Then prints the tables
+# (svc-bench report), with the gateway's peak RSS (VmHWM). Everything is kept under target/bench/<time>/
+# (log.txt, results.jsonl, report.md, machine.txt).
+#
+# Environment: BENCH_QUICK=1 (short runs), BENCH_DURATION (s, default 5), BENCH_OPEN_DURATION (s, default 10),
+# BENCH_RATE (default 1000), BENCH_CONCURRENCY (default 64), BENCH_WARMUP (s, default 1), BENCH_NO_BUILD=1.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+if [[ "${BENCH_QUICK:-0}" == 1 ]]; then
+    DURATION=${BENCH_DURATION:-1}
+    OPEN_DURATION=${BENCH_OPEN_DURATION:-2}
+    WARMUP=${BENCH_WARMUP:-0.3}
+else
+    DURATION=${BENCH_DURATION:-5}
+    OPEN_DURATION=${BENCH_OPEN_DURATION:-10}
+    WARMUP=${BENCH_WARMUP:-1}
+fi
+RATE=${BENCH_RATE:-1000}
+CONCURRENCY=${BENCH_CONCURRENCY:-64}
+
+if [[ $(nproc) -lt 2 ]]; then
+    echo "bench/run.sh: needs at least 2 CPU cores (gateway on core 0, upstream and load generator on core 1)" >&2
+    exit 1
+fi
+
+for tool in taskset curl timeout; do
+    command -v "$tool" >/dev/null || { echo "bench/run.sh: needs $tool" >&2; exit 1; }
+done
+
+if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
+    echo "== building release binaries" >&2
+    cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench \
+        --bin svc --bin svc-fake-upstream --bin svc-bench
+fi
+BIN=$ROOT/target/release
+for b in svc svc-fake-upstream svc-bench; do
+    [[ -x $BIN/$b ]] || { echo "bench/run.sh: $BIN/$b is missing" >&2; exit 1; }
+done
+
+OUT=$ROOT/target/bench/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do
+        kill "$p" 2>/dev/null || true
+    done
+    for p in "${PIDS[@]}"; do
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Waits (at most 30 s) for `listening on http://ADDR` in log $1; prints ADDR.
+wait_listening() {
+    local log=$1 pid=$2 addr=""
+    for _ in $(seq 300); do
+        addr=$(grep -o 'listening on http://[0-9.:]*' "$log" 2>/dev/null | head -1 | sed 's|listening on http://||') || true
+        [[ -n $addr ]] && { echo "$addr"; return 0; }
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "bench/run.sh: no 'listening on' in $log:" >&2
+    cat "$log" >&2
+    return 1
+}
+
+{
+    echo "# svc benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (work tree modified)')$([[ "${BENCH_NO_BUILD:-0}" == 1 ]] && echo "; binaries not rebuilt (svc built $(date -u -r "$BIN/svc" +%H:%M:%SZ))")"
+    echo "cores: $(nproc); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+    echo "kernel: $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "durations: latency ${DURATION}s, open ${OPEN_DURATION}s at ${RATE} req/s, peak ${DURATION}s at concurrency ${CONCURRENCY}; warmup ${WARMUP}s each"
+} | tee "$OUT/machine.txt"
+
+# The upstream: core 1, one thread.
+taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
+UP_PID=$!
+PIDS+=("$UP_PID")
+UP_ADDR=$(wait_listening "$WORK/upstream.log" "$UP_PID")
+# The same upstream on core 0, idle except during the direct-core0 measurements.
+taskset -c 0 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream0.log" &
+UP0_PID=$!
+PIDS+=("$UP0_PID")
+UP0_ADDR=$(wait_listening "$WORK/upstream0.log" "$UP0_PID")
+
+# The gateway: core 0, one tokio worker thread.
+MASTER="sk-master-bench-$(date +%s%N)"
+cat >"$WORK/svc.yaml" <<EOF
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://$WORK/svc.db
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params:
+      model: openai/up-mini
+      api_base: http://$UP_ADDR/v1
+      api_key: upstream-secret
+      timeout_seconds: 30
+      input_cost_per_token: 0.0000004
+      output_cost_per_token: 0.0000016
+      max_output_tokens: 32768
+gateway_settings:
+  budget_duration: 30d
+  teams:
+    - team_id: bench-off
+      models: [openai/gpt-4.1-mini]
+    - team_id: bench-on
+      budget_limit: 1000000
+      models: [openai/gpt-4.1-mini]
+EOF
+SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc" serve --config "$WORK/svc.yaml" \
+    >/dev/null 2>"$WORK/gateway.log" &
+GW_PID=$!
+PIDS+=("$GW_PID")
+GW_ADDR=$(wait_listening "$WORK/gateway.log" "$GW_PID")
+echo "upstream http://$UP_ADDR (pid $UP_PID, core 1); gateway http://$GW_ADDR (pid $GW_PID, core 0, $(ls /proc/$GW_PID/task | wc -l) threads)" |
+    tee -a "$OUT/machine.txt"
+
+new_key() {
+    curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" -H 'Content-Type: application/json' \
+        -d "$1" "http://$GW_ADDR/key/generate" | grep -o '"key":"[^"]*"' | head -1 | cut -d'"' -f4
+}
+KEY_OFF=$(new_key '{"team_id":"bench-off","key_alias":"bench-off"}')
+KEY_ON=$(new_key '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
+[[ $KEY_OFF == sk-* && $KEY_ON == sk-* ]] || { echo "bench/run.sh: could not create the keys" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
+
+# One svc-bench measurement on core 1, bounded in time; its JSON line goes to results.jsonl.
+bench() {
+    local label=$1 url=$2 key=$3 pid=$4 measure=$5 mode=$6
+    local stream=()
+    [[ $mode == stream ]] && stream=(--stream)
+    if ! SVC_BENCH_KEY=$key timeout 300 taskset -c 1 "$BIN/svc-bench" run --label "$label" --url "$url" \
+        --measure "$measure" "${stream[@]}" --duration "$DURATION" --open-duration "$OPEN_DURATION" \
+        --rate "$RATE" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --watch-pid "$pid" \
+        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" >"$WORK/run.out"; then
+        echo "bench/run.sh: svc-bench failed for $label $measure $mode" >&2
+    fi
+    cat "$WORK/run.out" >>"$OUT/log.txt"
+    grep -v '^{' "$WORK/run.out" >&2 || true
+    grep '^{' "$WORK/run.out" >>"$OUT/results.jsonl" || true
+}
+
+: >"$OUT/results.jsonl"
+DIRECT=http://$UP_ADDR/v1/chat/completions
+GATEWAY=http://$GW_ADDR/v1/chat/completions
+# Interleaved (direct, gw-off, gw-on for each measurement) so that drift of the machine hits all three alike.
+for measure in latency open peak; do
+    for mode in plain stream; do
+        echo "== $measure, $mode" >&2
+        bench direct "$DIRECT" "" "$UP_PID" "$measure" "$mode"
+        if [[ $measure != peak ]]; then
+            bench direct-core0 "http://$UP0_ADDR/v1/chat/completions" "" "$UP0_PID" "$measure" "$mode"
+        fi
+        bench gw-off "$GATEWAY" "$KEY_OFF" "$GW_PID" "$measure" "$mode"
+        bench gw-on "$GATEWAY" "$KEY_ON" "$GW_PID" "$measure" "$mode"
+    done
+done
+
+RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$GW_PID/status")
+SPEND_ROWS=$(curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" "http://$GW_ADDR/team/info?team_id=bench-on" | head -c 600 || true)
+{
+    echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "team bench-on after the run: $SPEND_ROWS"
+} | tee -a "$OUT/machine.txt"
+"$BIN/svc-bench" report "$OUT/results.jsonl" --rss-kib "$RSS_KIB" | tee "$OUT/report.md"
+echo "results in $OUT" >&2

@@ -1,0 +1,83 @@
+//! `svc`: the gateway and its administration commands.
+//!
+//! Exit codes: 0 success; 1 error (invalid configuration, store failure, refused operation); 2 command-line
+//! usage error (clap's convention).
+
+use clap::Parser;
+use std::process::ExitCode;
+use svc_cli::cli::{Cli, Command, ConfigCommand};
+use svc_cli::commands::{self, Exit};
+
+// mimalloc: fewer and cheaper allocations on the request path than the system allocator, measured in
+// BENCHMARKS.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    if let Command::Config(ConfigCommand::Check) = cli.command {
+        return commands::config::check(cli.config.as_deref());
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("svc: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let config = cli.config.as_deref();
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => commands::serve::run(config, args).await,
+            Command::Keys(cmd) => commands::keys::run(config, cmd).await,
+            Command::Teams(cmd) => commands::keys::teams(config, cmd).await,
+            Command::Spend(args) => commands::spend::run(config, args).await,
+            Command::Hooks(cmd) => {
+                // Hooks work without any config file; a config only supplies the timeout and fleet names.
+                let loaded = match svc_config::find_config(config) {
+                    Some(_) => Some(commands::load_config(config)?),
+                    None => None,
+                };
+                exit_code(svc_cli::notify::hooks_cmd::run(cmd, loaded.as_ref()).await)
+            }
+            Command::Events(cmd) => {
+                let loaded = commands::load_config(config)?;
+                exit_code(svc_cli::notify::events_cmd::run(cmd, &loaded).await)
+            }
+            Command::Config(_) => Ok(()),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = e.downcast_ref::<Exit>().map(|x| x.code).unwrap_or(1);
+            let message = format!("{e:#}");
+            if !message.is_empty() {
+                eprintln!("svc: {message}");
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Carries a subcommand's own exit status through `main`.
+fn exit_code(code: ExitCode) -> anyhow::Result<()> {
+    if code == ExitCode::SUCCESS {
+        Ok(())
+    } else {
+        Err(Exit { code: 1, message: String::new() }.into())
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default level (`info`, quiet for sqlx).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}

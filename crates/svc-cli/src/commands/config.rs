@@ -1,0 +1,36 @@
+//! `svc config check`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use svc_config::ConfigError;
+
+/// Validates the configuration; prints every problem (errors and warnings) with file:line:column.
+pub fn check(explicit: Option<&Path>) -> ExitCode {
+    let Some(path) = svc_config::find_config(explicit) else {
+        eprintln!("svc: no configuration file (give --config PATH, set SVC_CONFIG or create ./svc.yaml)");
+        return ExitCode::from(1);
+    };
+    match svc_config::load_file(&path) {
+        Ok(config) => {
+            for w in &config.warnings {
+                eprintln!("{w}");
+            }
+            let models = config.aliases().len();
+            let teams = config.gateway.teams.len();
+            eprintln!("{}: valid ({models} models, {teams} teams, {} warnings)", path.display(), config.warnings.len());
+            ExitCode::SUCCESS
+        }
+        Err(ConfigError::Invalid { diagnostics }) => {
+            for d in &diagnostics {
+                eprintln!("{d}");
+            }
+            let errors = diagnostics.iter().filter(|d| d.severity == svc_config::Severity::Error).count();
+            eprintln!("{}: invalid ({errors} errors)", path.display());
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("svc: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `svc keys …` and `svc teams list`: the admin operations on the store directly, so they work whether or
+//! not a server runs (a running server notices the change within a second).
+
+use super::{load_config, open_store, Exit};
+use crate::cli::{CreateArgs, KeysCommand, TeamsCommand};
+use std::io::Write;
+use std::path::Path;
+use svc_gateway::admin::{sync_teams, Admin, CreateKey, KeyInfo};
+
+fn api_err(e: svc_gateway::ApiError) -> anyhow::Error {
+    anyhow::Error::new(Exit { code: 1, message: e.message.clone() })
+}
+
+/// Runs a `svc keys` command.
+pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()> {
+    let config = load_config(explicit)?;
+    let store = open_store(&config).await?;
+    sync_teams(&store, &config).await?;
+    let admin = Admin { store: &store, config: &config, cache: None };
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        KeysCommand::Create(a) => {
+            let info = admin.create(create_request(a)?).await.map_err(api_err)?;
+            writeln!(out, "{}", info.key.unwrap_or_default())?;
+        }
+        KeysCommand::List { json } => {
+            let keys = admin.list().await.map_err(api_err)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&keys)?)?;
+            } else {
+                print_table(&mut out, &keys)?;
+            }
+        }
+        KeysCommand::Revoke { key } => {
+            let info = admin.revoke(&key).await.map_err(api_err)?;
+            eprintln!("svc: revoked key {} ({})", info.key_id, info.key_hint);
+        }
+        KeysCommand::Rotate { key } => {
+            let info = admin.regenerate(&key).await.map_err(api_err)?;
+            writeln!(out, "{}", info.key.unwrap_or_default())?;
+        }
+    }
+    store.close().await;
+    Ok(())
+}
+
+fn create_request(a: CreateArgs) -> anyhow::Result<CreateKey> {
+    let max_budget = match a.max_budget {
+        Some(text) => Some(
+            text.parse::<serde_json::Number>()
+                .map_err(|_| Exit { code: 1, message: format!("--max-budget: `{text}` is not a number") })?,
+        ),
+        None => None,
+    };
+    Ok(CreateKey {
+        team_id: Some(a.team),
+        agent_role: a.role,
+        key_alias: a.alias,
+        models: (!a.models.is_empty()).then_some(a.models),
+        max_budget,
+        budget_duration: a.budget_duration,
+        rpm_limit: a.rpm_limit,
+        tpm_limit: a.tpm_limit,
+        expires: a.expires,
+        ..Default::default()
+    })
+}
+
+fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  STATUS",
+        "ID", "ALIAS", "TEAM", "ROLE", "KEY", "EXPIRES"
+    )?;
+    let now = chrono::Utc::now();
+    for k in keys {
+        let expired =
+            k.expires.as_deref().and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok()).is_some_and(|e| e <= now);
+        let status = if k.blocked {
+            "revoked"
+        } else if expired {
+            "expired"
+        } else {
+            "active"
+        };
+        writeln!(
+            out,
+            "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  {status}",
+            k.key_id,
+            k.key_alias.as_deref().unwrap_or("-"),
+            k.team_id,
+            k.agent_role.as_deref().unwrap_or("-"),
+            k.key_hint,
+            k.expires.as_deref().unwrap_or("never"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs a `svc teams` command.
+pub async fn teams(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<()> {
+    let config = load_config(explicit)?;
+    let TeamsCommand::List = cmd;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{:<16}  {:>12}  {:<8}  MODELS", "TEAM", "BUDGET", "PERIOD")?;
+    for t in &config.gateway.teams {
+        let budget = t.budget_limit.map(|b| b.to_string()).unwrap_or_else(|| "unlimited".into());
+        let models = if t.models.is_empty() { "(all)".to_string() } else { t.models.join(", ") };
+        writeln!(out, "{:<16}  {:>12}  {:<8}  {models}", t.team_id, budget, t.budget_duration.to_string())?;
+    }
+    Ok(())
+}

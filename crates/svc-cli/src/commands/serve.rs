@@ -1,0 +1,91 @@
+//! `svc serve`: load the config (or the built-in demo), open the store, build the gateway, listen, and
+//! shut down gracefully on SIGTERM or Ctrl-C.
+
+use super::{load_config, open_store, Exit};
+use crate::cli::ServeArgs;
+use anyhow::Context;
+use std::path::Path;
+use svc_config::ConfigSource;
+use svc_gateway::keys::generate_secret;
+use svc_gateway::AppState;
+
+/// Runs the gateway until a shutdown signal.
+pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = load_config(explicit)?;
+    if let Some(h) = args.host {
+        config.server.host = h;
+    }
+    if let Some(p) = args.port {
+        config.server.port = p;
+    }
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    let store = open_store(&config).await?;
+    let demo = config.source == ConfigSource::Builtin;
+    let master = match (&config.server.master_key, demo) {
+        (Some(k), _) => k.expose().to_string(),
+        // The demo must answer out of the box: generate a master key once and keep it in the store, so
+        // it stays the same across restarts.
+        (None, true) => store.meta_get_or_insert("demo_master_key", &generate_secret()).await?,
+        (None, false) => {
+            return Err(Exit {
+                code: 1,
+                message: "no master key: set SVC_MASTER_KEY or server.master_key in the config".into(),
+            }
+            .into())
+        }
+    };
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    let models = config.aliases().join(", ");
+    let source = match &config.source {
+        ConfigSource::File(p) => p.display().to_string(),
+        ConfigSource::Builtin => "<built-in demo>".into(),
+    };
+    let database = config.server.database_url.clone();
+    let from_env = config.server.master_key.is_some();
+    let state = AppState::new(config, store, Some(&master)).await?;
+    if demo {
+        tracing::warn!("running the built-in demo configuration: the four aliases are served by the `mock` provider (no accounts, no network)");
+        if from_env {
+            tracing::info!("master key: the value of $SVC_MASTER_KEY");
+        } else {
+            // The demo's generated master key is printed on purpose (and only in demo mode): it is the
+            // only way for a first-time user to learn it.
+            eprintln!("svc: demo master key (generated once, stored in {database}): {master}");
+        }
+        eprintln!(
+            "svc: try: curl http://{local}/v1/chat/completions -H \"Authorization: Bearer $KEY\" -H 'Content-Type: application/json' \
+             -d '{{\"model\":\"openai/gpt-4.1-mini\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
+        );
+    }
+    tracing::info!(config = %source, store = %database, %models, "svc listening on http://{local}");
+    svc_gateway::serve(state, listener, shutdown_signal()).await?;
+    tracing::info!("svc stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}

@@ -1,0 +1,53 @@
+//! `svc spend`: spend per team, per key and per model, read from the store.
+
+use super::{load_config, open_store, Exit};
+use crate::cli::SpendArgs;
+use std::io::Write;
+use std::path::Path;
+use svc_budget::{BudgetDuration, Money};
+use svc_store::{SpendFilter, SpendTotal};
+
+/// Prints three tables: by team, by key, by model.
+pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()> {
+    let config = load_config(explicit)?;
+    let store = open_store(&config).await?;
+    let mut filter = SpendFilter { team_id: args.team.clone(), ..Default::default() };
+    if let Some(since) = &args.since {
+        let d = BudgetDuration::parse(since).map_err(|e| Exit { code: 1, message: format!("--since: {e}") })?;
+        let now = chrono::Utc::now();
+        let start = match d {
+            BudgetDuration::Seconds(s) => now - chrono::Duration::seconds(s as i64),
+            BudgetDuration::Months(m) => now.checked_sub_months(chrono::Months::new(m)).unwrap_or(now),
+        };
+        filter.start_ms = Some(start.timestamp_millis());
+    }
+    let keys = store.list_keys().await?;
+    let mut out = std::io::stdout().lock();
+    for (group, title) in [("team", "TEAM"), ("key", "KEY"), ("model", "MODEL")] {
+        let totals = store.spend_totals(group, &filter).await?;
+        let label = |t: &SpendTotal| -> String {
+            if group != "key" {
+                return t.group.clone();
+            }
+            keys.iter()
+                .find(|k| k.id == t.group)
+                .map(|k| k.key_alias.clone().unwrap_or_else(|| k.key_hint.clone()))
+                .unwrap_or_else(|| t.group.clone())
+        };
+        writeln!(out, "{title:<32}  {:>8}  {:>12}  {:>12}  {:>14}", "REQUESTS", "PROMPT", "COMPLETION", "SPEND")?;
+        for t in &totals {
+            writeln!(
+                out,
+                "{:<32}  {:>8}  {:>12}  {:>12}  {:>14}",
+                label(t),
+                t.requests,
+                t.prompt_tokens,
+                t.completion_tokens,
+                Money(t.cost).to_string()
+            )?;
+        }
+        writeln!(out)?;
+    }
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,13 @@
+//! `svc-notify` (spec 6.3) and the event-related `svc` subcommands (`svc hooks …`, `svc events tail`).
+//! Glue only: the envelope, the sinks and their rules live in svc-events.
+
+pub mod args;
+mod dry_run;
+pub mod error;
+pub mod events_cmd;
+pub mod hooks_cmd;
+mod run;
+
+pub use args::NotifyArgs;
+pub use error::NotifyError;
+pub use run::{main, run};

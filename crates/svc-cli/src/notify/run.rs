@@ -1,0 +1,198 @@
+//! The `svc-notify` flow.
+//!
+//! 1. Parse arguments (`try_parse`: usage errors exit 1; `--help` and `--version` exit 0).
+//! 2. Load the configuration (`--config`, `$SVC_CONFIG`, `./svc.yaml`; no file is a configuration error).
+//! 3. Build the envelope: kind (default `test`), `--data` (a JSON object), `--priority`, source from the
+//!    config and `SVC_FLEET`/`SVC_NODE`/`SVC_AGENT`/`SVC_SWARM`/`SVC_BUILD`.
+//! 4. Decide the destinations: the push block when enabled, the webhooks whose `events` take the kind, the
+//!    hooks registered on this node. No push block (or a disabled one), no webhook and no registered hook is
+//!    a configuration error.
+//! 5. `--dry-run`: print what would be sent, exit 0.
+//! 6. Deliver in order: push (one attempt and two quick retries on unreachable/5xx/429), then the matching
+//!    webhooks concurrently (each with its own `retry`), then the hooks, unless the loop guard refuses them.
+//!    Every destination is tried even when an earlier one failed; the exit code is the push failure's when
+//!    push failed, else 2 when a webhook failed. Hook failures are reported but do not change the exit code.
+
+use super::args::NotifyArgs;
+use super::dry_run;
+use super::error::NotifyError;
+use clap::Parser as _;
+use std::process::ExitCode;
+use svc_config::{Config, Priority};
+use svc_events::sinks::hooks::{HookFile, HookRunner};
+use svc_events::{Deliverer, Destination, Envelope, EventKind, PushError, PushOverrides, RetryPolicy, Source};
+
+/// Quick retries of the push server: 2 after the first attempt (about 0.75 s in all).
+const PUSH_RETRIES: u32 = 2;
+
+/// What `svc-notify` is about to send.
+pub(super) struct Plan {
+    pub envelope: Envelope,
+    pub overrides: PushOverrides,
+    pub deliverer: Deliverer,
+    pub destinations: Vec<Destination>,
+    pub hook_refusal: Option<String>,
+}
+
+/// The binary's `main`: parses `std::env::args`, runs, reports, and returns the exit code.
+pub fn main() -> ExitCode {
+    let args = match NotifyArgs::try_parse() {
+        Ok(a) => a,
+        Err(e) => return usage_error(e),
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return NotifyError::Config(format!("cannot start the async runtime: {e}")).report(),
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => e.report(),
+    }
+}
+
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+            NotifyError::Config(format!("{first} (see `svc-notify --help`)")).report()
+        }
+    }
+}
+
+/// Runs `svc-notify` with parsed arguments.
+pub async fn run(args: NotifyArgs) -> Result<(), NotifyError> {
+    let config = load_config(&args)?;
+    let plan = plan(&args, &config)?;
+    if args.dry_run {
+        dry_run::print(&plan);
+        return Ok(());
+    }
+    deliver(plan).await
+}
+
+fn load_config(args: &NotifyArgs) -> Result<Config, NotifyError> {
+    let Some(path) = svc_config::find_config(args.config.as_deref()) else {
+        return Err(NotifyError::Config(
+            "no configuration file: pass `--config PATH`, set `SVC_CONFIG`, or create ./svc.yaml".into(),
+        ));
+    };
+    svc_config::load_file(&path).map_err(|e| NotifyError::Config(e.to_string()))
+}
+
+fn plan(args: &NotifyArgs, config: &Config) -> Result<Plan, NotifyError> {
+    let kind =
+        EventKind::parse(args.event.as_deref().unwrap_or("test")).map_err(|e| NotifyError::Config(e.to_string()))?;
+    let data = match &args.data {
+        Some(arg) => {
+            let text = read_data(arg)?;
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| NotifyError::Config(format!("`--data` is not valid JSON: {e}")))?
+        }
+        None => serde_json::Value::Null,
+    };
+    let priority = match &args.priority {
+        Some(p) => Some(Priority::parse(p).ok_or_else(|| {
+            NotifyError::Config(format!("`--priority {p}` is not one of min, low, default, high, urgent"))
+        })?),
+        None => None,
+    };
+    let source = Source::from_config(&config.fleet, args.agent.as_deref(), "svc-notify");
+    let envelope = Envelope::new(kind, data, &source).map_err(|e| NotifyError::Config(e.to_string()))?;
+
+    let depth = svc_events::sinks::hooks::current_depth();
+    let runner =
+        HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()).with_depth(depth));
+    let registered = runner.as_ref().and_then(|r| r.registry().current().ok()).is_some_and(|h| !h.is_empty());
+    let hook_refusal = runner.as_ref().and_then(|r| r.allowed().err()).map(|e| e.to_string());
+    let deliverer = Deliverer::from_config(&config.notifications, runner.filter(|_| registered))
+        .with_webhook_policy(RetryPolicy::WEBHOOK_CLI);
+
+    if deliverer.push().is_none() && config.notifications.webhooks.is_empty() && !registered {
+        let why = match &config.notifications.ntfy {
+            Some(n) if !n.enabled => "the push block `notifications.ntfy` is disabled",
+            _ => "no push block `notifications.ntfy`",
+        };
+        return Err(NotifyError::Config(format!(
+            "{why} and no webhook or hook is configured: nowhere to send the event"
+        )));
+    }
+    let destinations = deliverer.destinations_for(kind.as_str());
+    let overrides = PushOverrides { title: args.title.clone(), priority };
+    Ok(Plan { envelope, overrides, deliverer, destinations, hook_refusal })
+}
+
+async fn deliver(plan: Plan) -> Result<(), NotifyError> {
+    let Plan { envelope, overrides, deliverer, destinations, hook_refusal } = plan;
+    let mut failure: Option<NotifyError> = None;
+    let mut webhook_errors: Vec<String> = Vec::new();
+
+    if let Some(push) = deliverer.push() {
+        let msg = push.message(&envelope, &overrides).map_err(|e| NotifyError::Config(e.to_string()))?;
+        if let Err(e) = push.publish_with_retries(&msg, &RetryPolicy::PUSH_CLI, PUSH_RETRIES).await {
+            failure = Some(push_failure(e));
+        }
+    }
+
+    for (_, result) in deliverer.deliver_to_webhooks(&envelope.event, &envelope.to_json()).await {
+        if let Err(e) = result {
+            webhook_errors.push(e.to_string());
+        }
+    }
+
+    if destinations.contains(&Destination::Hooks) {
+        match hook_refusal {
+            Some(why) => eprintln!("svc-notify: {why}"),
+            None => match deliverer.run_hooks(&envelope).await {
+                Ok(runs) => {
+                    for run in runs.iter().filter(|r| !r.succeeded()) {
+                        eprintln!("svc-notify: hook {}: {}", run.script.display(), run.status);
+                    }
+                }
+                Err(e) => eprintln!("svc-notify: hooks not run: {e}"),
+            },
+        }
+    }
+
+    // One line per failure; the last one is returned and decides the exit code (push first, spec 6.3).
+    let last_webhook = if failure.is_none() { webhook_errors.pop() } else { None };
+    for e in &webhook_errors {
+        eprintln!("svc-notify: {e}");
+    }
+    match (failure, last_webhook) {
+        (Some(f), _) => Err(f),
+        (None, Some(e)) => Err(NotifyError::Unreachable(e)),
+        (None, None) => Ok(()),
+    }
+}
+
+/// `--data JSON`, `--data @PATH` (read a file) or `--data -` (read stdin). One command-line argument is
+/// capped at 128 KiB on Linux, so large data must come from a file or stdin.
+fn read_data(arg: &str) -> Result<String, NotifyError> {
+    if arg == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| NotifyError::Config(format!("cannot read `--data` from stdin: {e}")))?;
+        return Ok(text);
+    }
+    match arg.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| NotifyError::Config(format!("cannot read `--data` file `{path}`: {e}"))),
+        None => Ok(arg.to_string()),
+    }
+}
+
+fn push_failure(e: PushError) -> NotifyError {
+    match e {
+        PushError::AuthFailed { .. } => NotifyError::Auth(e.to_string()),
+        PushError::Unreachable { .. } | PushError::ServerError { .. } | PushError::RateLimited { .. } => {
+            NotifyError::Unreachable(e.to_string())
+        }
+        PushError::Rejected { .. } => NotifyError::Config(e.to_string()),
+    }
+}

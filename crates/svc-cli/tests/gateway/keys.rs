@@ -1,0 +1,151 @@
+//! Key lifecycle through the admin API and the CLI: create, use, rotate, revoke, expire.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+use svc_testkit::upstream::Upstream;
+
+async fn admin(g: &Gateway, path: &str, body: Value) -> (u16, Value) {
+    let r = client().post(g.path(path)).bearer_auth(MASTER).json(&body).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn lifecycle_through_the_admin_api() {
+    let up = Upstream::start().await.unwrap();
+    let g = Gateway::start(&config_for(&up.base_url, "")).await;
+    let (s, created) = admin(
+        &g,
+        "/key/generate",
+        json!({"team_id": "executor", "agent_role": "coder", "key_alias": "coder-1", "metadata": {"owner": "ci"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{created}");
+    let key = created["key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("sk-svc-") && key.len() >= 7 + 32, "{key}");
+    assert_eq!((created["team_id"].as_str(), created["key_alias"].as_str()), (Some("executor"), Some("coder-1")));
+    let id = created["key_id"].as_str().unwrap().to_string();
+    assert_eq!(post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await.0, 200);
+
+    // Info and list never show the secret.
+    let info: Value = admin_get(&g, "/key/info?key=coder-1").await;
+    assert_eq!(info["info"]["key_id"], id.as_str());
+    assert!(!info.to_string().contains(&key));
+    let list: Value = admin_get(&g, "/key/list").await;
+    assert_eq!(list["total_count"], 1);
+    assert!(!list.to_string().contains(&key));
+
+    // Rotation: new secret, same identity; the old secret stops working at once.
+    let (s, rotated) = admin(&g, "/key/regenerate", json!({"key": key})).await;
+    assert_eq!(s, 200);
+    let new_key = rotated["key"].as_str().unwrap().to_string();
+    assert_ne!(new_key, key);
+    assert_eq!(rotated["key_id"], id.as_str());
+    assert_eq!(post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await.0, 401);
+    assert_eq!(post_chat(&g, &new_key, &chat("openai/gpt-4.1-mini")).await.0, 200);
+
+    // Update and block.
+    let (s, updated) = admin(&g, "/key/update", json!({"key": "coder-1", "models": ["openai/gpt-4.1-nano"]})).await;
+    assert_eq!((s, updated["models"].clone()), (200, json!(["openai/gpt-4.1-nano"])));
+    let (s, body) = admin(&g, "/key/update", json!({"key": "coder-1", "models": ["anthropic/claude-opus-4-1"]})).await;
+    assert_eq!(s, 400, "a key may only name its team's models: {body}");
+    let (s, _) = admin(&g, "/key/block", json!({"key": "coder-1"})).await;
+    assert_eq!(s, 200);
+    let (s, _, b) = post_chat(&g, &new_key, &chat("openai/gpt-4.1-nano")).await;
+    assert_eq!((s, b["error"]["message"].as_str()), (401, Some("This API key has been revoked.")));
+    admin(&g, "/key/unblock", json!({"key": "coder-1"})).await;
+    assert_eq!(post_chat(&g, &new_key, &chat("openai/gpt-4.1-nano")).await.0, 200);
+
+    // Delete.
+    let (s, del) = admin(&g, "/key/delete", json!({"keys": [new_key.clone()]})).await;
+    assert_eq!((s, del), (200, json!({"deleted_keys": [id]})));
+    assert_eq!(post_chat(&g, &new_key, &chat("openai/gpt-4.1-nano")).await.0, 401);
+
+    // Bad requests.
+    let (s, b) = admin(&g, "/key/generate", json!({"team_id": "nobody"})).await;
+    assert_eq!((s, b["error"]["param"].as_str()), (400, Some("team_id")));
+    let (s, b) =
+        admin(&g, "/key/generate", json!({"team_id": "executor", "models": ["anthropic/claude-opus-4-1"]})).await;
+    assert_eq!((s, b["error"]["param"].as_str()), (400, Some("models")));
+    let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "soft_budget": 3})).await;
+    assert_eq!(s, 400, "{b}");
+    let (s, _) = admin(&g, "/key/generate", json!({"team_id": "executor", "key_alias": "dup"})).await;
+    assert_eq!(s, 200);
+    let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "key_alias": "dup"})).await;
+    assert_eq!(s, 400, "{b}");
+
+    // Teams.
+    let teams: Value = admin_get(&g, "/team/list").await;
+    assert_eq!(teams.as_array().unwrap().len(), 2);
+    let r = client().get(g.path("/team/info?team_id=executor")).bearer_auth(MASTER).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(client().get(g.path("/team/info?team_id=zzz")).bearer_auth(MASTER).send().await.unwrap().status(), 404);
+}
+
+#[tokio::test]
+async fn keys_expire() {
+    let up = Upstream::start().await.unwrap();
+    let g = Gateway::start(&config_for(&up.base_url, "")).await;
+    let key = g.key(json!({"team_id": "executor", "expires": "1s"})).await;
+    assert_eq!(post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await.0, 200);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (s, _, b) = post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await;
+    assert_eq!((s, b["error"]["message"].as_str()), (401, Some("Expired key.")));
+}
+
+async fn cli(g: &Gateway, args: &[&str]) -> (i32, String, String) {
+    let out = svc().arg("--config").arg(&g.config).args(args).current_dir(g.dir_path()).output().await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn cli_changes_reach_a_running_server() {
+    let up = Upstream::start().await.unwrap();
+    let g = Gateway::start(&config_for(&up.base_url, "")).await;
+    let (code, stdout, stderr) = cli(
+        &g,
+        &["keys", "create", "--team", "executor", "--role", "tester", "--alias", "cli-key", "--expires", "30d"],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let key = stdout.trim().to_string();
+    assert_eq!(stdout, format!("{key}\n"), "the key alone on stdout");
+    // The server picks the new key up within its one-second poll.
+    let mut status = 0;
+    for _ in 0..40 {
+        status = post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await.0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+    let (code, list, _) = cli(&g, &["keys", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(list.contains("cli-key") && list.contains("tester") && list.contains("active"), "{list}");
+    assert!(!list.contains(&key));
+    let (code, rotated, _) = cli(&g, &["keys", "rotate", "cli-key"]).await;
+    assert_eq!(code, 0);
+    let rotated = rotated.trim().to_string();
+    let (code, _, stderr) = cli(&g, &["keys", "revoke", "cli-key"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut status = 0;
+    for _ in 0..40 {
+        status = post_chat(&g, &rotated, &chat("openai/gpt-4.1-mini")).await.0;
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 401);
+    let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "ghosts"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("unknown team `ghosts`"), "{stderr}");
+    let (code, teams, _) = cli(&g, &["teams", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(teams.contains("executor") && teams.contains("50.00"), "{teams}");
+}

@@ -1,0 +1,162 @@
+//! The `notifications:` section (spec 2.7): the push block, webhooks and shell-hook settings.
+
+use crate::node::Node;
+use crate::reader::{Key, Reader};
+use crate::types::*;
+use std::time::Duration;
+
+/// Topic names a real ntfy server reserves (reference: ntfy.md, "Topics").
+const RESERVED_TOPICS: &[&str] =
+    &["docs", "static", "file", "app", "metrics", "account", "settings", "signup", "login", "v1"];
+
+pub(crate) fn notifications(r: &mut Reader, node: Option<&Node>) -> NotificationsConfig {
+    const KEYS: &[Key] = &[("ntfy", &["push"]), ("webhooks", &[]), ("hooks", &[])];
+    let mut out = NotificationsConfig::default();
+    let Some(f) = node.and_then(|n| r.fields(n, "notifications", KEYS)) else {
+        return out;
+    };
+    if let Some(n) = f.get("ntfy") {
+        out.ntfy = ntfy(r, n);
+    }
+    for (i, item) in r.list(&f, "webhooks").into_iter().enumerate() {
+        if let Some(w) = webhook(r, item, &format!("notifications.webhooks[{i}]")) {
+            out.webhooks.push(w);
+        }
+    }
+    if let Some(n) = f.get("hooks") {
+        const HOOKS: &[Key] = &[("timeout_seconds", &[]), ("max_concurrent", &[])];
+        if let Some(h) = r.fields(n, "notifications.hooks", HOOKS) {
+            if let Some(t) = r.int::<u64>(&h, "timeout_seconds") {
+                out.hooks.timeout = Duration::from_secs(t.max(1));
+            }
+            if let Some(m) = r.int::<usize>(&h, "max_concurrent") {
+                out.hooks.max_concurrent = m.max(1);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `topic` is a valid, unreserved ntfy topic name.
+pub fn valid_topic(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= 64
+        && topic.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && !RESERVED_TOPICS.contains(&topic)
+}
+
+fn http_url(r: &mut Reader, node: &Node, path: &str, url: &str) -> bool {
+    let ok = (url.starts_with("http://") || url.starts_with("https://"))
+        && url.len() > "https://".len()
+        && !url.contains(char::is_whitespace);
+    if !ok {
+        r.error(node, format!("{path}: `{url}` must be an http:// or https:// URL"));
+    }
+    ok
+}
+
+fn ntfy(r: &mut Reader, node: &Node) -> Option<NtfyConfig> {
+    const KEYS: &[Key] = &[("enabled", &[]), ("server", &[]), ("topic", &[]), ("priority", &[]), ("token", &[])];
+    let path = "notifications.ntfy";
+    let f = r.fields(node, path, KEYS)?;
+    let enabled = r.boolean(&f, "enabled").unwrap_or(true);
+    let server = r.string(&f, "server");
+    let topic = r.string(&f, "topic");
+    let mut ok = true;
+    match (&server, f.get("server")) {
+        (Some(s), Some(n)) => ok &= http_url(r, n, &f.child("server"), s),
+        _ => {
+            r.error(node, format!("{path}: missing `server` (e.g. `https://ntfy.sh`)"));
+            ok = false;
+        }
+    }
+    match (&topic, f.get("topic")) {
+        (Some(t), Some(n)) if !valid_topic(t) => {
+            r.error(
+                n,
+                format!(
+                    "{}: `{t}` is not a valid topic: use 1-64 of A-Z a-z 0-9 - _, not a reserved name",
+                    f.child("topic")
+                ),
+            );
+            ok = false;
+        }
+        (Some(_), _) => {}
+        _ => {
+            r.error(node, format!("{path}: missing `topic` (form `svc-fleet-<token>`)"));
+            ok = false;
+        }
+    }
+    let priority = match r.string(&f, "priority") {
+        Some(p) => match Priority::parse(&p) {
+            Some(p) => p,
+            None => {
+                if let Some(n) = f.get("priority") {
+                    r.error(n, format!("{}: `{p}` is not one of min, low, default, high, urgent", f.child("priority")));
+                }
+                Priority::Default
+            }
+        },
+        None => Priority::Default,
+    };
+    let token = r.string(&f, "token").filter(|t| !t.trim().is_empty()).map(Secret::new);
+    if !ok {
+        return None;
+    }
+    Some(NtfyConfig {
+        enabled,
+        server: server.unwrap_or_default().trim_end_matches('/').to_string(),
+        topic: topic.unwrap_or_default(),
+        priority,
+        token,
+    })
+}
+
+fn webhook(r: &mut Reader, node: &Node, path: &str) -> Option<WebhookConfig> {
+    const KEYS: &[Key] =
+        &[("url", &[]), ("events", &[]), ("secret", &[]), ("timeout_seconds", &["timeout"]), ("retry", &["retries"])];
+    let f = r.fields(node, path, KEYS)?;
+    let url = r.string(&f, "url");
+    let mut ok = match (&url, f.get("url")) {
+        (Some(u), Some(n)) => http_url(r, n, &f.child("url"), u),
+        _ => {
+            r.error(node, format!("{path}: missing `url`"));
+            false
+        }
+    };
+    let mut events = Vec::new();
+    for (e, n) in r.strings(&f, "events").unwrap_or_default() {
+        if crate::EVENT_KINDS.contains(&e.as_str()) || e == "*" || e == "test" {
+            events.push(e);
+        } else if let Some(prefix) = e.strip_suffix(".*") {
+            if crate::EVENT_KINDS.iter().any(|k| k.split('.').next() == Some(prefix)) {
+                events.push(e);
+            } else {
+                r.error(&n, format!("{}: `{e}` matches no event kind", f.child("events")));
+            }
+        } else {
+            r.error(&n, format!("{}: unknown event kind `{e}`", f.child("events")));
+        }
+    }
+    if f.get("events").is_none() {
+        r.error(node, format!("{path}: missing `events` (a list of event kinds, `*` or prefixes like `task.*`)"));
+        ok = false;
+    }
+    let secret = r.string(&f, "secret").filter(|s| !s.is_empty());
+    if secret.is_none() {
+        r.error(node, format!("{path}: missing `secret` (the HMAC signing secret)"));
+        ok = false;
+    }
+    let timeout = r.int::<u64>(&f, "timeout_seconds").unwrap_or(10);
+    let retry = r.int::<u32>(&f, "retry").unwrap_or(3);
+    if !ok {
+        return None;
+    }
+    Some(WebhookConfig {
+        url: url.unwrap_or_default(),
+        events,
+        secret: Secret::new(secret.unwrap_or_default()),
+        timeout: Duration::from_secs(timeout.max(1)),
+        retry,
+    })
+}

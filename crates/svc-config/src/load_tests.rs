@@ -1,0 +1,252 @@
+//! Table tests for the loader: every diagnostic carries file, line and column.
+
+use super::*;
+
+fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    load_str(text, "svc.yaml", ConfigSource::File("svc.yaml".into()), &lookup)
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match load(text, &[]) {
+        Ok(_) => Vec::new(),
+        Err(ConfigError::Invalid { diagnostics }) => diagnostics.iter().map(|d| d.to_string()).collect(),
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+const GOOD: &str = "\
+server:
+  port: 4100
+  master_key: os.environ/TEST_MASTER
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    litellm_params:
+      model: openai/gpt-4.1-mini
+      api_base: http://127.0.0.1:9/v1/
+      api_key: os.environ/TEST_OPENAI
+      input_cost_per_token: 0.0000004
+      output_cost_per_token: 0.0000016
+litellm_settings:
+  budget_duration: 1mo
+  teams:
+    - team_id: executor
+      budget_limit: 50
+      models: [openai/gpt-4.1-mini]
+";
+
+#[test]
+fn loads_litellm_shaped_config() {
+    let c = load(GOOD, &[("TEST_MASTER", "sk-master"), ("TEST_OPENAI", "sk-up")]);
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.server.port, 4100);
+    assert_eq!(c.server.master_key.as_ref().map(|k| k.expose()), Some("sk-master"));
+    let m = &c.models[0];
+    assert_eq!(m.provider, ProviderKind::OpenAi);
+    assert_eq!(m.upstream_model, "gpt-4.1-mini");
+    assert_eq!(m.api_base.as_deref(), Some("http://127.0.0.1:9/v1"));
+    assert_eq!(m.owned_by, "openai");
+    assert_eq!(m.deployment_id, "openai/gpt-4.1-mini");
+    assert_eq!(m.input_cost_per_token, Price(400_000));
+    assert_eq!(c.gateway.budget_duration, BudgetDuration::Months(1));
+    assert_eq!(c.gateway.teams[0].budget_limit, Some(Money(50_000_000_000)));
+}
+
+#[test]
+fn builtin_config_is_valid() {
+    let c = load_str(BUILTIN_YAML, "<built-in>", ConfigSource::Builtin, &|_| None);
+    let c = match c {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.aliases().len(), 4);
+    assert!(c.models.iter().all(|m| m.provider == ProviderKind::Mock));
+    assert_eq!(c.models[2].owned_by, "anthropic");
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}
+
+#[test]
+fn missing_environment_variable_names_the_key() {
+    let errs = errors(GOOD);
+    assert_eq!(
+        errs,
+        vec![
+            "svc.yaml:3:15: server.master_key: environment variable `TEST_MASTER` is not set",
+            "svc.yaml:9:16: model_list[0].params.api_key: environment variable `TEST_OPENAI` is not set",
+        ]
+    );
+}
+
+#[test]
+fn reports_every_problem_with_its_position() {
+    let text = "\
+server:
+  prot: 4000
+model_list:
+  - model_name: a/b
+    params:
+      modle: openai/x
+  - model_name: c/d
+    params:
+      model: nope/x
+      input_cost_per_token: -1
+gateway_settings:
+  budget_duration: 30x
+  teams:
+    - team_id: t
+      budget_limit: lots
+      models: [a/b, e/f]
+";
+    let errs = errors(text);
+    assert_eq!(
+        errs,
+        vec![
+            "svc.yaml:2:3: server: unknown field `prot` (did you mean `port`?)",
+            "svc.yaml:6:7: model_list[0].params: unknown field `modle` (did you mean `model`?)",
+            "svc.yaml:6:7: model_list[0].params: missing `model`",
+            "svc.yaml:9:14: model_list[1].params.model: `nope/x` must be `<provider>/<model id>` with provider openai, anthropic or mock",
+            "svc.yaml:12:20: gateway_settings.budget_duration: `30x` is not a duration; write a positive whole number and a unit: s, m, h, d, w or mo (e.g. `30d`)",
+            "svc.yaml:15:21: gateway_settings.teams[0].budget_limit: `lots` is not a decimal number",
+            "svc.yaml:16:16: gateway_settings.teams[0].models: unknown model `a/b`; it is not a `model_name` in model_list",
+            "svc.yaml:16:21: gateway_settings.teams[0].models: unknown model `e/f`; it is not a `model_name` in model_list",
+        ]
+    );
+}
+
+#[test]
+fn negative_budget_and_syntax_errors() {
+    let errs = errors("gateway_settings:\n  teams:\n    - team_id: t\n      budget_limit: -5\n");
+    assert_eq!(errs, vec!["svc.yaml:4:21: gateway_settings.teams[0].budget_limit: `-5` is negative; amounts and prices must be zero or more"]);
+    let errs = errors("server:\n  port: [1,\n");
+    assert_eq!(errs.len(), 1);
+    assert!(errs[0].starts_with("svc.yaml:"), "{errs:?}");
+    let errs = errors("server:\n  port: 99999\n");
+    assert_eq!(errs, vec!["svc.yaml:2:9: server.port: expected a whole number of the right size, found `99999`"]);
+}
+
+#[test]
+fn notifications_are_validated() {
+    let text = "\
+notifications:
+  ntfy:
+    server: ftp://x
+    topic: v1
+    priority: loud
+  webhooks:
+    - url: http://127.0.0.1:1/hook
+      events: [task.done, task.*, '*', nope.kind]
+      secret: s
+";
+    let errs = errors(text);
+    assert_eq!(
+        errs,
+        vec![
+            "svc.yaml:3:13: notifications.ntfy.server: `ftp://x` must be an http:// or https:// URL",
+            "svc.yaml:4:12: notifications.ntfy.topic: `v1` is not a valid topic: use 1-64 of A-Z a-z 0-9 - _, not a reserved name",
+            "svc.yaml:5:15: notifications.ntfy.priority: `loud` is not one of min, low, default, high, urgent",
+            "svc.yaml:8:40: notifications.webhooks[0].events: unknown event kind `nope.kind`",
+        ]
+    );
+}
+
+#[test]
+fn unpriced_model_of_a_budgeted_team_is_a_warning() {
+    let text = "\
+model_list:
+  - model_name: m
+    params: { model: mock/m }
+gateway_settings:
+  teams:
+    - { team_id: t, budget_limit: 1, models: [m] }
+";
+    let c = load(text, &[]);
+    let warnings = c.map(|c| c.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(warnings, vec!["svc.yaml:6:47: warning: gateway_settings.teams[0].models: model `m` has no prices, so its use costs 0 against this team's budget"]);
+}
+
+#[test]
+fn routing_and_health_have_defaults() {
+    let c = load("model_list:\n  - model_name: m\n    params: { model: mock/m }\n", &[]);
+    let c = c.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.gateway.routing,
+        RoutingSettings { num_retries: 2, allowed_fails: 3, cooldown: Duration::from_secs(5) }
+    );
+    let h = c.gateway.health;
+    assert_eq!((h.window, h.min_requests), (Duration::from_secs(60), 10));
+    assert_eq!((h.degraded_error_permille, h.unavailable_error_permille), (200, 500));
+    assert_eq!((h.degraded_p95_latency, h.probe_interval), (Duration::from_secs(60), Duration::from_secs(30)));
+    assert!(c.models[0].fallbacks.is_empty());
+}
+
+#[test]
+fn routing_health_and_fallbacks_load_with_litellm_names() {
+    let text = "\
+model_list:
+  - model_name: a
+    params: { model: mock/a }
+    fallbacks: [b, c, b]
+  - model_name: a
+    params: { model: mock/a2 }
+    fallbacks: [c]
+  - model_name: b
+    params: { model: mock/b }
+  - model_name: c
+    params: { model: mock/c }
+litellm_settings:
+  num_retries: 4
+  allowed_fails: 1
+  cooldown_time: 0
+  health_window_seconds: 10
+  health_min_requests: 3
+  degraded_error_rate: 0.25
+  unavailable_error_rate: 0.75
+  degraded_p95_latency_ms: 0
+  health_check_interval: 2
+";
+    let c = load(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.models[0].fallbacks, vec!["b", "c"]);
+    assert_eq!(c.models[1].fallbacks, vec!["c"]);
+    assert_eq!(c.gateway.routing, RoutingSettings { num_retries: 4, allowed_fails: 1, cooldown: Duration::ZERO });
+    let h = c.gateway.health;
+    assert_eq!((h.window, h.min_requests), (Duration::from_secs(10), 3));
+    assert_eq!((h.degraded_error_permille, h.unavailable_error_permille), (250, 750));
+    assert_eq!((h.degraded_p95_latency, h.probe_interval), (Duration::ZERO, Duration::from_secs(2)));
+}
+
+#[test]
+fn routing_health_and_fallback_mistakes_are_reported() {
+    let text = "\
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params: { model: mock/a }
+    fallbacks: [openai/gpt-4.1-mimi, openai/gpt-4.1-mini, nothing]
+    fallback: [x]
+gateway_settings:
+  num_retry: 1
+  allowed_fails: 0
+  degraded_error_rate: 1.5
+  unavailable_error_rate: 0.1
+  health_window_seconds: 0
+  cooldown_seconds: soon
+";
+    assert_eq!(
+        errors(text),
+        vec![
+            "svc.yaml:4:17: model_list[0].fallbacks: unknown model `openai/gpt-4.1-mimi`; it is not a `model_name` in model_list (did you mean `openai/gpt-4.1-mini`?)",
+            "svc.yaml:4:38: model_list[0].fallbacks: `openai/gpt-4.1-mini` is this entry's own alias; name other aliases to fall back to",
+            "svc.yaml:4:59: model_list[0].fallbacks: unknown model `nothing`; it is not a `model_name` in model_list",
+            "svc.yaml:5:5: model_list[0]: unknown field `fallback` (did you mean `fallbacks`?)",
+            "svc.yaml:7:3: gateway_settings: unknown field `num_retry` (did you mean `num_retries`?)",
+            "svc.yaml:8:18: gateway_settings.allowed_fails: must be at least 1 (set `cooldown_seconds: 0` to disable cooldowns)",
+            "svc.yaml:9:24: gateway_settings.degraded_error_rate: `1.5` is not a fraction in (0, 1], such as 0.5",
+            "svc.yaml:10:27: gateway_settings: `unavailable_error_rate` (0.1) must not be below `degraded_error_rate` (0.2)",
+            "svc.yaml:11:26: gateway_settings.health_window_seconds: must be at least 1",
+            "svc.yaml:12:21: gateway_settings.cooldown_seconds: expected a whole number of the right size, found `soon`",
+        ]
+    );
+}

@@ -1,0 +1,357 @@
+//! The validated configuration. Built only by the loader; every field already has its domain type.
+
+use std::fmt;
+use std::time::Duration;
+use svc_budget::{BudgetDuration, Money, Price};
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from.
+    pub source: crate::ConfigSource,
+    /// `server:`.
+    pub server: ServerConfig,
+    /// `fleet:`.
+    pub fleet: FleetConfig,
+    /// `model_list:`, one entry per deployment, in file order.
+    pub models: Vec<ModelEntry>,
+    /// `gateway_settings:` (alias `litellm_settings:`).
+    pub gateway: GatewaySettings,
+    /// `notifications:`.
+    pub notifications: NotificationsConfig,
+    /// Warnings found while loading (the configuration is still usable).
+    pub warnings: Vec<crate::Diagnostic>,
+}
+
+/// A secret string (master key, API key, webhook secret, push token). Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    /// The secret itself, for use on the wire only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// Whether the secret is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// `server:`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Listen address (default `127.0.0.1`).
+    pub host: String,
+    /// Listen port (default 4000; 0 picks a free port).
+    pub port: u16,
+    /// The admin key: `server.master_key`, else `$SVC_MASTER_KEY`; `None` when neither is set.
+    pub master_key: Option<Secret>,
+    /// `sqlite://…` (default `sqlite://svc.db`) or `postgres://…`.
+    pub database_url: String,
+    /// Requests in flight beyond this get 503 with `Retry-After` (default 512).
+    pub max_in_flight: usize,
+    /// Request bodies over this many bytes get 413 (default 10 MiB).
+    pub max_request_body_bytes: usize,
+}
+
+/// `fleet:`.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// Fleet name (default `default`).
+    pub name: String,
+    /// Node name (default: the host name).
+    pub node: String,
+}
+
+/// Which upstream API a deployment speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// OpenAI chat completions (OpenAI, vLLM, Ollama, Groq, …).
+    OpenAi,
+    /// Anthropic Messages API.
+    Anthropic,
+    /// The built-in deterministic mock.
+    Mock,
+}
+
+impl ProviderKind {
+    /// The prefix written in `params.model`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Mock => "mock",
+        }
+    }
+}
+
+/// One `model_list` entry: a deployment of an alias.
+#[derive(Debug, Clone)]
+pub struct ModelEntry {
+    /// The alias clients send (`model_name`).
+    pub alias: String,
+    /// Deployment id, unique in the file: `model_info.id`, else the alias (with `#n` when the alias repeats).
+    pub deployment_id: String,
+    /// The provider of `params.model`.
+    pub provider: ProviderKind,
+    /// The upstream model id (after the provider prefix).
+    pub upstream_model: String,
+    /// `params.api_base`, without a trailing slash.
+    pub api_base: Option<String>,
+    /// `params.api_key`.
+    pub api_key: Option<Secret>,
+    /// `params.timeout_seconds` (default 600).
+    pub timeout: Duration,
+    /// `params.input_cost_per_token` (default 0).
+    pub input_cost_per_token: Price,
+    /// `params.output_cost_per_token` (default 0).
+    pub output_cost_per_token: Price,
+    /// `params.max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+    /// `owned_by` in `GET /models`: the entry's `owned_by`, else the alias's provider prefix.
+    pub owned_by: String,
+    /// `fallbacks`: aliases whose deployments are tried, in order, after this alias's own (not transitive).
+    pub fallbacks: Vec<String>,
+    /// Line of the entry in the file, for later diagnostics.
+    pub line: u64,
+}
+
+/// `gateway_settings:`.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    /// Default length of a budget period (default `30d`).
+    pub budget_duration: BudgetDuration,
+    /// Fractions of a budget that emit `budget.alert` (default `[0.8]`), in per-mille.
+    pub budget_alert_thresholds_permille: Vec<u32>,
+    /// How long a readiness answer is reused (default 5 s).
+    pub readiness_cache: Duration,
+    /// Retries and cooldowns.
+    pub routing: RoutingSettings,
+    /// Model health thresholds and the background probe.
+    pub health: HealthSettings,
+    /// `teams:`.
+    pub teams: Vec<TeamConfig>,
+}
+
+/// Retries across deployments and cooldowns of failing deployments (LiteLLM's router names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutingSettings {
+    /// `num_retries`: attempts after the first, on the next deployment or fallback (default 2).
+    pub num_retries: u32,
+    /// `allowed_fails`: failures in a row after which a deployment is cooled down (default 3, at least 1).
+    pub allowed_fails: u32,
+    /// `cooldown_seconds` (LiteLLM `cooldown_time`): how long a cooled-down deployment stays out of rotation
+    /// (default 5 s; 0 disables cooldowns).
+    pub cooldown: Duration,
+}
+
+impl Default for RoutingSettings {
+    fn default() -> Self {
+        RoutingSettings { num_retries: 2, allowed_fails: 3, cooldown: Duration::from_secs(5) }
+    }
+}
+
+/// When a deployment counts as degraded or unavailable, judged on live traffic over a sliding window and on a
+/// background probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// `health_window_seconds`: length of the sliding window of live calls (default 60 s).
+    pub window: Duration,
+    /// `health_min_requests`: calls the window must hold before its figures are judged (default 10).
+    pub min_requests: u32,
+    /// `degraded_error_rate`, in per-mille: at or above it a deployment is degraded (default 0.2).
+    pub degraded_error_permille: u32,
+    /// `unavailable_error_rate`, in per-mille: at or above it a deployment is unavailable (default 0.5).
+    pub unavailable_error_permille: u32,
+    /// `degraded_p95_latency_ms`: a p95 latency (time to the answer, or to a stream's first chunk) at or above
+    /// it makes a deployment degraded (default 60 s; zero disables the latency check).
+    pub degraded_p95_latency: Duration,
+    /// `health_check_interval_seconds` (LiteLLM `health_check_interval`): period of the background probe
+    /// (`GET {api_base}/models`, never a paid completion; default 30 s; zero disables it).
+    pub probe_interval: Duration,
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        HealthSettings {
+            window: Duration::from_secs(60),
+            min_requests: 10,
+            degraded_error_permille: 200,
+            unavailable_error_permille: 500,
+            degraded_p95_latency: Duration::from_secs(60),
+            probe_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One `teams` entry.
+#[derive(Debug, Clone)]
+pub struct TeamConfig {
+    /// `team_id`.
+    pub team_id: String,
+    /// `budget_limit`; `None` means unlimited.
+    pub budget_limit: Option<Money>,
+    /// Aliases the team may use.
+    pub models: Vec<String>,
+    /// `budget_duration` of this team, else the gateway default.
+    pub budget_duration: BudgetDuration,
+    /// `budget_start`: anchor of the team's periods (calendar alignment).
+    pub budget_start: Option<chrono::DateTime<chrono::Utc>>,
+    /// Requests per minute for the whole team.
+    pub rpm_limit: Option<u32>,
+    /// Tokens per minute for the whole team.
+    pub tpm_limit: Option<u64>,
+}
+
+/// `notifications:`.
+#[derive(Debug, Clone, Default)]
+pub struct NotificationsConfig {
+    /// `ntfy:` (the push block).
+    pub ntfy: Option<NtfyConfig>,
+    /// `webhooks:`.
+    pub webhooks: Vec<WebhookConfig>,
+    /// `hooks:` settings for local shell hooks.
+    pub hooks: HookSettings,
+}
+
+/// Push priority scale (spec 2.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// 1
+    Min,
+    /// 2
+    Low,
+    /// 3
+    Default,
+    /// 4
+    High,
+    /// 5
+    Urgent,
+}
+
+impl Priority {
+    /// Parses `min|low|default|high|urgent` (also ntfy's `1`-`5` and `max`).
+    pub fn parse(text: &str) -> Option<Priority> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "min" | "1" => Some(Priority::Min),
+            "low" | "2" => Some(Priority::Low),
+            "default" | "3" => Some(Priority::Default),
+            "high" | "4" => Some(Priority::High),
+            "urgent" | "max" | "5" => Some(Priority::Urgent),
+            _ => None,
+        }
+    }
+    /// The word ntfy understands.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Min => "min",
+            Priority::Low => "low",
+            Priority::Default => "default",
+            Priority::High => "high",
+            Priority::Urgent => "urgent",
+        }
+    }
+}
+
+/// The push block (spec 2.7).
+#[derive(Debug, Clone)]
+pub struct NtfyConfig {
+    /// `enabled`.
+    pub enabled: bool,
+    /// `server`, http(s), without a trailing slash.
+    pub server: String,
+    /// `topic`, `^[-_A-Za-z0-9]{1,64}$`, not reserved.
+    pub topic: String,
+    /// `priority` (default `default`), used for `test` events.
+    pub priority: Priority,
+    /// `token`; `None` when empty.
+    pub token: Option<Secret>,
+}
+
+/// One `webhooks` entry (spec 2.7, 6.4).
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Receiving endpoint, http(s).
+    pub url: String,
+    /// Event kinds forwarded: exact kinds, `*`, or prefixes like `task.*`.
+    pub events: Vec<String>,
+    /// Signing secret.
+    pub secret: Secret,
+    /// Bound on one attempt (default 10 s).
+    pub timeout: Duration,
+    /// Retries after the first attempt (default 3).
+    pub retry: u32,
+}
+
+/// `notifications.hooks:`.
+#[derive(Debug, Clone)]
+pub struct HookSettings {
+    /// A hook still running after this is killed with its process group (default 30 s).
+    pub timeout: Duration,
+    /// At most this many hooks run at once (default 4).
+    pub max_concurrent: usize,
+}
+
+impl Default for HookSettings {
+    fn default() -> Self {
+        HookSettings { timeout: Duration::from_secs(30), max_concurrent: 4 }
+    }
+}
+
+impl Config {
+    /// The deployments of an alias, in file order.
+    pub fn deployments<'a>(&'a self, alias: &'a str) -> impl Iterator<Item = &'a ModelEntry> + 'a {
+        self.models.iter().filter(move |m| m.alias == alias)
+    }
+
+    /// The team with this id.
+    pub fn team(&self, team_id: &str) -> Option<&TeamConfig> {
+        self.gateway.teams.iter().find(|t| t.team_id == team_id)
+    }
+
+    /// Distinct aliases, in file order.
+    pub fn aliases(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for m in &self.models {
+            if !out.contains(&m.alias.as_str()) {
+                out.push(&m.alias);
+            }
+        }
+        out
+    }
+}
+
+/// The event kinds of spec 6.1, in the spec's order (`test` is accepted besides).
+pub const EVENT_KINDS: &[&str] = &[
+    "agent.started",
+    "agent.stopped",
+    "agent.crashed",
+    "task.created",
+    "task.done",
+    "task.blocked",
+    "epic.closed",
+    "budget.alert",
+    "budget.exceeded",
+    "model.degraded",
+    "model.unavailable",
+    "node.offline",
+    "swarm.complete",
+    "swarm.timeout",
+];

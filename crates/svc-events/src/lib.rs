@@ -1,0 +1,26 @@
+//! Fleet events (spec 2.6, 2.7, 6): the envelope, its kinds and severities, the three sinks (ntfy push,
+//! signed webhooks, shell hooks), the per-destination delivery both front ends use, and the durable outbox
+//! worker the gateway runs.
+//!
+//! This crate never imports the gateway and never opens a database: the gateway implements [`OutboxStore`]
+//! over its store, and `svc-notify` calls the sinks directly through [`Deliverer`].
+
+pub mod deliver;
+pub mod envelope;
+pub mod http;
+pub mod kinds;
+pub mod outbox;
+pub mod retry;
+pub mod sinks;
+
+pub use deliver::{Deliverer, Destination};
+pub use envelope::{Envelope, EnvelopeError, Meta, Source};
+pub use kinds::{EventKind, Severity, UnknownKind};
+pub use outbox::{
+    emit, EmitError, Emitter, MemoryOutbox, NewDelivery, NewOutboxEvent, OutboxItem, OutboxStore, OutboxWorker,
+    WorkerOptions,
+};
+pub use retry::{RetryPolicy, Transient};
+pub use sinks::hooks::{HookFile, HookRunner};
+pub use sinks::ntfy::{NtfySink, PushError, PushOverrides};
+pub use sinks::webhook::{WebhookError, WebhookSink};

@@ -1,0 +1,149 @@
+//! The push notification body: `data.task_title` when present, otherwise one human line per kind
+//! (e.g. `budget.exceeded: team executor spent 50.02 of 50.00`). Issue 4, "Push (ntfy) delivery".
+//!
+//! Only text; size limits and header encoding live in `message.rs`.
+
+use crate::envelope::Envelope;
+use serde_json::{Map, Value};
+
+/// The body text for an envelope, always one line and never empty.
+pub fn body_text(env: &Envelope) -> String {
+    if let Some(title) = env.data.get("task_title").and_then(Value::as_str).filter(|t| !t.trim().is_empty()) {
+        return one_line(title);
+    }
+    one_line(&summary(env))
+}
+
+/// A one-line summary of an envelope, using the documented `data` fields of its kind when they are there.
+pub fn summary(env: &Envelope) -> String {
+    let d = &env.data;
+    let kind = env.event.as_str();
+    let text = |k: &str| field(d, k);
+    let specific = match kind {
+        "budget.alert" | "budget.exceeded" => {
+            // The gateway's fields (README): `budget` is `team` or `key`; money as numbers or decimal strings.
+            let whose = match (text("budget").as_deref(), text("key_alias")) {
+                (Some("key"), Some(alias)) => Some(format!("key {alias}")),
+                _ => text("team_id").or_else(|| text("team")).map(|t| format!("team {t}")),
+            };
+            match (whose, money(d, "spent"), money(d, "limit")) {
+                (Some(whose), Some(spent), Some(limit)) => Some(format!("{whose} spent {spent} of {limit}")),
+                _ => None,
+            }
+        }
+        "model.degraded" | "model.unavailable" => text("model").map(|m| match text("reason") {
+            Some(r) => format!("{m}: {r}"),
+            None => m,
+        }),
+        "node.offline" => text("node").map(|n| format!("node {n} is offline")),
+        "task.created" | "task.done" | "task.blocked" => text("task_id").map(|t| match text("reason") {
+            Some(r) => format!("task {t}: {r}"),
+            None => format!("task {t}"),
+        }),
+        "epic.closed" => text("epic_id").map(|e| format!("epic {e}")),
+        _ => None,
+    };
+    let rest = specific.or_else(|| text("message")).unwrap_or_else(|| generic(d));
+    if rest.is_empty() {
+        format!("{kind} from {} on {}", env.agent, env.node)
+    } else {
+        format!("{kind}: {rest}")
+    }
+}
+
+/// A scalar field as text (strings as they are, numbers and booleans printed).
+fn field(d: &Map<String, Value>, key: &str) -> Option<String> {
+    match d.get(key)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// An amount: numbers with two decimals, strings as written.
+fn money(d: &Map<String, Value>, key: &str) -> Option<String> {
+    match d.get(key)? {
+        Value::Number(n) => n.as_f64().map(|f| format!("{f:.2}")),
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `key=value, …` of the scalar fields in key order, at most eight of them.
+fn generic(d: &Map<String, Value>) -> String {
+    // Sorted by key: the map's own order depends on serde_json's `preserve_order` feature in the build.
+    let mut keys: Vec<&String> = d.keys().collect();
+    keys.sort();
+    keys.into_iter().filter_map(|k| field(d, k).map(|v| format!("{k}={v}"))).take(8).collect::<Vec<_>>().join(", ")
+}
+
+/// Collapses every run of white space (including CR/LF) into one space.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::envelope::{Meta, Source};
+    use crate::kinds::EventKind;
+    use serde_json::json;
+
+    fn env(kind: EventKind, data: Value) -> Envelope {
+        let s = Source { fleet: "f".into(), node: "n1".into(), agent: "gateway".into(), meta: Meta::default() };
+        Envelope::new(kind, data, &s).unwrap()
+    }
+
+    #[test]
+    fn summaries() {
+        let cases = [
+            (
+                EventKind::BudgetExceeded,
+                json!({"team": "executor", "spent": "50.02", "limit": "50.00"}),
+                "budget.exceeded: team executor spent 50.02 of 50.00",
+            ),
+            (
+                EventKind::BudgetAlert,
+                json!({"budget": "team", "team_id": "executor", "spent": 40.5, "limit": 50.0, "threshold": 0.8}),
+                "budget.alert: team executor spent 40.50 of 50.00",
+            ),
+            (
+                EventKind::BudgetExceeded,
+                json!({"budget": "key", "team_id": "executor", "key_alias": "bot-1", "spent": 10.019, "limit": 10}),
+                "budget.exceeded: key bot-1 spent 10.02 of 10.00",
+            ),
+            (
+                EventKind::ModelUnavailable,
+                json!({"model": "openai/gpt-4.1-mini", "reason": "connection refused"}),
+                "model.unavailable: openai/gpt-4.1-mini: connection refused",
+            ),
+            (EventKind::NodeOffline, json!({"node": "n7"}), "node.offline: node n7 is offline"),
+            (EventKind::AgentStarted, json!({}), "agent.started from gateway on n1"),
+            (
+                EventKind::TaskBlocked,
+                json!({"task_id": 9, "reason": "waiting\non review"}),
+                "task.blocked: task 9: waiting on review",
+            ),
+            (EventKind::Test, json!({"message": "hello"}), "test: hello"),
+            (
+                EventKind::SwarmTimeout,
+                json!({"swarm": "s1", "after_seconds": 600}),
+                "swarm.timeout: after_seconds=600, swarm=s1",
+            ),
+        ];
+        for (kind, data, want) in cases {
+            assert_eq!(body_text(&env(kind, data)), want);
+        }
+    }
+
+    #[test]
+    fn task_title_wins() {
+        let e = env(
+            EventKind::TaskDone,
+            json!({"task_id": 1, "task_title": "Fix  the\r\nbuild", "epic_id": 2, "duration_seconds": 3}),
+        );
+        assert_eq!(body_text(&e), "Fix the build");
+    }
+}

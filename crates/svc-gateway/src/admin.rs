@@ -1,0 +1,339 @@
+//! Key and team administration shared by the admin API and the `svc keys` / `svc teams` commands, so
+//! both enforce the same rules: a key belongs to a configured team, may only name models its team may use,
+//! is shown once at creation and keeps its identity across rotation.
+
+use crate::error::ApiError;
+use crate::keys::{generate_secret, hash_secret, hint_of, looks_like_key, KeyCache};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use svc_budget::{BudgetDuration, Money};
+use svc_config::Config;
+use svc_store::{now_ms, KeyRow, Store};
+
+/// Body of `POST /key/generate` (LiteLLM's names; `duration` is accepted for `expires`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKey {
+    /// Owning team (required).
+    pub team_id: Option<String>,
+    /// Agent role.
+    pub agent_role: Option<String>,
+    /// Unique human name.
+    pub key_alias: Option<String>,
+    /// Aliases of its own, a subset of the team's.
+    pub models: Option<Vec<String>>,
+    /// Key budget (same unit as prices).
+    pub max_budget: Option<serde_json::Number>,
+    /// Key budget period (`30d`).
+    pub budget_duration: Option<String>,
+    /// Requests per minute.
+    pub rpm_limit: Option<u32>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<u64>,
+    /// Lifetime, e.g. `30d` (`duration` in LiteLLM).
+    #[serde(alias = "duration")]
+    pub expires: Option<String>,
+    /// Free-form JSON object.
+    pub metadata: Option<Map<String, Value>>,
+    /// LiteLLM's user id: kept in metadata.
+    pub user_id: Option<String>,
+}
+
+/// Body of `POST /key/update`: `key` names the key (secret, alias or id); other fields change it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateKey {
+    /// The key to change.
+    pub key: String,
+    /// New alias.
+    pub key_alias: Option<String>,
+    /// New agent role.
+    pub agent_role: Option<String>,
+    /// New model list.
+    pub models: Option<Vec<String>>,
+    /// New budget.
+    pub max_budget: Option<serde_json::Number>,
+    /// New budget period.
+    pub budget_duration: Option<String>,
+    /// New rpm.
+    pub rpm_limit: Option<u32>,
+    /// New tpm.
+    pub tpm_limit: Option<u64>,
+    /// New lifetime from now.
+    #[serde(alias = "duration")]
+    pub expires: Option<String>,
+    /// Replaces metadata.
+    pub metadata: Option<Map<String, Value>>,
+    /// Blocks (true) or unblocks (false).
+    pub blocked: Option<bool>,
+}
+
+/// What the admin API and CLI show of a key (never its secret, except `key` right after creation).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyInfo {
+    /// The secret: only in the answer to creation and rotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Stable id.
+    pub key_id: String,
+    /// `sk-svc-…abcd`.
+    pub key_hint: String,
+    /// Human name.
+    pub key_alias: Option<String>,
+    /// Team.
+    pub team_id: String,
+    /// Agent role.
+    pub agent_role: Option<String>,
+    /// Own model list.
+    pub models: Vec<String>,
+    /// Budget.
+    pub max_budget: Option<f64>,
+    /// Budget period.
+    pub budget_duration: Option<String>,
+    /// rpm.
+    pub rpm_limit: Option<i64>,
+    /// tpm.
+    pub tpm_limit: Option<i64>,
+    /// Expiry (RFC 3339).
+    pub expires: Option<String>,
+    /// Blocked/revoked.
+    pub blocked: bool,
+    /// Creation (RFC 3339).
+    pub created_at: String,
+    /// Metadata object.
+    pub metadata: Value,
+}
+
+fn rfc3339(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+impl KeyInfo {
+    /// From a stored row.
+    pub fn from_row(r: &KeyRow, secret: Option<String>) -> KeyInfo {
+        KeyInfo {
+            key: secret,
+            key_id: r.id.clone(),
+            key_hint: r.key_hint.clone(),
+            key_alias: r.key_alias.clone(),
+            team_id: r.team_id.clone(),
+            agent_role: r.agent_role.clone(),
+            models: r.models.clone(),
+            max_budget: r.max_budget.map(|b| Money(b).as_f64()),
+            budget_duration: r.budget_duration.clone(),
+            rpm_limit: r.rpm_limit,
+            tpm_limit: r.tpm_limit,
+            expires: r.expires_ms.map(rfc3339),
+            blocked: r.revoked_ms.is_some(),
+            created_at: rfc3339(r.created_ms),
+            metadata: serde_json::from_str(&r.metadata).unwrap_or(Value::Object(Map::new())),
+        }
+    }
+}
+
+/// Key and team operations over the store, checked against the config.
+pub struct Admin<'a> {
+    /// The store.
+    pub store: &'a Store,
+    /// The config (teams and aliases).
+    pub config: &'a Config,
+    /// The cache to refresh after a change (absent in the CLI).
+    pub cache: Option<&'a KeyCache>,
+}
+
+fn parse_money(n: &serde_json::Number, param: &str) -> Result<Money, ApiError> {
+    Money::parse(&n.to_string()).map_err(|e| ApiError::bad_request(format!("`{param}`: {e}"), Some(param.into())))
+}
+
+fn parse_duration(text: &str, param: &str) -> Result<BudgetDuration, ApiError> {
+    BudgetDuration::parse(text).map_err(|e| ApiError::bad_request(format!("`{param}`: {e}"), Some(param.into())))
+}
+
+/// The instant `text` (a duration such as `30d`) from `now`.
+fn expiry(text: &str, now: DateTime<Utc>) -> Result<i64, ApiError> {
+    let d = parse_duration(text, "expires")?;
+    Ok(d.period_at(now, now).end.timestamp_millis())
+}
+
+impl Admin<'_> {
+    async fn changed(&self) -> Result<(), ApiError> {
+        if let Some(c) = self.cache {
+            c.refresh(self.store, true).await?;
+        }
+        Ok(())
+    }
+
+    fn check_models(&self, team_id: &str, models: &[String]) -> Result<(), ApiError> {
+        let Some(team) = self.config.team(team_id) else {
+            let known: Vec<&str> = self.config.gateway.teams.iter().map(|t| t.team_id.as_str()).collect();
+            return Err(ApiError::bad_request(
+                format!(
+                    "unknown team `{team_id}`; configured teams: {}",
+                    if known.is_empty() { "none".into() } else { known.join(", ") }
+                ),
+                Some("team_id".into()),
+            ));
+        };
+        for m in models {
+            if !self.config.models.iter().any(|d| &d.alias == m) {
+                return Err(ApiError::bad_request(format!("unknown model `{m}`"), Some("models".into())));
+            }
+            if !team.models.is_empty() && !team.models.contains(m) {
+                return Err(ApiError::bad_request(
+                    format!("team `{team_id}` may not use model `{m}`"),
+                    Some("models".into()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a key; the answer carries its secret, shown this once.
+    pub async fn create(&self, req: CreateKey) -> Result<KeyInfo, ApiError> {
+        let team_id = req
+            .team_id
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| ApiError::bad_request("missing `team_id`", Some("team_id".into())))?;
+        let models = req.models.unwrap_or_default();
+        self.check_models(&team_id, &models)?;
+        let now = Utc::now();
+        let max_budget = req.max_budget.as_ref().map(|n| parse_money(n, "max_budget")).transpose()?;
+        if let Some(d) = &req.budget_duration {
+            parse_duration(d, "budget_duration")?;
+        }
+        let expires_ms = req.expires.as_deref().map(|e| expiry(e, now)).transpose()?;
+        let mut metadata = req.metadata.unwrap_or_default();
+        if let Some(u) = req.user_id {
+            metadata.insert("user_id".into(), Value::String(u));
+        }
+        let secret = generate_secret();
+        let row = KeyRow {
+            id: uuid::Uuid::new_v4().to_string(),
+            key_hash: hex::encode(hash_secret(&secret)),
+            key_hint: hint_of(&secret),
+            key_alias: req.key_alias.filter(|a| !a.is_empty()),
+            team_id,
+            agent_role: req.agent_role.filter(|a| !a.is_empty()),
+            models,
+            max_budget: max_budget.map(|m| m.0),
+            budget_duration: req.budget_duration,
+            rpm_limit: req.rpm_limit.map(i64::from),
+            tpm_limit: req.tpm_limit.and_then(|v| i64::try_from(v).ok()),
+            metadata: Value::Object(metadata).to_string(),
+            expires_ms,
+            revoked_ms: None,
+            created_ms: now.timestamp_millis(),
+            updated_ms: now.timestamp_millis(),
+            anchor_ms: now.timestamp_millis(),
+        };
+        self.store.insert_key(&row).await?;
+        self.changed().await?;
+        Ok(KeyInfo::from_row(&row, Some(secret)))
+    }
+
+    /// Finds a key by secret, alias or id.
+    pub async fn find(&self, needle: &str) -> Result<KeyRow, ApiError> {
+        let lookup = if looks_like_key(needle) { hex::encode(hash_secret(needle)) } else { needle.to_string() };
+        self.store.find_key(&lookup).await?.ok_or_else(|| {
+            ApiError::not_found("key_not_found", "no such key (give the key, its alias or its id)").with_param("key")
+        })
+    }
+
+    /// Changes a key.
+    pub async fn update(&self, req: UpdateKey) -> Result<KeyInfo, ApiError> {
+        let mut row = self.find(&req.key).await?;
+        if let Some(models) = req.models {
+            self.check_models(&row.team_id, &models)?;
+            row.models = models;
+        }
+        if let Some(a) = req.key_alias {
+            row.key_alias = Some(a).filter(|a| !a.is_empty());
+        }
+        if let Some(r) = req.agent_role {
+            row.agent_role = Some(r).filter(|r| !r.is_empty());
+        }
+        if let Some(b) = &req.max_budget {
+            row.max_budget = Some(parse_money(b, "max_budget")?.0);
+        }
+        if let Some(d) = req.budget_duration {
+            parse_duration(&d, "budget_duration")?;
+            row.budget_duration = Some(d);
+        }
+        if let Some(v) = req.rpm_limit {
+            row.rpm_limit = Some(v.into());
+        }
+        if let Some(v) = req.tpm_limit {
+            row.tpm_limit = i64::try_from(v).ok();
+        }
+        if let Some(e) = req.expires {
+            row.expires_ms = Some(expiry(&e, Utc::now())?);
+        }
+        if let Some(m) = req.metadata {
+            row.metadata = Value::Object(m).to_string();
+        }
+        if let Some(blocked) = req.blocked {
+            row.revoked_ms = if blocked { row.revoked_ms.or(Some(now_ms())) } else { None };
+        }
+        row.updated_ms = now_ms();
+        self.store.update_key(&row).await?;
+        self.changed().await?;
+        Ok(KeyInfo::from_row(&row, None))
+    }
+
+    /// Revokes (blocks) a key: it stays on record for audit, and every request with it gets 401.
+    pub async fn revoke(&self, needle: &str) -> Result<KeyInfo, ApiError> {
+        self.update(UpdateKey { key: needle.to_string(), blocked: Some(true), ..Default::default() }).await
+    }
+
+    /// Rotates a key: a new secret for the same record (id, alias, budgets and spend stay).
+    pub async fn regenerate(&self, needle: &str) -> Result<KeyInfo, ApiError> {
+        let mut row = self.find(needle).await?;
+        let secret = generate_secret();
+        row.key_hash = hex::encode(hash_secret(&secret));
+        row.key_hint = hint_of(&secret);
+        row.updated_ms = now_ms();
+        self.store.update_key(&row).await?;
+        self.changed().await?;
+        Ok(KeyInfo::from_row(&row, Some(secret)))
+    }
+
+    /// Deletes keys; returns the ids deleted.
+    pub async fn delete(&self, needles: &[String]) -> Result<Vec<String>, ApiError> {
+        let mut ids = Vec::new();
+        for n in needles {
+            ids.push(self.find(n).await?.id);
+        }
+        let deleted = self.store.delete_keys(&ids).await?;
+        self.changed().await?;
+        Ok(deleted)
+    }
+
+    /// Every key.
+    pub async fn list(&self) -> Result<Vec<KeyInfo>, ApiError> {
+        Ok(self.store.list_keys().await?.iter().map(|r| KeyInfo::from_row(r, None)).collect())
+    }
+}
+
+/// Mirrors the config's teams into the store (at start, and before CLI key operations).
+pub async fn sync_teams(store: &Store, config: &Config) -> Result<(), svc_store::StoreError> {
+    let rows: Vec<(svc_store::TeamRow, bool)> = config
+        .gateway
+        .teams
+        .iter()
+        .map(|t| {
+            let row = svc_store::TeamRow {
+                team_id: t.team_id.clone(),
+                budget_limit: t.budget_limit.map(|m| m.0),
+                models: t.models.clone(),
+                budget_duration: t.budget_duration.to_string(),
+                anchor_ms: t.budget_start.map(|s| s.timestamp_millis()).unwrap_or(0),
+                rpm_limit: t.rpm_limit.map(i64::from),
+                tpm_limit: t.tpm_limit.and_then(|v| i64::try_from(v).ok()),
+                in_config: true,
+            };
+            (row, t.budget_start.is_some())
+        })
+        .collect();
+    store.sync_teams(&rows).await
+}

@@ -1,0 +1,94 @@
+//! Authentication (spec 5): every route but the health probes passes through [`authenticate`], which
+//! resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a [`Principal`] or
+//! answers 401. Secrets are compared as SHA-256 digests; the master key in constant time.
+
+use crate::error::ApiError;
+use crate::keys::{hash_secret, VirtualKey};
+use crate::state::AppState;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// The master key: admin operations, no budget or rate limits (spec 5.3, 8.2).
+    Master,
+    /// A virtual key.
+    Key(Arc<VirtualKey>),
+}
+
+impl Principal {
+    /// The virtual key, if any.
+    pub fn key(&self) -> Option<&VirtualKey> {
+        match self {
+            Principal::Master => None,
+            Principal::Key(k) => Some(k),
+        }
+    }
+
+    /// Requires the master key (403 otherwise).
+    pub fn require_master(&self) -> Result<(), ApiError> {
+        match self {
+            Principal::Master => Ok(()),
+            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "this operation requires the master key")),
+        }
+    }
+}
+
+/// The presented secret, or the 401 to answer.
+fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
+    if let Some(v) = headers.get(header::AUTHORIZATION) {
+        let v = v
+            .to_str()
+            .map_err(|_| ApiError::unauthorized("Malformed API Key passed in. Ensure Key has `Bearer ` prefix."))?;
+        let token = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(str::trim);
+        return match token {
+            Some(t) if !t.is_empty() => Ok(t),
+            _ => Err(ApiError::unauthorized("Malformed API Key passed in. Ensure Key has `Bearer ` prefix.")),
+        };
+    }
+    if let Some(v) = headers.get("x-api-key") {
+        return v
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| ApiError::unauthorized("Malformed API key in `x-api-key`."));
+    }
+    Err(ApiError::unauthorized("No api key passed in."))
+}
+
+/// Resolves headers to a principal.
+pub fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let secret = presented(headers)?;
+    let digest = hash_secret(secret);
+    if let Some(master) = &state.master_hash {
+        if bool::from(digest.ct_eq(master)) {
+            return Ok(Principal::Master);
+        }
+    }
+    let invalid = || ApiError::unauthorized("Invalid API key.");
+    let key = state.keys.get(&digest).ok_or_else(invalid)?;
+    if key.revoked {
+        return Err(ApiError::unauthorized("This API key has been revoked."));
+    }
+    if key.expires.is_some_and(|e| e <= chrono::Utc::now()) {
+        return Err(ApiError::unauthorized("Expired key."));
+    }
+    Ok(Principal::Key(key))
+}
+
+/// Middleware: puts the [`Principal`] in the request extensions or answers 401.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    match resolve(&state, req.headers()) {
+        Ok(p) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,168 @@
+//! Budgets with an injected clock over a real SQLite store: periods across restarts, reset at the
+//! boundary, calendar months, and the budget events.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::events::MemorySink;
+use crate::keys::VirtualKey;
+use chrono::TimeZone;
+use std::sync::atomic::{AtomicI64, Ordering};
+use svc_store::SpendRecord;
+
+fn at(y: i32, mo: u32, d: u32, h: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, 0, 0).single().unwrap()
+}
+
+const CONFIG: &str = "
+model_list:
+  - model_name: m
+    params: { model: mock/m, input_cost_per_token: 0.000001, output_cost_per_token: 0.000001 }
+gateway_settings:
+  budget_alert_thresholds: [0.5, 0.8]
+  teams:
+    - { team_id: t, budget_limit: 1, models: [m], budget_duration: 1mo, budget_start: '2026-01-31T00:00:00Z' }
+";
+
+struct Rig {
+    budgets: Arc<Budgets>,
+    store: Store,
+    now: Arc<AtomicI64>,
+    events: MemorySink,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(dir: Option<tempfile::TempDir>, now: DateTime<Utc>) -> Rig {
+    let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
+    let store = Store::connect(&format!("sqlite://{}", dir.path().join("b.db").display())).await.unwrap();
+    let config = svc_config::load_str(CONFIG, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
+    crate::admin::sync_teams(&store, &config).await.unwrap();
+    let clock_now = Arc::new(AtomicI64::new(now.timestamp_millis()));
+    let c = clock_now.clone();
+    let clock: Clock = Arc::new(move || DateTime::<Utc>::from_timestamp_millis(c.load(Ordering::SeqCst)).unwrap());
+    let events = MemorySink::default();
+    let budgets =
+        Arc::new(Budgets::new(store.clone(), Arc::new(config), Arc::new(events.clone()), clock).await.unwrap());
+    Rig { budgets, store, now: clock_now, events, _dir: dir }
+}
+
+fn principal() -> Principal {
+    Principal::Key(Arc::new(VirtualKey {
+        id: "k1".into(),
+        hint: "sk-svc-…abcd".into(),
+        alias: Some("agent-key".into()),
+        team_id: "t".into(),
+        agent_role: Some("coder".into()),
+        models: vec![],
+        max_budget: None,
+        budget_duration: None,
+        rpm_limit: None,
+        tpm_limit: None,
+        expires: None,
+        revoked: false,
+        anchor: at(2026, 1, 1, 0),
+    }))
+}
+
+async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
+    let r = SpendRecord {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        ts_ms: when.timestamp_millis(),
+        key_id: Some("k1".into()),
+        team_id: Some("t".into()),
+        agent_role: None,
+        model_alias: "m".into(),
+        upstream_model: "m".into(),
+        deployment: "m".into(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        cost,
+        status: 200,
+        latency_ms: 1,
+    };
+    store.insert_spend_batch(&[r]).await.unwrap();
+}
+
+#[tokio::test]
+async fn restart_across_a_month_end_boundary_starts_the_new_period_at_zero() {
+    // Anchor Jan 31: periods are Jan 31 → Feb 28 → Mar 31 (clamped, no drift).
+    let r = rig(None, at(2026, 2, 27, 12)).await;
+    spend(&r.store, at(2026, 2, 10, 0), 900_000_000).await;
+    let v = r.budgets.team_view("t").await.unwrap().unwrap();
+    assert_eq!(
+        (v.spent, v.period_start.as_str(), v.reset_at.as_str()),
+        (0.9, "2026-01-31T00:00:00Z", "2026-02-28T00:00:00Z")
+    );
+    assert!(r.budgets.admit(&principal(), Money(200_000_000)).await.is_err());
+    // A gateway started after the reset (it was down across it) begins the new period at zero.
+    let dir = r._dir;
+    let r = rig(Some(dir), at(2026, 3, 2, 0)).await;
+    let v = r.budgets.team_view("t").await.unwrap().unwrap();
+    assert_eq!(
+        (v.spent, v.period_start.as_str(), v.reset_at.as_str()),
+        (0.0, "2026-02-28T00:00:00Z", "2026-03-31T00:00:00Z")
+    );
+    assert!(r.budgets.admit(&principal(), Money(200_000_000)).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_running_gateway_resets_exactly_at_the_boundary() {
+    let r = rig(None, at(2026, 2, 27, 23)).await;
+    let res = r.budgets.admit(&principal(), Money(900_000_000)).await.unwrap();
+    res.settle(Money(950_000_000));
+    assert!(r.budgets.admit(&principal(), Money(100_000_000)).await.is_err());
+    // One millisecond before the reset: still refused; at the reset: admitted.
+    r.now.store(at(2026, 2, 28, 0).timestamp_millis() - 1, Ordering::SeqCst);
+    assert!(r.budgets.admit(&principal(), Money(100_000_000)).await.is_err());
+    r.now.store(at(2026, 2, 28, 0).timestamp_millis(), Ordering::SeqCst);
+    let ok = r.budgets.admit(&principal(), Money(100_000_000)).await;
+    assert!(ok.is_ok());
+    drop(ok);
+    let v = r.budgets.team_view("t").await.unwrap().unwrap();
+    assert_eq!((v.spent, v.reserved), (0.0, 0.0), "a dropped reservation is released");
+}
+
+#[tokio::test]
+async fn budget_events_are_announced_once_per_period() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let p = principal();
+    // 0.6 of the budget: crosses 0.5.
+    // (The pipeline writes the spend record as it settles; here the test does.)
+    r.budgets.admit(&p, Money(600_000_000)).await.unwrap().settle(Money(600_000_000));
+    spend(&r.store, at(2026, 2, 10, 0), 600_000_000).await;
+    // 0.85: crosses 0.8.
+    r.budgets.admit(&p, Money(250_000_000)).await.unwrap().settle(Money(250_000_000));
+    spend(&r.store, at(2026, 2, 10, 0), 250_000_000).await;
+    // Refused twice: budget.exceeded once.
+    let refusal = r.budgets.admit(&p, Money(200_000_000)).await.err().unwrap();
+    assert_eq!(
+        (refusal.status.as_u16(), refusal.message.as_str(), refusal.kind),
+        (429, "Budget exceeded", "budget_exceeded")
+    );
+    assert!(r.budgets.admit(&p, Money(200_000_000)).await.is_err());
+    let mut kinds = Vec::new();
+    for _ in 0..100 {
+        kinds = r.events.events().iter().map(|e| e.kind).collect::<Vec<_>>();
+        if kinds.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let events = r.events.events();
+    kinds.sort_unstable();
+    assert_eq!(kinds, vec!["budget.alert", "budget.alert", "budget.exceeded"], "{events:?}");
+    let exceeded = events.iter().find(|e| e.kind == "budget.exceeded").unwrap();
+    assert_eq!(exceeded.agent, "coder");
+    assert_eq!(exceeded.data["team_id"], "t");
+    assert_eq!(exceeded.data["key_alias"], "agent-key");
+    assert_eq!(exceeded.data["limit"], 1.0);
+    assert_eq!(exceeded.data["period_end"], "2026-02-28T00:00:00Z");
+    let alert = events.iter().find(|e| e.kind == "budget.alert" && e.data["threshold"] == 0.8).unwrap();
+    assert_eq!(alert.data["spent"], 0.85);
+    // A restart in the same period does not announce them again.
+    let dir = r._dir;
+    let r2 = rig(Some(dir), at(2026, 2, 11, 0)).await;
+    assert!(r2.budgets.admit(&p, Money(200_000_000)).await.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
+}

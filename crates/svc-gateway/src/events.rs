@@ -1,0 +1,52 @@
+//! The gateway's side of the event pipeline: gateway-emitted events ([`GatewayEvent`]) go to an
+//! [`EventSink`]. In `svc serve` the sink is the durable outbox of svc-events; emitting never waits on the
+//! network.
+
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+
+/// An event raised by the gateway (budget, model health, node).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayEvent {
+    /// Event kind (spec 6.1).
+    pub kind: &'static str,
+    /// Envelope `agent`: the key's agent role or alias, else `gateway`.
+    pub agent: String,
+    /// Envelope `data`.
+    pub data: Value,
+}
+
+/// Where gateway events go.
+pub trait EventSink: Send + Sync + 'static {
+    /// Hands an event over; must not block.
+    fn emit(&self, event: GatewayEvent);
+}
+
+/// Logs events only (used when no pipeline is configured).
+#[derive(Debug, Default)]
+pub struct LogSink;
+
+impl EventSink for LogSink {
+    fn emit(&self, event: GatewayEvent) {
+        tracing::info!(kind = event.kind, agent = %event.agent, data = %event.data, "event");
+    }
+}
+
+/// Keeps events in memory (tests).
+#[derive(Debug, Default, Clone)]
+pub struct MemorySink(pub Arc<Mutex<Vec<GatewayEvent>>>);
+
+impl EventSink for MemorySink {
+    fn emit(&self, event: GatewayEvent) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(event);
+        }
+    }
+}
+
+impl MemorySink {
+    /// Events so far.
+    pub fn events(&self) -> Vec<GatewayEvent> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,72 @@
+//! `POST /events`: any valid key emits a fleet event through the durable outbox (issue 4). 202 with the
+//! envelope; 400 on a bad kind, data or priority.
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::handlers::{parse_json, read_body};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use svc_events::{EmitError, EventKind, Meta, PushOverrides, Source};
+
+/// The body of `POST /events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostedEvent {
+    /// Kind (spec 6.1) or `test`.
+    pub event: String,
+    /// Event data (an object).
+    #[serde(default)]
+    pub data: Value,
+    /// Envelope `agent` (default: the key's agent role or alias, `gateway` for the master key).
+    pub agent: Option<String>,
+    /// Envelope `meta`.
+    pub meta: Option<Meta>,
+    /// Push title override.
+    pub title: Option<String>,
+    /// Push priority override: `min|low|default|high|urgent`.
+    pub priority: Option<String>,
+}
+
+/// Stores the event for every destination that takes it and answers 202 with the envelope.
+pub async fn post(
+    State(s): State<AppState>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_body(body, s.config.server.max_request_body_bytes).await?;
+    let posted: PostedEvent = parse_json(&bytes)?;
+    let kind =
+        EventKind::parse(&posted.event).map_err(|e| ApiError::bad_request(e.to_string(), Some("event".into())))?;
+    let priority = match posted.priority.as_deref() {
+        Some(text) => Some(svc_config::Priority::parse(text).ok_or_else(|| {
+            ApiError::bad_request(
+                format!("`{text}` is not one of min, low, default, high, urgent"),
+                Some("priority".into()),
+            )
+        })?),
+        None => None,
+    };
+    let default_agent = p.key().map(|k| k.agent_name().to_string()).unwrap_or_else(|| "gateway".into());
+    let mut source = Source::from_config(&s.config.fleet, posted.agent.as_deref().or(Some(&default_agent)), "gateway");
+    if let Some(meta) = posted.meta {
+        source.meta = meta;
+    }
+    let overrides = PushOverrides { title: posted.title, priority };
+    match s.outbox.emit(&source, kind, posted.data, &overrides).await {
+        Ok((envelope, id)) => {
+            let mut body = serde_json::to_value(&envelope).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut body {
+                m.insert("outbox_id".into(), json!(id));
+            }
+            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+        }
+        Err(EmitError::Envelope(e)) => Err(ApiError::bad_request(e.to_string(), Some("data".into()))),
+        Err(EmitError::Store(e)) => Err(e.into()),
+    }
+}

@@ -1,0 +1,20 @@
+//! `GET /models` (spec 4.2): the aliases the caller may use.
+
+use crate::auth::Principal;
+use crate::pipeline::access;
+use crate::state::AppState;
+use axum::extract::{Extension, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// Lists aliases; a virtual key sees only those it may use, the master key all.
+pub async fn list(State(state): State<AppState>, Extension(principal): Extension<Principal>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .models
+        .aliases
+        .iter()
+        .filter(|a| access::allowed(&state, &principal, &a.id).is_ok())
+        .map(|a| json!({"id": a.id, "object": "model", "created": state.started, "owned_by": a.owned_by}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}

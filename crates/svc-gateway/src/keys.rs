@@ -1,0 +1,172 @@
+//! Virtual keys in memory: generation and hashing of key secrets, the [`VirtualKey`] the pipeline reads,
+//! and the [`KeyCache`] that answers authentication without touching the store.
+//!
+//! The cache is a whole map swapped atomically (`arc-swap`): lookups take no lock. It is rebuilt after
+//! every change this process makes, and a poller notices changes made elsewhere (the `svc keys` CLI,
+//! another node on the fleet store) through the store's key generation counter within a second.
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use svc_budget::{BudgetDuration, Money};
+use svc_store::{KeyRow, Store, StoreError};
+
+/// The prefix of every virtual key (spec 2.1).
+pub const KEY_PREFIX: &str = "sk-svc-";
+/// Random base62 characters after the prefix (≈238 bits).
+const KEY_RANDOM_LEN: usize = 40;
+
+/// A SHA-256 digest of a key secret.
+pub type KeyHash = [u8; 32];
+
+/// A virtual key as the request path sees it.
+#[derive(Debug, Clone)]
+pub struct VirtualKey {
+    /// Stable id (unchanged by rotation).
+    pub id: String,
+    /// `sk-svc-…abcd`.
+    pub hint: String,
+    /// Human name.
+    pub alias: Option<String>,
+    /// Owning team.
+    pub team_id: String,
+    /// Agent role.
+    pub agent_role: Option<String>,
+    /// Aliases of its own (empty: all of the team's).
+    pub models: Vec<String>,
+    /// Key budget.
+    pub max_budget: Option<Money>,
+    /// Key budget period length, else the team's.
+    pub budget_duration: Option<BudgetDuration>,
+    /// Requests per minute.
+    pub rpm_limit: Option<u32>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<u64>,
+    /// Expiry.
+    pub expires: Option<DateTime<Utc>>,
+    /// Revoked (blocked).
+    pub revoked: bool,
+    /// Anchor of its budget periods.
+    pub anchor: DateTime<Utc>,
+}
+
+impl VirtualKey {
+    /// Builds the in-memory key from its stored row.
+    pub fn from_row(r: &KeyRow) -> VirtualKey {
+        let ts = |ms: i64| DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default();
+        VirtualKey {
+            id: r.id.clone(),
+            hint: r.key_hint.clone(),
+            alias: r.key_alias.clone(),
+            team_id: r.team_id.clone(),
+            agent_role: r.agent_role.clone(),
+            models: r.models.clone(),
+            max_budget: r.max_budget.map(Money),
+            budget_duration: r.budget_duration.as_deref().and_then(|d| BudgetDuration::parse(d).ok()),
+            rpm_limit: r.rpm_limit.and_then(|v| u32::try_from(v).ok()),
+            tpm_limit: r.tpm_limit.and_then(|v| u64::try_from(v).ok()),
+            expires: r.expires_ms.map(ts),
+            revoked: r.revoked_ms.is_some(),
+            anchor: ts(r.anchor_ms),
+        }
+    }
+
+    /// The name events and logs use for the key's owner: its agent role, else its alias, else its hint.
+    pub fn agent_name(&self) -> &str {
+        self.agent_role.as_deref().or(self.alias.as_deref()).unwrap_or(&self.hint)
+    }
+}
+
+/// A fresh key secret: `sk-svc-` and 40 random base62 characters from the OS-seeded CSPRNG.
+pub fn generate_secret() -> String {
+    const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    let mut s = String::with_capacity(KEY_PREFIX.len() + KEY_RANDOM_LEN);
+    s.push_str(KEY_PREFIX);
+    for _ in 0..KEY_RANDOM_LEN {
+        s.push(BASE62[rng.random_range(0..BASE62.len())] as char);
+    }
+    s
+}
+
+/// SHA-256 of a key secret.
+pub fn hash_secret(secret: &str) -> KeyHash {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// The hint shown instead of a key: prefix and last four characters.
+pub fn hint_of(secret: &str) -> String {
+    let tail: String = secret.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    format!("{KEY_PREFIX}…{tail}")
+}
+
+/// Whether text has the shape of a virtual key (prefix and at least 32 base62 characters).
+pub fn looks_like_key(text: &str) -> bool {
+    text.strip_prefix(KEY_PREFIX)
+        .is_some_and(|rest| rest.len() >= 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// All virtual keys by hash, swapped whole on change.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    map: ArcSwap<HashMap<KeyHash, Arc<VirtualKey>>>,
+    generation: AtomicI64,
+}
+
+impl KeyCache {
+    /// The key with this hash.
+    pub fn get(&self, hash: &KeyHash) -> Option<Arc<VirtualKey>> {
+        self.map.load().get(hash).cloned()
+    }
+
+    /// Reloads every key from the store when its generation moved (or `force`).
+    pub async fn refresh(&self, store: &Store, force: bool) -> Result<(), StoreError> {
+        let generation = store.keys_generation().await?;
+        if !force && generation == self.generation.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let rows = store.list_keys().await?;
+        let mut map = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let mut hash = [0u8; 32];
+            if hex::decode_to_slice(&r.key_hash, &mut hash).is_ok() {
+                map.insert(hash, Arc::new(VirtualKey::from_row(r)));
+            }
+        }
+        self.map.store(Arc::new(map));
+        self.generation.store(generation, Ordering::Release);
+        Ok(())
+    }
+
+    /// Number of keys cached.
+    pub fn len(&self) -> usize {
+        self.map.load().len()
+    }
+
+    /// Whether no key is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_have_the_documented_shape() {
+        let a = generate_secret();
+        let b = generate_secret();
+        assert_ne!(a, b);
+        assert!(looks_like_key(&a), "{a}");
+        assert_eq!(a.len(), KEY_PREFIX.len() + KEY_RANDOM_LEN);
+        assert!(!looks_like_key("sk-svc-short"));
+        assert!(!looks_like_key("sk-other-0123456789012345678901234567890123"));
+        assert_eq!(hint_of("sk-svc-abcdefgh"), "sk-svc-…efgh");
+        assert_eq!(hex::encode(hash_secret("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+}

@@ -1,0 +1,150 @@
+//! The durable outbox of svc-events over the store: [`StoreOutbox`] implements `OutboxStore` with the store's
+//! outbox tables, and [`OutboxSink`] turns the gateway's own events into outbox rows.
+
+use crate::events::{EventSink, GatewayEvent};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use svc_config::FleetConfig;
+use svc_events::{Emitter, EventKind, NewOutboxEvent, OutboxItem, OutboxStore, PushOverrides, Source};
+use svc_store::{NewEvent, Store, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+/// The store as an outbox. Enqueues go through one writer task that commits the events of concurrent callers
+/// in one transaction (group commit, like spend records): each caller still returns only once its event is
+/// stored, and ids keep emission order.
+#[derive(Debug, Clone)]
+pub struct StoreOutbox {
+    /// The store.
+    pub store: Store,
+    writer: mpsc::Sender<(NewOutboxEvent, oneshot::Sender<Result<i64, String>>)>,
+}
+
+/// Events committed in one transaction at most.
+const MAX_BATCH: usize = 256;
+
+impl StoreOutbox {
+    /// The outbox over `store`; its writer task ends when every handle is dropped.
+    pub fn new(store: Store) -> StoreOutbox {
+        let (writer, mut rx) = mpsc::channel::<(NewOutboxEvent, oneshot::Sender<Result<i64, String>>)>(4096);
+        let s = store.clone();
+        tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(MAX_BATCH);
+            while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+                let events: Vec<NewEvent<'_>> = batch
+                    .iter()
+                    .map(|(e, _)| NewEvent {
+                        kind: &e.kind,
+                        envelope: &e.envelope_json,
+                        title: e.title.as_deref(),
+                        priority: e.priority.as_deref(),
+                        deliveries: e
+                            .deliveries
+                            .iter()
+                            .map(|d| (d.destination.clone(), d.delivery_id.clone()))
+                            .collect(),
+                    })
+                    .collect();
+                let result = s.outbox_enqueue_many(&events).await.map_err(|e| e.to_string());
+                drop(events);
+                for (i, (_, done)) in batch.drain(..).enumerate() {
+                    let _ = done
+                        .send(result.as_ref().map(|ids| ids.get(i).copied().unwrap_or_default()).map_err(Clone::clone));
+                }
+            }
+        });
+        StoreOutbox { store, writer }
+    }
+}
+
+impl OutboxStore for StoreOutbox {
+    type Error = StoreError;
+
+    async fn enqueue(&self, event: NewOutboxEvent) -> Result<i64, StoreError> {
+        let (done, wait) = oneshot::channel();
+        self.writer.send((event, done)).await.map_err(|_| StoreError::Batch("the outbox writer stopped".into()))?;
+        wait.await.map_err(|_| StoreError::Batch("the outbox writer stopped".into()))?.map_err(StoreError::Batch)
+    }
+
+    fn pending(
+        &self,
+        destination: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<OutboxItem>, StoreError>> + Send {
+        let destination = destination.to_string();
+        async move {
+            let rows = self.store.outbox_pending(&destination, limit as i64).await?;
+            Ok(rows
+                .into_iter()
+                .map(|r| OutboxItem {
+                    id: r.id,
+                    envelope_json: r.envelope,
+                    kind: r.kind,
+                    title: r.title,
+                    priority: r.priority,
+                    attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+                    delivery_id: r.delivery_id,
+                    next_attempt_at: (r.next_attempt_ms > 0)
+                        .then(|| DateTime::<Utc>::from_timestamp_millis(r.next_attempt_ms))
+                        .flatten(),
+                })
+                .collect())
+        }
+    }
+
+    fn mark_delivered(&self, id: i64, destination: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let destination = destination.to_string();
+        async move { self.store.outbox_delivered(id, &destination).await }
+    }
+
+    async fn mark_delivered_many(&self, ids: &[i64], destination: &str) -> Result<(), StoreError> {
+        self.store.outbox_delivered_many(ids, destination).await
+    }
+
+    fn mark_attempt_failed(
+        &self,
+        id: i64,
+        destination: &str,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let (destination, error) = (destination.to_string(), error.to_string());
+        async move { self.store.outbox_attempt_failed(id, &destination, &error, next_attempt_at.timestamp_millis()).await }
+    }
+
+    fn mark_dead(
+        &self,
+        id: i64,
+        destination: &str,
+        error: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let (destination, error) = (destination.to_string(), error.to_string());
+        async move { self.store.outbox_dead(id, &destination, &error).await }
+    }
+}
+
+/// Gateway events into the outbox: one store write each, in a tracked task (never on the request path).
+pub struct OutboxSink {
+    /// Stores and wakes the worker.
+    pub emitter: Emitter<StoreOutbox>,
+    /// Fleet and node names.
+    pub fleet: FleetConfig,
+    /// Tasks shutdown waits for.
+    pub tasks: TaskTracker,
+}
+
+impl EventSink for OutboxSink {
+    fn emit(&self, event: GatewayEvent) {
+        let Ok(kind) = EventKind::parse(event.kind) else {
+            tracing::error!(kind = event.kind, "the gateway tried to emit an unknown event kind");
+            return;
+        };
+        let emitter = self.emitter.clone();
+        let source = Source::from_config(&self.fleet, Some(&event.agent), "gateway");
+        self.tasks.spawn(async move {
+            if let Err(e) = emitter.emit(&source, kind, event.data, &PushOverrides::default()).await {
+                tracing::error!(error = %e, kind = event.kind, "event could not be stored in the outbox");
+            }
+        });
+    }
+}

@@ -1,0 +1,49 @@
+//! Model access (spec 8.3): an alias must exist (404 `model_not_found`) and be allowed to the caller's team
+//! and key (403). The master key may use every alias.
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Whether `principal` may use `alias` (`Ok`), or the error to answer.
+pub fn check(state: &AppState, principal: &Principal, alias: &str) -> Result<(), ApiError> {
+    if !state.models.contains(alias) {
+        return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."))
+            .with_param("model")
+            .code("model_not_found"));
+    }
+    allowed(state, principal, alias)
+}
+
+/// Whether an existing alias is allowed (used by `GET /models` too).
+pub fn allowed(state: &AppState, principal: &Principal, alias: &str) -> Result<(), ApiError> {
+    let Some(key) = principal.key() else {
+        return Ok(());
+    };
+    let Some(team) = state.config.team(&key.team_id) else {
+        return Err(ApiError::forbidden(
+            "team_model_access_denied",
+            format!("team `{}` is not configured on this gateway", key.team_id),
+        ));
+    };
+    if !team.models.is_empty() && !team.models.iter().any(|m| m == alias) {
+        return Err(ApiError::forbidden(
+            "team_model_access_denied",
+            format!("team `{}` may not use model `{alias}`", key.team_id),
+        )
+        .with_param("model"));
+    }
+    if !key.models.is_empty() && !key.models.iter().any(|m| m == alias) {
+        return Err(ApiError::forbidden("key_model_access_denied", format!("this key may not use model `{alias}`"))
+            .with_param("model"));
+    }
+    Ok(())
+}
+
+impl ApiError {
+    /// Sets `code`.
+    pub fn code(mut self, code: &str) -> ApiError {
+        self.code = Some(code.to_string());
+        self
+    }
+}

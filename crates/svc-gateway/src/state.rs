@@ -1,0 +1,141 @@
+//! `AppState`: everything a request needs, built once by [`AppState::new`] and shared as one `Arc`.
+
+use crate::budgets::{Budgets, Clock};
+use crate::events::EventSink;
+use crate::keys::{hash_secret, KeyCache, KeyHash};
+use crate::outbox::{OutboxSink, StoreOutbox};
+use crate::pipeline::routing::ModelTable;
+use crate::pipeline::settlement::SpendWriter;
+use crate::rate::RateLimits;
+use crate::readiness::Readiness;
+use std::sync::Arc;
+use std::time::Duration;
+use svc_config::Config;
+use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerOptions};
+use svc_store::Store;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Shared state of the gateway.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+/// The parts of [`AppState`].
+pub struct Inner {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// The store.
+    pub store: Store,
+    /// Virtual keys by hash.
+    pub keys: KeyCache,
+    /// SHA-256 of the master key, compared in constant time.
+    pub master_hash: Option<KeyHash>,
+    /// Aliases → deployments.
+    pub models: ModelTable,
+    /// Requests in flight (`server.max_in_flight`).
+    pub in_flight: Arc<Semaphore>,
+    /// Provider readiness, cached.
+    pub readiness: Readiness,
+    /// The group-commit writer of spend records.
+    pub spend: SpendWriter,
+    /// Background work that shutdown waits for (settlement of cut-off streams).
+    pub tasks: TaskTracker,
+    /// Unix seconds of start (the `created` of `GET /models`).
+    pub started: i64,
+    /// Budget accounts.
+    pub budgets: Arc<Budgets>,
+    /// Rate limiters.
+    pub rates: RateLimits,
+    /// Where gateway events go.
+    pub events: Arc<dyn EventSink>,
+    /// Stores events in the outbox and wakes its worker.
+    pub outbox: Emitter<StoreOutbox>,
+    /// Cancelled at shutdown: stops the outbox worker (pending rows stay for the next start).
+    pub shutdown: CancellationToken,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// Building the state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// A model entry cannot be served.
+    #[error("{0}")]
+    Model(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] svc_store::StoreError),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+impl AppState {
+    /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
+    /// outbox worker delivering events to the configured push server, webhooks and this node's hooks.
+    pub async fn new(config: Config, store: Store, master_key: Option<&str>) -> Result<AppState, StateError> {
+        AppState::with_clock(config, store, master_key, None, Arc::new(chrono::Utc::now)).await
+    }
+
+    /// Like [`AppState::new`] with an injected clock for budget periods and, optionally, another sink for the
+    /// gateway's own events (tests).
+    pub async fn with_clock(
+        config: Config,
+        store: Store,
+        master_key: Option<&str>,
+        events: Option<Arc<dyn EventSink>>,
+        clock: Clock,
+    ) -> Result<AppState, StateError> {
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(256)
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| StateError::Client(e.to_string()))?;
+        let models = ModelTable::build(&config, &client).map_err(StateError::Model)?;
+        crate::admin::sync_teams(&store, &config).await?;
+        let keys = KeyCache::default();
+        keys.refresh(&store, true).await?;
+        let tasks = TaskTracker::new();
+        let spend = SpendWriter::start(store.clone(), &tasks);
+        let readiness = Readiness::new(config.gateway.readiness_cache);
+        let config = Arc::new(config);
+        let shutdown = CancellationToken::new();
+        // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
+        let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
+        let deliverer = Arc::new(Deliverer::from_config(&config.notifications, hooks));
+        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let outbox = worker.emitter();
+        worker.spawn(&tasks, shutdown.clone());
+        let events = events.unwrap_or_else(|| {
+            Arc::new(OutboxSink { emitter: outbox.clone(), fleet: config.fleet.clone(), tasks: tasks.clone() })
+        });
+        let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock).await?);
+        let state = AppState(Arc::new(Inner {
+            in_flight: Arc::new(Semaphore::new(config.server.max_in_flight)),
+            config,
+            store,
+            keys,
+            master_hash: master_key.map(hash_secret),
+            models,
+            readiness,
+            spend,
+            tasks,
+            started: chrono::Utc::now().timestamp(),
+            budgets,
+            rates: RateLimits::default(),
+            events,
+            outbox,
+            shutdown,
+        }));
+        crate::health::probe::spawn(&state);
+        Ok(state)
+    }
+}

@@ -1,0 +1,161 @@
+//! Anthropic Messages API response → OpenAI `chat.completion`: text blocks become `message.content`,
+//! `tool_use` blocks `message.tool_calls`, `stop_reason` the `finish_reason`, and the usage (cache tokens
+//! included in the prompt tokens) `usage`. [`Usage`] and [`finish_reason`] are shared with the stream.
+//!
+//! What this file does not do: HTTP or error bodies (see `error.rs`), or surface thinking blocks and
+//! server-tool blocks, which have no chat-completions form and are dropped with a debug log.
+
+use serde_json::{json, Map, Value};
+
+/// Token counts as the Messages API reports them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Usage {
+    input: u64,
+    cache_creation: u64,
+    cache_read: u64,
+    output: u64,
+}
+
+impl Usage {
+    /// Takes the counts present in an Anthropic `usage` object, keeping the others. In a stream,
+    /// `message_start` carries the input counts and `message_delta` the cumulative output count.
+    pub(super) fn update(&mut self, usage: Option<&Value>) {
+        let Some(usage) = usage else { return };
+        let count = |k: &str| usage.get(k).and_then(Value::as_u64);
+        for (field, key) in [
+            (&mut self.input, "input_tokens"),
+            (&mut self.cache_creation, "cache_creation_input_tokens"),
+            (&mut self.cache_read, "cache_read_input_tokens"),
+            (&mut self.output, "output_tokens"),
+        ] {
+            if let Some(n) = count(key) {
+                *field = n;
+            }
+        }
+    }
+
+    /// Raises the output count to at least `tokens` (an estimate for a stream cut before its count came).
+    pub(super) fn raise_output(&mut self, tokens: u64) {
+        self.output = self.output.max(tokens);
+    }
+
+    /// The OpenAI `usage` object. Anthropic's `input_tokens` excludes the tokens written to or read from
+    /// the prompt cache; OpenAI's `prompt_tokens` counts every prompt token, so they are added back.
+    pub(super) fn to_openai(self) -> Value {
+        let prompt = self.input + self.cache_creation + self.cache_read;
+        json!({
+            "prompt_tokens": prompt,
+            "completion_tokens": self.output,
+            "total_tokens": prompt + self.output,
+            "prompt_tokens_details": { "cached_tokens": self.cache_read },
+        })
+    }
+}
+
+/// The OpenAI `finish_reason` of an Anthropic `stop_reason`.
+pub(super) fn finish_reason(stop_reason: Option<&str>) -> &'static str {
+    match stop_reason {
+        Some("end_turn" | "stop_sequence" | "pause_turn") | None => "stop",
+        Some("max_tokens" | "model_context_window_exceeded") => "length",
+        Some("tool_use") => "tool_calls",
+        Some("refusal") => "content_filter",
+        Some(other) => {
+            tracing::debug!(stop_reason = %other, "anthropic: unknown stop reason read as `stop`");
+            "stop"
+        }
+    }
+}
+
+/// Translates a Messages API response into a `chat.completion` for `model`, created at `created`.
+/// The error is a description of what is not the protocol.
+pub(super) fn to_chat_completion(msg: &Value, model: &str, created: i64) -> Result<Map<String, Value>, String> {
+    if msg.get("type").and_then(Value::as_str) != Some("message") {
+        return Err("response is not a `message` object".into());
+    }
+    let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
+        return Err("response has no `content` array".into());
+    };
+    let id = msg.get("id").and_then(Value::as_str).unwrap_or_default();
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "text" => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or_default()),
+            "tool_use" => {
+                let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                tool_calls.push(json!({
+                    "id": block.get("id").and_then(Value::as_str).unwrap_or_default(),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name").and_then(Value::as_str).unwrap_or_default(),
+                        "arguments": input.to_string(),
+                    },
+                }));
+            }
+            other => {
+                tracing::debug!(block = %other, "anthropic: dropped a content block with no chat form")
+            }
+        }
+    }
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    // OpenAI: `content` is null when the assistant only calls tools.
+    let content = if text.is_empty() && !tool_calls.is_empty() { Value::Null } else { Value::String(text) };
+    message.insert("content".into(), content);
+    if !tool_calls.is_empty() {
+        message.insert("tool_calls".into(), Value::Array(tool_calls));
+    }
+    let mut usage = Usage::default();
+    usage.update(msg.get("usage"));
+    let finish = finish_reason(msg.get("stop_reason").and_then(Value::as_str));
+    let body = json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{ "index": 0, "message": message, "logprobs": null, "finish_reason": finish }],
+        "usage": usage.to_openai(),
+    });
+    match body {
+        Value::Object(m) => Ok(m),
+        _ => Err("internal: completion is not an object".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reasons() {
+        let cases = [
+            (Some("end_turn"), "stop"),
+            (Some("stop_sequence"), "stop"),
+            (Some("max_tokens"), "length"),
+            (Some("tool_use"), "tool_calls"),
+            (Some("refusal"), "content_filter"),
+            (Some("something_new"), "stop"),
+            (None, "stop"),
+        ];
+        for (reason, want) in cases {
+            assert_eq!(finish_reason(reason), want, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn usage_adds_cache_tokens_to_the_prompt_and_keeps_missing_counts() {
+        let mut u = Usage::default();
+        u.update(Some(&json!({"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 20, "output_tokens": 1})));
+        u.update(Some(&json!({"output_tokens": 7})));
+        assert_eq!(
+            u.to_openai(),
+            json!({"prompt_tokens": 35, "completion_tokens": 7, "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 20}})
+        );
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message() {
+        assert!(to_chat_completion(&json!({"type": "error"}), "m", 0).is_err());
+        assert!(to_chat_completion(&json!({"type": "message"}), "m", 0).is_err());
+    }
+}

@@ -1,0 +1,347 @@
+//! Anthropic Messages API stream → OpenAI `chat.completion.chunk` stream. The SSE framing is the
+//! `eventsource-stream` crate's; the translation is one state machine, [`StreamState`], fed one event at a
+//! time:
+//!
+//! 1. `message_start`: remember the message id and input tokens; emit the role chunk.
+//! 2. `content_block_start`: a `tool_use` block gets the next OpenAI tool-call index and emits a tool-call
+//!    delta with its id and name; a text block emits its initial text, if any.
+//! 3. `content_block_delta`: `text_delta` → content delta; `input_json_delta` → arguments fragment of the
+//!    block's tool call. `content_block_stop` emits nothing.
+//! 4. `message_delta`: remember the output tokens; its `stop_reason` emits the final chunk.
+//! 5. `message_stop`: emit the usage chunk (when the request asked for it) and end.
+//! 6. `error`, an unparseable event, a broken or truncated body: emit the usage chunk (when asked) with what
+//!    was counted, then the error, and end. Anthropic counts output tokens only in `message_delta`, so a
+//!    stream cut before it reports at least one token per [`CHARS_PER_TOKEN`] characters streamed: what the
+//!    client received is charged, not the 1 of `message_start`.
+//!
+//! `ping` and unknown event types are skipped (unknown ones with a debug log), as are thinking blocks.
+//! What this file does not do: the `[DONE]` marker (the gateway writes it) or any timeout.
+
+use super::error::stream_error;
+use super::response::{finish_reason, Usage};
+use crate::{ChunkStream, ProviderError};
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+
+/// The characters per output token assumed for a stream cut before Anthropic counted its output (the usual
+/// rule of thumb for English text; an estimate, used only when the upstream's own count is missing).
+const CHARS_PER_TOKEN: u64 = 4;
+
+/// Translates an Anthropic SSE body into OpenAI chunks, feeding `state` one event at a time.
+pub(super) fn chunks<S, B, E>(state: StreamState, bytes: S) -> ChunkStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let events = Box::pin(bytes.eventsource());
+    Box::pin(futures::stream::unfold((events, state), |(mut events, mut state)| async move {
+        loop {
+            if let Some(item) = state.out.pop_front() {
+                return Some((item, (events, state)));
+            }
+            if state.done {
+                return None;
+            }
+            match events.next().await {
+                Some(Ok(event)) => state.on_event(&event.event, &event.data),
+                Some(Err(e)) => state.on_broken(&e.to_string()),
+                None => state.on_broken("stream ended before `message_stop`"),
+            }
+        }
+    }))
+}
+
+/// What a content block index stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    /// A tool call, with its OpenAI index (counting tool calls only).
+    Tool(u64),
+    /// Thinking and other blocks with no chat-completions form.
+    Skipped,
+}
+
+/// The whole state of one stream's translation.
+#[derive(Debug)]
+pub(super) struct StreamState {
+    deployment: String,
+    model: String,
+    created: i64,
+    include_usage: bool,
+    /// The message id (from `message_start`), used as every chunk's id.
+    id: String,
+    usage: Usage,
+    /// Content blocks seen so far, by their Anthropic index.
+    blocks: Vec<(u64, Block)>,
+    tool_calls: u64,
+    /// Characters of text and tool arguments sent so far, for the output estimate of a cut stream.
+    streamed_chars: u64,
+    /// Whether a `message_delta` reported the output count.
+    output_counted: bool,
+    finish_sent: bool,
+    /// Chunks and errors translated but not yet taken.
+    out: VecDeque<Result<Map<String, Value>, ProviderError>>,
+    /// No more events are read once set.
+    done: bool,
+}
+
+impl StreamState {
+    /// A new translation for `model`; `include_usage` asks for the usage chunk.
+    pub(super) fn new(deployment: String, model: String, created: i64, include_usage: bool) -> StreamState {
+        StreamState {
+            deployment,
+            model,
+            created,
+            include_usage,
+            id: String::new(),
+            usage: Usage::default(),
+            blocks: Vec::new(),
+            tool_calls: 0,
+            streamed_chars: 0,
+            output_counted: false,
+            finish_sent: false,
+            out: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// Feeds one SSE event. The event name is Anthropic's `event:` line; when it is missing (the SSE default
+    /// `message`), the `type` of the data names the event.
+    fn on_event(&mut self, name: &str, data: &str) {
+        if data.trim().is_empty() {
+            return;
+        }
+        let Ok(event @ Value::Object(_)) = serde_json::from_str::<Value>(data) else {
+            let detail = format!("unparseable `{name}` stream event: {}", truncate(data, 200));
+            return self.fail(ProviderError::BadResponse { deployment: self.deployment.clone(), detail });
+        };
+        let name = match name {
+            "" | "message" => event.get("type").and_then(Value::as_str).unwrap_or_default(),
+            named => named,
+        };
+        match name {
+            "message_start" => {
+                let message = event.get("message");
+                self.id = message.and_then(|m| m.get("id")).and_then(Value::as_str).unwrap_or_default().to_string();
+                self.usage.update(message.and_then(|m| m.get("usage")));
+                self.push(json!({ "role": "assistant", "content": "" }), Value::Null);
+            }
+            "content_block_start" => self.on_block_start(&event),
+            "content_block_delta" => self.on_block_delta(&event),
+            "message_delta" => {
+                let usage = event.get("usage");
+                self.output_counted |= usage.is_some_and(|u| u.get("output_tokens").is_some());
+                self.usage.update(usage);
+                let stop = event.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str);
+                if stop.is_some() {
+                    self.push_finish(stop);
+                }
+            }
+            "message_stop" => {
+                if !self.finish_sent {
+                    self.push_finish(None);
+                }
+                self.push_usage();
+                self.done = true;
+            }
+            "content_block_stop" | "ping" => {}
+            "error" => {
+                let err = stream_error(&self.deployment, &event);
+                self.fail(err);
+            }
+            other => tracing::debug!(event = %other, "anthropic: skipped an unknown stream event"),
+        }
+    }
+
+    fn on_block_start(&mut self, event: &Value) {
+        let Some(index) = event.get("index").and_then(Value::as_u64) else {
+            return self.bad("`content_block_start` without an `index`");
+        };
+        let block = event.get("content_block");
+        let kind = match block.and_then(|b| b.get("type")).and_then(Value::as_str).unwrap_or_default() {
+            "text" => {
+                let text = block.and_then(|b| b.get("text")).and_then(Value::as_str).unwrap_or_default();
+                if !text.is_empty() {
+                    self.count(text);
+                    self.push(json!({ "content": text }), Value::Null);
+                }
+                Block::Text
+            }
+            "tool_use" => {
+                let tool_index = self.tool_calls;
+                self.tool_calls += 1;
+                let text = |k: &str| block.and_then(|b| b.get(k)).and_then(Value::as_str).unwrap_or_default();
+                // The input is normally `{}` here and arrives as JSON fragments; a non-empty one is whole.
+                let arguments = match block.and_then(|b| b.get("input")) {
+                    Some(Value::Object(input)) if !input.is_empty() => Value::Object(input.clone()).to_string(),
+                    _ => String::new(),
+                };
+                self.count(text("name"));
+                self.count(&arguments);
+                let call = json!({
+                    "index": tool_index, "id": text("id"), "type": "function",
+                    "function": { "name": text("name"), "arguments": arguments },
+                });
+                self.push(json!({ "tool_calls": [call] }), Value::Null);
+                Block::Tool(tool_index)
+            }
+            other => {
+                tracing::debug!(block = %other, "anthropic: skipped a stream content block with no chat form");
+                Block::Skipped
+            }
+        };
+        self.blocks.push((index, kind));
+    }
+
+    fn on_block_delta(&mut self, event: &Value) {
+        let index = event.get("index").and_then(Value::as_u64);
+        let Some(block) = self.blocks.iter().rev().find(|(i, _)| Some(*i) == index).map(|(_, b)| *b) else {
+            return self.bad("`content_block_delta` for a block that was not started");
+        };
+        let delta = event.get("delta");
+        let text = |k: &str| delta.and_then(|d| d.get(k)).and_then(Value::as_str).unwrap_or_default();
+        match (block, delta.and_then(|d| d.get("type")).and_then(Value::as_str).unwrap_or_default()) {
+            (Block::Text, "text_delta") => {
+                let t = text("text");
+                if !t.is_empty() {
+                    self.count(t);
+                    self.push(json!({ "content": t }), Value::Null);
+                }
+            }
+            (Block::Tool(tool_index), "input_json_delta") => {
+                let fragment = text("partial_json");
+                if !fragment.is_empty() {
+                    self.count(fragment);
+                    let call = json!({ "index": tool_index, "function": { "arguments": fragment } });
+                    self.push(json!({ "tool_calls": [call] }), Value::Null);
+                }
+            }
+            (Block::Skipped, _) => {}
+            (_, kind) => {
+                tracing::debug!(delta = %kind, "anthropic: skipped a stream delta with no chat form")
+            }
+        }
+    }
+
+    /// The stream ended or broke before `message_stop`.
+    fn on_broken(&mut self, detail: &str) {
+        let detail = format!("stream broken: {detail}");
+        self.fail(ProviderError::Unreachable { deployment: self.deployment.clone(), detail });
+    }
+
+    fn bad(&mut self, detail: &str) {
+        let detail = detail.to_string();
+        self.fail(ProviderError::BadResponse { deployment: self.deployment.clone(), detail });
+    }
+
+    /// Ends the stream with `err`, after the usage counted so far (spec: a stream cut short is still charged).
+    fn fail(&mut self, err: ProviderError) {
+        tracing::debug!(deployment = %self.deployment, error = %err, "anthropic: stream ended with an error");
+        if !self.output_counted {
+            self.usage.raise_output(self.streamed_chars.div_ceil(CHARS_PER_TOKEN));
+        }
+        self.push_usage();
+        self.out.push_back(Err(err));
+        self.done = true;
+    }
+
+    fn count(&mut self, streamed: &str) {
+        self.streamed_chars += streamed.chars().count() as u64;
+    }
+
+    fn push_finish(&mut self, stop_reason: Option<&str>) {
+        self.finish_sent = true;
+        self.push(json!({}), json!(finish_reason(stop_reason)));
+    }
+
+    fn push(&mut self, delta: Value, finish: Value) {
+        let choices = json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }]);
+        let usage = self.include_usage.then_some(Value::Null);
+        self.out.push_back(Ok(self.chunk(choices, usage)));
+    }
+
+    fn push_usage(&mut self) {
+        if self.include_usage {
+            let usage = self.usage.to_openai();
+            self.out.push_back(Ok(self.chunk(json!([]), Some(usage))));
+        }
+    }
+
+    fn chunk(&self, choices: Value, usage: Option<Value>) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("object".into(), json!("chat.completion.chunk"));
+        m.insert("created".into(), json!(self.created));
+        m.insert("model".into(), json!(self.model));
+        m.insert("choices".into(), choices);
+        if let Some(usage) = usage {
+            m.insert("usage".into(), usage);
+        }
+        m
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn feed(include_usage: bool, events: &[(&str, Value)]) -> Vec<Result<Map<String, Value>, ProviderError>> {
+        let mut s = StreamState::new("d".into(), "m".into(), 0, include_usage);
+        for (name, data) in events {
+            s.on_event(name, &data.to_string());
+        }
+        s.out.into_iter().collect()
+    }
+
+    #[test]
+    fn tool_call_indices_count_only_tool_blocks() {
+        let out = feed(
+            false,
+            &[
+                (
+                    "message_start",
+                    json!({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}}),
+                ),
+                ("content_block_start", json!({"index": 0, "content_block": {"type": "text", "text": ""}})),
+                (
+                    "content_block_start",
+                    json!({"index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}}}),
+                ),
+                (
+                    "content_block_delta",
+                    json!({"index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+                ),
+            ],
+        );
+        let chunks: Vec<_> = out.into_iter().map(Result::unwrap).collect();
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
+        assert_eq!(chunks[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{}");
+        assert!(chunks.iter().all(|c| !c.contains_key("usage")));
+    }
+
+    #[test]
+    fn the_type_names_an_unnamed_event_and_bad_data_ends_with_usage_first() {
+        let out = feed(
+            true,
+            &[
+                ("message", json!({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}})),
+                ("content_block_delta", json!({"index": 9, "delta": {"type": "text_delta", "text": "x"}})),
+            ],
+        );
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[1].as_ref().unwrap()["usage"]["prompt_tokens"], 3);
+        assert!(matches!(out[2], Err(ProviderError::BadResponse { .. })));
+    }
+}

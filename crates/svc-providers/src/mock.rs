@@ -1,0 +1,197 @@
+//! The built-in `mock` provider: deterministic replies with honest token counts, streaming included, so a
+//! fleet can be tested end to end with no accounts, no network and no spend.
+//!
+//! The reply to a conversation is `[mock <model>] ` followed by the last user message (at most 64
+//! tokens), or a greeting when there is none. Tokens are counted by one rule everywhere: a run of letters
+//! or digits is one token, every other visible character is one token. The prompt costs its messages'
+//! tokens plus 4 per message plus 3 (the chat framing, as OpenAI counts it); the completion costs exactly
+//! the tokens streamed, and `max_tokens` cuts the reply with `finish_reason: "length"`.
+
+use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use serde_json::{json, Map, Value};
+
+/// The mock provider (stateless).
+#[derive(Debug, Default)]
+pub struct Mock;
+
+const ECHO_LIMIT: usize = 64;
+
+/// Counts tokens by the mock's rule (see the module docs).
+pub fn count_tokens(text: &str) -> u64 {
+    pieces(text).len() as u64
+}
+
+/// Splits text into tokens, each keeping the white space before it, so concatenating them gives the text
+/// back (without trailing white space).
+fn pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((_, c)) = chars.peek().copied() {
+        // Leading white space belongs to the next token.
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let (_, first) = chars.next().unwrap_or((0, ' '));
+        if first.is_alphanumeric() {
+            while chars.peek().is_some_and(|(_, c)| c.is_alphanumeric()) {
+                chars.next();
+            }
+        }
+        let end = chars.peek().map(|(i, _)| *i).unwrap_or(text.len());
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
+
+/// The text of a message's `content` (a string, or the text parts of an array).
+fn content_text(message: &Value) -> String {
+    match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Prompt tokens of a request by the mock's rule.
+fn prompt_tokens(req: &ChatRequest) -> u64 {
+    req.messages().iter().map(|m| count_tokens(&content_text(m)) + 4).sum::<u64>() + 3
+}
+
+/// The reply's tokens and finish reason.
+fn reply(model: &str, req: &ChatRequest) -> (Vec<String>, &'static str) {
+    let last_user =
+        req.messages().iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")).map(content_text);
+    let echo: String = match last_user {
+        Some(t) if !t.trim().is_empty() => pieces(&t).into_iter().take(ECHO_LIMIT).collect(),
+        _ => "Hello from the svc mock provider.".to_string(),
+    };
+    let text = format!("[mock {model}] {}", echo.trim_start());
+    let mut tokens: Vec<String> = pieces(&text).into_iter().map(String::from).collect();
+    let mut finish = "stop";
+    if let Some(max) = req.max_tokens() {
+        if (tokens.len() as u64) > max {
+            tokens.truncate(max as usize);
+            finish = "length";
+        }
+    }
+    (tokens, finish)
+}
+
+fn usage(prompt: u64, completion: u64) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+fn as_map(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+impl Mock {
+    pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
+        let (tokens, finish) = reply(&d.upstream_model, &req);
+        let body = json!({
+            "id": format!("chatcmpl-mock-{}", uuid::Uuid::new_v4().simple()),
+            "object": "chat.completion",
+            "created": chrono::Utc::now().timestamp(),
+            "model": d.upstream_model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": tokens.concat()},
+                "finish_reason": finish,
+            }],
+            "usage": usage(prompt_tokens(&req), tokens.len() as u64),
+        });
+        Ok(Reply { body: as_map(body) })
+    }
+
+    pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+        let (tokens, finish) = reply(&d.upstream_model, &req);
+        let id = format!("chatcmpl-mock-{}", uuid::Uuid::new_v4().simple());
+        let created = chrono::Utc::now().timestamp();
+        let model = d.upstream_model.clone();
+        let chunk = |delta: Value, finish: Value, usage: Value| {
+            as_map(json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage,
+            }))
+        };
+        let mut chunks = Vec::with_capacity(tokens.len() + 3);
+        chunks.push(chunk(json!({"role": "assistant", "content": ""}), Value::Null, Value::Null));
+        for t in &tokens {
+            chunks.push(chunk(json!({"content": t}), Value::Null, Value::Null));
+        }
+        chunks.push(chunk(json!({}), json!(finish), Value::Null));
+        if req.wants_stream_usage() {
+            let mut last = chunk(json!({}), Value::Null, usage(prompt_tokens(&req), tokens.len() as u64));
+            last.insert("choices".into(), json!([]));
+            chunks.push(last);
+        } else {
+            for c in &mut chunks {
+                c.remove("usage");
+            }
+        }
+        Ok(Box::pin(futures::stream::iter(chunks.into_iter().map(Ok))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use futures::StreamExt;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn dep() -> Deployment {
+        Deployment {
+            id: "m".into(),
+            upstream_model: "gpt-x".into(),
+            timeout: Duration::from_secs(1),
+            upstream: crate::Upstream::Mock(Arc::new(Mock)),
+        }
+    }
+
+    #[test]
+    fn tokens_rule() {
+        assert_eq!(count_tokens("Hello, world!"), 4);
+        assert_eq!(count_tokens("  "), 0);
+        assert_eq!(pieces("a  bc, d").concat(), "a  bc, d");
+    }
+
+    #[tokio::test]
+    async fn replies_deterministically_with_honest_usage() {
+        let req = ChatRequest::parse(br#"{"model":"x","messages":[{"role":"user","content":"Say hi"}]}"#).unwrap();
+        let r = dep().chat(req.clone()).await.unwrap().body;
+        assert_eq!(r["choices"][0]["message"]["content"], "[mock gpt-x] Say hi");
+        // "[", "mock", "gpt", "-", "x", "]", "Say", "hi" = 8; prompt: 2 + 4 + 3 = 9.
+        assert_eq!(r["usage"], json!({"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}));
+        let mut req2 = req.clone();
+        req2.body.insert("stream_options".into(), json!({"include_usage": true}));
+        let chunks: Vec<_> = dep().chat_stream(req2).await.unwrap().collect().await;
+        let text: String = chunks
+            .iter()
+            .filter_map(|c| c.as_ref().ok()?["choices"].get(0)?["delta"]["content"].as_str().map(String::from))
+            .collect();
+        assert_eq!(text, "[mock gpt-x] Say hi");
+        let last = chunks.last().unwrap().as_ref().unwrap();
+        assert_eq!(last["usage"]["completion_tokens"], 8);
+    }
+
+    #[tokio::test]
+    async fn max_tokens_cuts_with_length() {
+        let req = ChatRequest::parse(
+            br#"{"model":"x","messages":[{"role":"user","content":"one two three"}],"max_tokens":3}"#,
+        )
+        .unwrap();
+        let r = dep().chat(req).await.unwrap().body;
+        assert_eq!(r["choices"][0]["finish_reason"], "length");
+        assert_eq!(r["usage"]["completion_tokens"], 3);
+    }
+}

@@ -1,0 +1,92 @@
+//! The provider interface: a [`Deployment`] is one configured upstream model, and [`Upstream`] dispatches
+//! to the provider that speaks its API with exhaustive matches, so a new provider does not compile until
+//! every operation is decided for it.
+
+use crate::{Anthropic, ChatRequest, Mock, OpenAi, ProviderError};
+use futures::Stream;
+use serde_json::{Map, Value};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A stream of OpenAI `chat.completion.chunk` objects. A chunk carrying a non-null `usage` reports the
+/// token counts; the stream ends after the last chunk (the `[DONE]` marker is not an item).
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Map<String, Value>, ProviderError>> + Send>>;
+
+/// A non-streaming reply: an OpenAI `chat.completion` object (its `usage` holds the token counts).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The response body.
+    pub body: Map<String, Value>,
+}
+
+/// One configured upstream model.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// Deployment id (unique in the config).
+    pub id: String,
+    /// Upstream model id sent in `model`.
+    pub upstream_model: String,
+    /// Time bound for one call (until the last byte of a non-streaming answer, or the first of a stream).
+    pub timeout: Duration,
+    /// The provider that speaks to it.
+    pub upstream: Upstream,
+}
+
+/// The providers.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    /// An OpenAI-compatible server.
+    OpenAi(Arc<OpenAi>),
+    /// The Anthropic Messages API.
+    Anthropic(Arc<Anthropic>),
+    /// The built-in mock.
+    Mock(Arc<Mock>),
+}
+
+impl Deployment {
+    /// The provider's name, as in `params.model`'s prefix.
+    pub fn provider_name(&self) -> &'static str {
+        match &self.upstream {
+            Upstream::OpenAi(_) => "openai",
+            Upstream::Anthropic(_) => "anthropic",
+            Upstream::Mock(_) => "mock",
+        }
+    }
+
+    /// A non-streaming completion.
+    pub async fn chat(&self, req: ChatRequest) -> Result<Reply, ProviderError> {
+        match &self.upstream {
+            Upstream::OpenAi(p) => p.chat(self, req).await,
+            Upstream::Anthropic(p) => p.chat(self, req).await,
+            Upstream::Mock(p) => p.chat(self, req).await,
+        }
+    }
+
+    /// A streaming completion; resolves when the upstream has answered with its headers.
+    pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+        match &self.upstream {
+            Upstream::OpenAi(p) => p.chat_stream(self, req).await,
+            Upstream::Anthropic(p) => p.chat_stream(self, req).await,
+            Upstream::Mock(p) => p.chat_stream(self, req).await,
+        }
+    }
+
+    /// A cheap reachability check (no paid completion).
+    pub async fn probe(&self) -> Result<(), ProviderError> {
+        match &self.upstream {
+            Upstream::OpenAi(p) => p.probe(self).await,
+            Upstream::Anthropic(p) => p.probe(self).await,
+            Upstream::Mock(_) => Ok(()),
+        }
+    }
+
+    /// Identity of the upstream endpoint for readiness reports (`api_base` or `mock`), never a secret.
+    pub fn endpoint(&self) -> String {
+        match &self.upstream {
+            Upstream::OpenAi(p) => p.api_base().to_string(),
+            Upstream::Anthropic(p) => p.api_base().to_string(),
+            Upstream::Mock(_) => "mock".to_string(),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The chat-completions request as the gateway acts on it: a JSON object whose `model`, `messages`,
+//! `stream`, `stream_options` and `max_tokens` are checked, and whose every other field (tools,
+//! tool_choice, response_format, n, stop, seed, user, logprobs, …) passes through untouched.
+
+use serde_json::{Map, Value};
+
+/// A validated chat-completions request body.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The whole body, in the client's key order.
+    pub body: Map<String, Value>,
+}
+
+/// A body that is not a valid chat-completions request; `param` names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    /// What is wrong.
+    pub message: String,
+    /// The offending field.
+    pub param: Option<String>,
+}
+
+fn bad(message: impl Into<String>, param: &str) -> RequestError {
+    RequestError { message: message.into(), param: Some(param.to_string()) }
+}
+
+impl ChatRequest {
+    /// Parses and checks a request body.
+    pub fn parse(bytes: &[u8]) -> Result<ChatRequest, RequestError> {
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| RequestError { message: format!("request body is not valid JSON: {e}"), param: None })?;
+        let Value::Object(body) = value else {
+            return Err(RequestError { message: "request body must be a JSON object".into(), param: None });
+        };
+        match body.get("model") {
+            Some(Value::String(m)) if !m.is_empty() => {}
+            Some(_) => return Err(bad("`model` must be a non-empty string", "model")),
+            None => return Err(bad("missing required field `model`", "model")),
+        }
+        match body.get("messages") {
+            Some(Value::Array(ms)) if !ms.is_empty() => {
+                for (i, m) in ms.iter().enumerate() {
+                    let ok = m.get("role").is_some_and(Value::is_string);
+                    if !ok {
+                        return Err(bad(
+                            format!("`messages[{i}]` must be an object with a string `role`"),
+                            &format!("messages[{i}]"),
+                        ));
+                    }
+                }
+            }
+            Some(Value::Array(_)) => return Err(bad("`messages` must not be empty", "messages")),
+            Some(_) => return Err(bad("`messages` must be an array", "messages")),
+            None => return Err(bad("missing required field `messages`", "messages")),
+        }
+        match body.get("stream") {
+            None | Some(Value::Bool(_)) | Some(Value::Null) => {}
+            Some(_) => return Err(bad("`stream` must be a boolean", "stream")),
+        }
+        for field in ["max_tokens", "max_completion_tokens"] {
+            match body.get(field) {
+                None | Some(Value::Null) => {}
+                Some(v) if v.as_u64().is_some() => {}
+                Some(_) => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
+            }
+        }
+        Ok(ChatRequest { body })
+    }
+
+    /// The alias (or model id) in `model`.
+    pub fn model(&self) -> &str {
+        self.body.get("model").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    /// Whether the client asked for a stream.
+    pub fn stream(&self) -> bool {
+        self.body.get("stream").and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    /// Whether the client asked for the usage chunk of a stream.
+    pub fn wants_stream_usage(&self) -> bool {
+        self.body.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub fn max_tokens(&self) -> Option<u64> {
+        ["max_completion_tokens", "max_tokens"].iter().find_map(|f| self.body.get(*f).and_then(Value::as_u64))
+    }
+
+    /// The messages.
+    pub fn messages(&self) -> &[Value] {
+        self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Replaces `model` with the upstream id.
+    pub fn set_model(&mut self, upstream: &str) {
+        self.body.insert("model".into(), Value::String(upstream.to_string()));
+    }
+
+    /// Asks the upstream for the usage chunk of a stream, whatever the client asked, so the gateway
+    /// always knows the token counts (the gateway strips the chunk again when the client did not ask).
+    pub fn force_stream_usage(&mut self) {
+        let opts = self.body.entry("stream_options").or_insert_with(|| Value::Object(Map::new()));
+        if !opts.is_object() {
+            *opts = Value::Object(Map::new());
+        }
+        if let Value::Object(o) = opts {
+            o.insert("include_usage".into(), Value::Bool(true));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_bodies_naming_the_field() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("{", None),
+            ("[]", None),
+            ("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", Some("model")),
+            ("{\"model\":1,\"messages\":[]}", Some("model")),
+            ("{\"model\":\"m\"}", Some("messages")),
+            ("{\"model\":\"m\",\"messages\":[]}", Some("messages")),
+            ("{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", Some("messages[0]")),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"stream\":\"yes\"}", Some("stream")),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"max_tokens\":-1}", Some("max_tokens")),
+        ];
+        for (body, param) in cases {
+            let err = ChatRequest::parse(body.as_bytes()).err();
+            assert_eq!(err.map(|e| e.param), Some(param.map(String::from)), "{body}");
+        }
+    }
+
+    #[test]
+    fn keeps_unknown_fields_and_forces_usage() {
+        let body = r#"{"model":"a","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function"}],"seed":7,"stream":true,"stream_options":{"x":1}}"#;
+        let mut r = ChatRequest::parse(body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.stream() && !r.wants_stream_usage());
+        r.set_model("up");
+        r.force_stream_usage();
+        let out = serde_json::to_value(&r.body).unwrap_or_default();
+        assert_eq!(out["model"], "up");
+        assert_eq!(out["seed"], 7);
+        assert_eq!(out["tools"][0]["type"], "function");
+        assert_eq!(out["stream_options"], serde_json::json!({"x":1,"include_usage":true}));
+    }
+}

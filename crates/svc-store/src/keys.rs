@@ -1,0 +1,155 @@
+//! Virtual-key records. The store keeps only the SHA-256 hash of a key and a short hint of it; generating,
+//! hashing and checking keys is the gateway's job.
+
+use crate::{conflict, Store, StoreError};
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+/// One stored virtual key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    /// Stable identity: unchanged by rotation.
+    pub id: String,
+    /// Lowercase hex SHA-256 of the full key.
+    pub key_hash: String,
+    /// A recognisable but useless part of the key, e.g. `sk-svc-…a1b2`.
+    pub key_hint: String,
+    /// Unique human name.
+    pub key_alias: Option<String>,
+    /// Owning team.
+    pub team_id: String,
+    /// Agent role, when the key is for one.
+    pub agent_role: Option<String>,
+    /// Aliases this key may use (JSON array text); empty means all of its team's.
+    pub models: Vec<String>,
+    /// Key budget in nano-units.
+    pub max_budget: Option<i64>,
+    /// Key budget duration (`30d`), else the team's.
+    pub budget_duration: Option<String>,
+    /// Requests per minute.
+    pub rpm_limit: Option<i64>,
+    /// Tokens per minute.
+    pub tpm_limit: Option<i64>,
+    /// Free-form JSON object text.
+    pub metadata: String,
+    /// Expiry time.
+    pub expires_ms: Option<i64>,
+    /// Revocation time.
+    pub revoked_ms: Option<i64>,
+    /// Creation time.
+    pub created_ms: i64,
+    /// Last change.
+    pub updated_ms: i64,
+    /// Anchor of the key's budget periods.
+    pub anchor_ms: i64,
+}
+
+const COLUMNS: &str = "id, key_hash, key_hint, key_alias, team_id, agent_role, models, max_budget, budget_duration, \
+     rpm_limit, tpm_limit, metadata, expires_ms, revoked_ms, created_ms, updated_ms, anchor_ms";
+
+fn from_row(r: &AnyRow) -> Result<KeyRow, StoreError> {
+    let models: String = r.try_get("models")?;
+    Ok(KeyRow {
+        id: r.try_get("id")?,
+        key_hash: r.try_get("key_hash")?,
+        key_hint: r.try_get("key_hint")?,
+        key_alias: r.try_get("key_alias")?,
+        team_id: r.try_get("team_id")?,
+        agent_role: r.try_get("agent_role")?,
+        models: serde_json::from_str(&models).map_err(|_| StoreError::Corrupt("virtual_keys.models"))?,
+        max_budget: r.try_get("max_budget")?,
+        budget_duration: r.try_get("budget_duration")?,
+        rpm_limit: r.try_get("rpm_limit")?,
+        tpm_limit: r.try_get("tpm_limit")?,
+        metadata: r.try_get("metadata")?,
+        expires_ms: r.try_get("expires_ms")?,
+        revoked_ms: r.try_get("revoked_ms")?,
+        created_ms: r.try_get("created_ms")?,
+        updated_ms: r.try_get("updated_ms")?,
+        anchor_ms: r.try_get("anchor_ms")?,
+    })
+}
+
+async fn bump(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
+    sqlx::query("UPDATE counters SET value = value + 1 WHERE name = 'keys_generation'").execute(&mut **tx).await?;
+    Ok(())
+}
+
+impl Store {
+    /// Inserts a new key. A taken alias is [`StoreError::Conflict`].
+    pub async fn insert_key(&self, k: &KeyRow) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let sql = format!(
+            "INSERT INTO virtual_keys ({COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
+        );
+        bind_all(sqlx::query(&sql), k).execute(&mut *tx).await.map_err(|e| conflict(e, "key alias"))?;
+        bump(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Replaces every field of the key with `k.id`. Returns false when no such key exists.
+    pub async fn update_key(&self, k: &KeyRow) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let sql =
+            "UPDATE virtual_keys SET key_hash=$2, key_hint=$3, key_alias=$4, team_id=$5, agent_role=$6, models=$7, \
+                   max_budget=$8, budget_duration=$9, rpm_limit=$10, tpm_limit=$11, metadata=$12, expires_ms=$13, \
+                   revoked_ms=$14, created_ms=$15, updated_ms=$16, anchor_ms=$17 WHERE id=$1";
+        let done = bind_all(sqlx::query(sql), k).execute(&mut *tx).await.map_err(|e| conflict(e, "key alias"))?;
+        bump(&mut tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Deletes keys by id; returns the ids that existed.
+    pub async fn delete_keys(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut deleted = Vec::new();
+        for id in ids {
+            let done = sqlx::query("DELETE FROM virtual_keys WHERE id = $1").bind(id).execute(&mut *tx).await?;
+            if done.rows_affected() > 0 {
+                deleted.push(id.clone());
+            }
+        }
+        bump(&mut tx).await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Every key, oldest first.
+    pub async fn list_keys(&self) -> Result<Vec<KeyRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM virtual_keys ORDER BY created_ms, id");
+        let rows = sqlx::query(&sql).fetch_all(self.pool()).await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// The key whose id, alias or hash is `needle`.
+    pub async fn find_key(&self, needle: &str) -> Result<Option<KeyRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM virtual_keys WHERE id = $1 OR key_alias = $1 OR key_hash = $1");
+        let row = sqlx::query(&sql).bind(needle).fetch_optional(self.pool()).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+}
+
+fn bind_all<'q>(
+    q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    k: &'q KeyRow,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(&k.id)
+        .bind(&k.key_hash)
+        .bind(&k.key_hint)
+        .bind(k.key_alias.as_deref())
+        .bind(&k.team_id)
+        .bind(k.agent_role.as_deref())
+        .bind(serde_json::to_string(&k.models).unwrap_or_else(|_| "[]".into()))
+        .bind(k.max_budget)
+        .bind(k.budget_duration.as_deref())
+        .bind(k.rpm_limit)
+        .bind(k.tpm_limit)
+        .bind(&k.metadata)
+        .bind(k.expires_ms)
+        .bind(k.revoked_ms)
+        .bind(k.created_ms)
+        .bind(k.updated_ms)
+        .bind(k.anchor_ms)
+}

@@ -1,0 +1,195 @@
+//! The event outbox: an event is stored with one delivery row per destination before any attempt, and a
+//! destination's row is marked delivered only after it succeeded, so a crash or an outage loses nothing
+//! (at-least-once). Destinations are names such as `push`, `webhook:<url>`, `hooks`.
+
+use crate::{now_ms, Store, StoreError};
+use sqlx::Row;
+
+/// One pending delivery of an event to a destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxItem {
+    /// Outbox id (emission order).
+    pub id: i64,
+    /// The envelope JSON, byte for byte as emitted.
+    pub envelope: String,
+    /// The event kind.
+    pub kind: String,
+    /// Push title override.
+    pub title: Option<String>,
+    /// Push priority override.
+    pub priority: Option<String>,
+    /// Stable id of this (event, destination) delivery, the same across retries.
+    pub delivery_id: String,
+    /// Failed attempts so far.
+    pub attempts: i64,
+    /// Not before this time (Unix ms; 0 = now).
+    pub next_attempt_ms: i64,
+}
+
+/// A new event to store.
+#[derive(Debug, Clone, Default)]
+pub struct NewEvent<'a> {
+    /// Kind.
+    pub kind: &'a str,
+    /// Envelope JSON.
+    pub envelope: &'a str,
+    /// Push title override.
+    pub title: Option<&'a str>,
+    /// Push priority override.
+    pub priority: Option<&'a str>,
+    /// (destination, delivery id) pairs.
+    pub deliveries: Vec<(String, String)>,
+}
+
+/// Counts of outbox deliveries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutboxStats {
+    /// Not yet delivered nor given up.
+    pub pending: i64,
+    /// Delivered.
+    pub delivered: i64,
+    /// Given up (permanent failure).
+    pub failed: i64,
+}
+
+impl Store {
+    /// Stores an event and its deliveries atomically; returns its outbox id.
+    pub async fn outbox_enqueue(&self, e: &NewEvent<'_>) -> Result<i64, StoreError> {
+        Ok(self.outbox_enqueue_many(std::slice::from_ref(e)).await?.first().copied().unwrap_or_default())
+    }
+
+    /// Stores several events in one transaction (group commit); returns their ids, in order.
+    pub async fn outbox_enqueue_many(&self, events: &[NewEvent<'_>]) -> Result<Vec<i64>, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut ids = Vec::with_capacity(events.len());
+        for e in events {
+            let row = sqlx::query(
+                "INSERT INTO outbox (created_ms, kind, envelope, title, priority) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(now_ms())
+            .bind(e.kind)
+            .bind(e.envelope)
+            .bind(e.title)
+            .bind(e.priority)
+            .fetch_one(&mut *tx)
+            .await?;
+            let id: i64 = row.try_get(0)?;
+            for (dest, delivery_id) in &e.deliveries {
+                sqlx::query("INSERT INTO outbox_delivery (outbox_id, destination, delivery_id) VALUES ($1, $2, $3)")
+                    .bind(id)
+                    .bind(dest)
+                    .bind(delivery_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            ids.push(id);
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// The oldest undelivered, not given-up items of a destination, in emission order (whatever their next
+    /// attempt time: the worker waits for the head itself, so order per destination holds).
+    pub async fn outbox_pending(&self, destination: &str, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT o.id, o.envelope, o.kind, o.title, o.priority, d.delivery_id, d.attempts, d.next_attempt_ms \
+             FROM outbox_delivery d JOIN outbox o ON o.id = d.outbox_id \
+             WHERE d.destination = $1 AND d.delivered_ms IS NULL AND d.failed_ms IS NULL ORDER BY o.id LIMIT $2",
+        )
+        .bind(destination)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(OutboxItem {
+                    id: r.try_get(0)?,
+                    envelope: r.try_get(1)?,
+                    kind: r.try_get(2)?,
+                    title: r.try_get(3)?,
+                    priority: r.try_get(4)?,
+                    delivery_id: r.try_get(5)?,
+                    attempts: r.try_get(6)?,
+                    next_attempt_ms: r.try_get(7)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Marks a delivery done.
+    pub async fn outbox_delivered(&self, id: i64, destination: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox_delivery SET delivered_ms = $3 WHERE outbox_id = $1 AND destination = $2")
+            .bind(id)
+            .bind(destination)
+            .bind(now_ms())
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// Marks several deliveries of a destination done, in one transaction.
+    pub async fn outbox_delivered_many(&self, ids: &[i64], destination: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        for id in ids {
+            sqlx::query("UPDATE outbox_delivery SET delivered_ms = $3 WHERE outbox_id = $1 AND destination = $2")
+                .bind(id)
+                .bind(destination)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a failed attempt to retry not before `next_attempt_ms`.
+    pub async fn outbox_attempt_failed(
+        &self,
+        id: i64,
+        destination: &str,
+        error: &str,
+        next_attempt_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox_delivery SET attempts = attempts + 1, last_error = $3, next_attempt_ms = $4 \
+             WHERE outbox_id = $1 AND destination = $2",
+        )
+        .bind(id)
+        .bind(destination)
+        .bind(error)
+        .bind(next_attempt_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Gives up on a delivery (permanent failure); the row stays for inspection.
+    pub async fn outbox_dead(&self, id: i64, destination: &str, error: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox_delivery SET attempts = attempts + 1, last_error = $3, failed_ms = $4 \
+             WHERE outbox_id = $1 AND destination = $2",
+        )
+        .bind(id)
+        .bind(destination)
+        .bind(error)
+        .bind(now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Delivery counts for a destination (all destinations when `None`).
+    pub async fn outbox_stats(&self, destination: Option<&str>) -> Result<OutboxStats, StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(CASE WHEN delivered_ms IS NULL AND failed_ms IS NULL THEN 1 ELSE 0 END),0) AS BIGINT), \
+             CAST(COALESCE(SUM(CASE WHEN delivered_ms IS NOT NULL THEN 1 ELSE 0 END),0) AS BIGINT), \
+             CAST(COALESCE(SUM(CASE WHEN failed_ms IS NOT NULL THEN 1 ELSE 0 END),0) AS BIGINT) \
+             FROM outbox_delivery WHERE ($1 IS NULL OR destination = $1)",
+        )
+        .bind(destination)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(OutboxStats { pending: row.try_get(0)?, delivered: row.try_get(1)?, failed: row.try_get(2)? })
+    }
+}

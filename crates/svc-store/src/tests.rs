@@ -1,0 +1,169 @@
+//! The same store tests against SQLite (a temp file) and the real PostgreSQL of the machine
+//! (`SVC_TEST_POSTGRES_URL`, default `postgres://postgres@127.0.0.1:5432/test`; a fresh database per test).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+/// A store on a throw-away database; drop the guard to delete it.
+pub struct TestDb {
+    pub store: Store,
+    _dir: Option<tempfile::TempDir>,
+}
+
+async fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    TestDb { store: Store::connect(&url).await.unwrap(), _dir: Some(dir) }
+}
+
+async fn postgres() -> TestDb {
+    let admin =
+        std::env::var("SVC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&admin).await.expect("PostgreSQL must be reachable for the fleet-store tests");
+    // Databases of earlier runs (named with their creation time) are dropped once they are ten minutes old, so
+    // repeated runs do not pile them up; a database in use refuses DROP, so a running test is never touched.
+    let now = chrono::Utc::now().timestamp();
+    let old = sqlx::query("SELECT CAST(datname AS TEXT) FROM pg_database WHERE datname LIKE 'svc_test_%'")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    for row in old {
+        let name: String = sqlx::Row::try_get(&row, 0).unwrap();
+        let created = name.split('_').nth(2).and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
+        if created < now - 600 {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&pool).await;
+        }
+    }
+    let name = format!("svc_test_{now}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+    TestDb { store: Store::connect(&format!("{base}/{name}")).await.unwrap(), _dir: None }
+}
+
+fn key(id: &str, alias: Option<&str>) -> KeyRow {
+    KeyRow {
+        id: id.into(),
+        key_hash: format!("hash-{id}"),
+        key_hint: "sk-svc-…abcd".into(),
+        key_alias: alias.map(String::from),
+        team_id: "executor".into(),
+        agent_role: Some("coder".into()),
+        models: vec!["m1".into()],
+        max_budget: Some(5),
+        budget_duration: Some("1d".into()),
+        rpm_limit: None,
+        tpm_limit: Some(1000),
+        metadata: "{}".into(),
+        expires_ms: None,
+        revoked_ms: None,
+        created_ms: 1,
+        updated_ms: 1,
+        anchor_ms: 1,
+    }
+}
+
+async fn keys_round_trip(s: &Store) {
+    let g0 = s.keys_generation().await.unwrap();
+    s.insert_key(&key("k1", Some("alpha"))).await.unwrap();
+    assert!(matches!(s.insert_key(&key("k2", Some("alpha"))).await, Err(StoreError::Conflict(_))));
+    s.insert_key(&key("k2", None)).await.unwrap();
+    assert!(s.keys_generation().await.unwrap() > g0);
+    assert_eq!(s.find_key("alpha").await.unwrap().unwrap().id, "k1");
+    assert_eq!(s.find_key("hash-k2").await.unwrap().unwrap().id, "k2");
+    let mut k = key("k1", Some("alpha"));
+    k.revoked_ms = Some(9);
+    assert!(s.update_key(&k).await.unwrap());
+    assert_eq!(s.find_key("k1").await.unwrap().unwrap(), k);
+    assert_eq!(s.list_keys().await.unwrap().len(), 2);
+    assert_eq!(s.delete_keys(&["k2".into(), "nope".into()]).await.unwrap(), vec!["k2".to_string()]);
+    assert_eq!(s.list_keys().await.unwrap().len(), 1);
+}
+
+async fn teams_keep_anchor(s: &Store) {
+    let t = TeamRow {
+        team_id: "executor".into(),
+        budget_limit: Some(50),
+        models: vec!["a".into()],
+        budget_duration: "30d".into(),
+        anchor_ms: 0,
+        rpm_limit: None,
+        tpm_limit: None,
+        in_config: true,
+    };
+    s.sync_teams(&[(t.clone(), false)]).await.unwrap();
+    let first = s.list_teams().await.unwrap()[0].anchor_ms;
+    let mut t2 = t.clone();
+    t2.budget_limit = Some(70);
+    s.sync_teams(&[(t2, false)]).await.unwrap();
+    let now = s.list_teams().await.unwrap();
+    assert_eq!((now[0].anchor_ms, now[0].budget_limit), (first, Some(70)));
+    s.sync_teams(&[]).await.unwrap();
+    assert!(!s.list_teams().await.unwrap()[0].in_config);
+}
+
+async fn spend_and_outbox(s: &Store) {
+    let rec = |i: i64, team: &str| SpendRecord {
+        request_id: format!("r{i}"),
+        ts_ms: i,
+        key_id: Some("k".into()),
+        team_id: Some(team.into()),
+        agent_role: None,
+        model_alias: "m".into(),
+        upstream_model: "u".into(),
+        deployment: "m".into(),
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        cost: 100,
+        status: 200,
+        latency_ms: 3,
+    };
+    let batch: Vec<_> = (0..10).map(|i| rec(i, if i < 7 { "a" } else { "b" })).collect();
+    s.insert_spend_batch(&batch).await.unwrap();
+    let f = SpendFilter { team_id: Some("a".into()), start_ms: Some(2), ..Default::default() };
+    assert_eq!(s.sum_spend(&f).await.unwrap(), 500);
+    let page = s.query_spend(&SpendFilter::default(), 3, 1).await.unwrap();
+    assert_eq!(page.iter().map(|r| r.ts_ms).collect::<Vec<_>>(), vec![8, 7, 6]);
+    let totals = s.spend_totals("team", &SpendFilter::default()).await.unwrap();
+    assert_eq!((totals[0].group.as_str(), totals[0].cost, totals[0].requests), ("a", 700, 7));
+    // A batch larger than one statement goes in one transaction of several statements.
+    let big: Vec<_> = (100..700).map(|i| rec(i, "c")).collect();
+    s.insert_spend_batch(&big).await.unwrap();
+    assert_eq!(s.sum_spend(&SpendFilter { team_id: Some("c".into()), ..Default::default() }).await.unwrap(), 60_000);
+
+    let event = |n: &'static str| NewEvent {
+        kind: "test",
+        envelope: n,
+        title: Some("t"),
+        priority: None,
+        deliveries: vec![("ntfy".to_string(), format!("d-{n}-1")), ("webhook:0".to_string(), format!("d-{n}-2"))],
+    };
+    let a = s.outbox_enqueue(&event("1")).await.unwrap();
+    let b = s.outbox_enqueue(&event("2")).await.unwrap();
+    let p = s.outbox_pending("ntfy", 10).await.unwrap();
+    assert_eq!(p.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
+    assert_eq!((p[0].title.as_deref(), p[0].delivery_id.as_str()), (Some("t"), "d-1-1"));
+    s.outbox_attempt_failed(a, "ntfy", "down", 1234).await.unwrap();
+    let again = s.outbox_pending("ntfy", 10).await.unwrap();
+    assert_eq!((again[0].attempts, again[0].next_attempt_ms, &again[0].delivery_id), (1, 1234, &p[0].delivery_id));
+    s.outbox_delivered(a, "ntfy").await.unwrap();
+    s.outbox_dead(b, "webhook:0", "410").await.unwrap();
+    assert_eq!(s.outbox_pending("ntfy", 10).await.unwrap().len(), 1);
+    let st = s.outbox_stats(None).await.unwrap();
+    assert_eq!(st, OutboxStats { pending: 2, delivered: 1, failed: 1 });
+}
+
+async fn meta(s: &Store) {
+    assert_eq!(s.meta_get("x").await.unwrap(), None);
+    assert_eq!(s.meta_get_or_insert("x", "1").await.unwrap(), "1");
+    assert_eq!(s.meta_get_or_insert("x", "2").await.unwrap(), "1");
+}
+
+macro_rules! both_backends {
+    ($($name:ident),*) => {
+        mod on_sqlite { $( #[tokio::test] async fn $name() { let db = super::sqlite().await; super::$name(&db.store).await; } )* }
+        mod on_postgres { $( #[tokio::test] async fn $name() { let db = super::postgres().await; super::$name(&db.store).await; } )* }
+    };
+}
+
+both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, meta);

@@ -1,0 +1,8 @@
+//! Dev-only test servers for svc's tests and benchmarks: a programmable OpenAI-compatible upstream
+//! ([`upstream`]), an ntfy-compatible push server ([`ntfy`]) and a recording webhook receiver ([`webhook`]).
+//! Every server binds 127.0.0.1 on an ephemeral port and stops when its handle is dropped.
+
+pub mod anthropic;
+pub mod ntfy;
+pub mod upstream;
+pub mod webhook;

@@ -1,0 +1,272 @@
+//! A programmable OpenAI-compatible upstream for tests and benchmarks: `POST /v1/chat/completions` (plain
+//! and SSE) and `GET /v1/models`, answering a fixed reply with fixed usage, recording every request, and
+//! misbehaving on demand (fail the next N calls, delay, hold a stream after its first chunk, cut a stream).
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+
+/// How the upstream answers.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// Reply text (split into `chunks` pieces when streamed).
+    pub content: String,
+    /// Reported prompt tokens.
+    pub prompt_tokens: u64,
+    /// Reported completion tokens.
+    pub completion_tokens: u64,
+    /// Content chunks of a stream.
+    pub chunks: usize,
+    /// Pause between stream chunks.
+    pub chunk_delay: Duration,
+    /// Pause before answering at all.
+    pub delay: Duration,
+    /// Answers (status, error message) for the next calls, one each.
+    pub fail_next: VecDeque<(u16, String)>,
+    /// After the first content chunk, wait for [`Upstream::release`].
+    pub hold_stream: bool,
+    /// Drop the connection after this many stream chunks.
+    pub cut_stream_after: Option<usize>,
+    /// Keep a copy of each request (off for benchmarks).
+    pub record: bool,
+    /// Status of `GET /v1/models`.
+    pub models_status: u16,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            content: "Hello from the test upstream.".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            chunks: 5,
+            chunk_delay: Duration::ZERO,
+            delay: Duration::ZERO,
+            fail_next: VecDeque::new(),
+            hold_stream: false,
+            cut_stream_after: None,
+            record: true,
+            models_status: 200,
+        }
+    }
+}
+
+/// A request the upstream received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The JSON body.
+    pub body: Value,
+    /// The headers.
+    pub headers: HeaderMap,
+}
+
+/// Shared state of a running upstream.
+#[derive(Debug, Default)]
+pub struct Shared {
+    behaviour: Mutex<Behaviour>,
+    requests: Mutex<Vec<Recorded>>,
+    release: Notify,
+    /// Streams whose client went away before the end.
+    pub streams_cancelled: AtomicUsize,
+    /// Streams sent to the end.
+    pub streams_completed: AtomicUsize,
+    /// Calls answered (any status).
+    pub calls: AtomicUsize,
+}
+
+/// A running upstream; stops when dropped.
+pub struct Upstream {
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// State, for assertions.
+    pub shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Upstream {
+    /// Starts on an ephemeral port of 127.0.0.1.
+    pub async fn start() -> std::io::Result<Upstream> {
+        Upstream::start_on("127.0.0.1:0", Behaviour::default()).await
+    }
+
+    /// Starts on `addr` with a behaviour.
+    pub async fn start_on(addr: &str, behaviour: Behaviour) -> std::io::Result<Upstream> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared { behaviour: Mutex::new(behaviour), ..Default::default() });
+        let app = router(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(async { drop(stopped.await) }).await;
+        });
+        Ok(Upstream { base_url: format!("http://{addr}/v1"), addr, shared, stop: Some(stop) })
+    }
+
+    /// Changes the behaviour.
+    pub fn set(&self, f: impl FnOnce(&mut Behaviour)) {
+        if let Ok(mut b) = self.shared.behaviour.lock() {
+            f(&mut b);
+        }
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Lets held streams go on.
+    pub fn release(&self) {
+        self.shared.release.notify_waiters();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// The routes, for embedding in another server.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
+        .with_state(shared)
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> Response {
+    let status = s.behaviour.lock().map(|b| b.models_status).unwrap_or(200);
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    if code.is_success() {
+        Json(json!({"object": "list", "data": [{"id": "up-model", "object": "model", "created": 0, "owned_by": "test"}]})).into_response()
+    } else {
+        (code, Json(json!({"error": {"message": "models unavailable", "type": "api_error"}}))).into_response()
+    }
+}
+
+fn error(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, Json(json!({"error": {"message": message, "type": "upstream_test_error", "param": null, "code": null}})))
+        .into_response()
+}
+
+async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    s.calls.fetch_add(1, Ordering::Relaxed);
+    let (b, failure) = match s.behaviour.lock() {
+        Ok(mut b) => {
+            let f = b.fail_next.pop_front();
+            (b.clone(), f)
+        }
+        Err(_) => return error(500, "poisoned"),
+    };
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else { return error(400, "invalid JSON") };
+    if b.record {
+        if let Ok(mut r) = s.requests.lock() {
+            r.push(Recorded { body: req.clone(), headers });
+        }
+    }
+    if !b.delay.is_zero() {
+        tokio::time::sleep(b.delay).await;
+    }
+    if let Some((status, message)) = failure {
+        return error(status, &message);
+    }
+    let model = req.get("model").cloned().unwrap_or(Value::Null);
+    let usage = json!({"prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens, "total_tokens": b.prompt_tokens + b.completion_tokens});
+    if !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        return Json(json!({
+            "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": b.content}, "finish_reason": "stop"}],
+            "usage": usage, "system_fingerprint": "fp_test",
+        }))
+        .into_response();
+    }
+    let with_usage = req.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+    stream(s, b, model, usage, with_usage)
+}
+
+/// Counts a stream as cancelled unless it reached its end.
+struct StreamGuard {
+    shared: Arc<Shared>,
+    finished: bool,
+}
+
+impl StreamGuard {
+    fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let counter = if self.finished { &self.shared.streams_completed } else { &self.shared.streams_cancelled };
+        counter.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn stream(s: Arc<Shared>, b: Behaviour, model: Value, usage: Value, with_usage: bool) -> Response {
+    let n = b.chunks.max(1);
+    let text: Vec<char> = b.content.chars().collect();
+    let per = text.len().div_ceil(n).max(1);
+    let mut events: Vec<String> = Vec::new();
+    let chunk = |delta: Value, finish: Value| {
+        let mut c = json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        if with_usage {
+            c["usage"] = Value::Null;
+        }
+        format!("data: {c}\n\n")
+    };
+    events.push(chunk(json!({"role": "assistant", "content": ""}), Value::Null));
+    for piece in text.chunks(per) {
+        events.push(chunk(json!({"content": piece.iter().collect::<String>()}), Value::Null));
+    }
+    events.push(chunk(json!({}), json!("stop")));
+    if with_usage {
+        let c = json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [], "usage": usage});
+        events.push(format!("data: {c}\n\n"));
+    }
+    events.push("data: [DONE]\n\n".to_string());
+    let guard = StreamGuard { shared: s.clone(), finished: false };
+    let body =
+        futures::stream::unfold((events.into_iter().enumerate(), guard, b), move |(mut it, mut guard, b)| async move {
+            let (i, ev) = match it.next() {
+                Some(x) => x,
+                None => {
+                    guard.mark_finished();
+                    return None;
+                }
+            };
+            if b.cut_stream_after.is_some_and(|cut| i >= cut) {
+                // End the body abruptly: the client sees a broken stream.
+                return Some((Err(std::io::Error::other("cut")), (it, guard, b)));
+            }
+            if i == 2 && b.hold_stream {
+                guard.shared.release.notified().await;
+            }
+            if i > 0 && !b.chunk_delay.is_zero() {
+                tokio::time::sleep(b.chunk_delay).await;
+            }
+            Some((Ok::<Bytes, std::io::Error>(Bytes::from(ev)), (it, guard, b)))
+        });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| error(500, "cannot build response"))
+}

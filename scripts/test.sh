@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The whole test suite, with all set-up, on a fresh machine (this is what .ci/run runs):
+#   1. installs what it needs (rustfmt/clippy components, the Python packages of tests/python),
+#   2. checks that PostgreSQL answers on 127.0.0.1:5432 (the fleet-store tests use it; starts it if it can),
+#   3. cargo fmt --check, cargo clippy -D warnings,
+#   4. every Rust test (unit, integration against the real binaries, both store backends),
+#   5. the official `openai` Python SDK against the real gateway.
+# Anything missing is an error, never a silent skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+command -v cargo >/dev/null || die "cargo not found: install Rust with rustup"
+command -v python3 >/dev/null || die "python3 not found: install Python 3.9 or newer"
+
+say "toolchain components"
+if command -v rustup >/dev/null; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+cargo fmt --version >/dev/null || die "rustfmt missing (rustup component add rustfmt)"
+cargo clippy --version >/dev/null || die "clippy missing (rustup component add clippy)"
+
+say "python packages (tests/python/requirements.txt)"
+python3 -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt \
+  || die "pip could not install tests/python/requirements.txt"
+
+say "PostgreSQL on 127.0.0.1:5432"
+pg_up() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5432), 2).close()' 2>/dev/null; }
+if ! pg_up; then
+  if command -v pg_ctlcluster >/dev/null; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+    sleep 2
+  fi
+fi
+pg_up || die "PostgreSQL is not reachable on 127.0.0.1:5432 (the fleet-store tests need it; set SVC_TEST_POSTGRES_URL to use another)"
+
+say "format"
+cargo fmt --all -- --check
+
+say "lint"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+say "build"
+cargo build --workspace --all-targets --locked
+
+say "rust tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
+
+say "openai python SDK against the gateway"
+SVC_BIN="$PWD/target/debug/svc" python3 -m pytest -q tests/python

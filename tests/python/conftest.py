@@ -1,0 +1,195 @@
+"""Starts the real `svc` binary for the SDK tests: a temp directory, a config whose aliases are served by the
+mock provider, an ephemeral port read from the startup line."""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+import pytest
+
+MASTER = "sk-master-python-sdk-test"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = """
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://{db}
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params: {{model: mock/gpt-4.1-mini, input_cost_per_token: 0.0000004, output_cost_per_token: 0.0000016}}
+  - model_name: anthropic/claude-opus-4-1
+    params: {{model: mock/claude-opus-4-1, input_cost_per_token: 0.000015, output_cost_per_token: 0.000075}}
+gateway_settings:
+  teams:
+    - team_id: executor
+      budget_limit: 50
+      models: [openai/gpt-4.1-mini]
+"""
+
+
+def svc_binary():
+    path = os.environ.get("SVC_BIN", os.path.join(ROOT, "target", "debug", "svc"))
+    if not os.path.exists(path):
+        raise RuntimeError(f"svc binary not found at {path}: build it first (cargo build --bin svc)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def gateway():
+    tmp = tempfile.mkdtemp(prefix="svc-sdk-")
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(CONFIG.format(db=os.path.join(tmp, "svc.db")))
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
+    env.pop("SVC_CONFIG", None)
+    proc = subprocess.Popen(
+        [svc_binary(), "serve", "--config", config], cwd=tmp, env=env, stderr=subprocess.PIPE, text=True
+    )
+    found = {}
+    log = []
+
+    def read():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(r"listening on (http://\S+)", line)
+            if m and "url" not in found:
+                found["url"] = m.group(1)
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.time() + 30
+    while "url" not in found and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    if "url" not in found:
+        proc.kill()
+        raise RuntimeError("svc did not start:\n" + "".join(log))
+    yield found["url"]
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="session")
+def executor_key(gateway):
+    req = urllib.request.Request(
+        gateway + "/key/generate",
+        data=json.dumps({"team_id": "executor", "key_alias": "sdk"}).encode(),
+        headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["key"]
+
+
+# --- An `anthropic/…` alias backed by the fake Anthropic server (tests/python/test_anthropic_sdk.py) ---
+
+ANTHROPIC_KEY = "sk-ant-fake-upstream-key"
+ANTHROPIC_ALIAS = "anthropic/claude-sonnet-4-5"
+ANTHROPIC_CONFIG = """
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://{db}
+model_list:
+  - model_name: {alias}
+    model_info: {{id: claude-fake-1}}
+    params:
+      model: anthropic/claude-fake
+      api_base: {api_base}
+      api_key: {key}
+      max_output_tokens: 1024
+      input_cost_per_token: 0.000003
+      output_cost_per_token: 0.000015
+gateway_settings:
+  teams:
+    - team_id: orchestrator
+      budget_limit: 50
+      models: [{alias}]
+"""
+
+
+def _spawn(cmd, pattern, env=None, cwd=None):
+    """Starts `cmd`, waits (30 s at most) for a stderr line matching `pattern`; returns (process, match, log)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+    found = {}
+    log = []
+
+    def read():
+        for line in proc.stderr:
+            log.append(line)
+            m = re.search(pattern, line)
+            if m and "m" not in found:
+                found["m"] = m
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.time() + 30
+    while "m" not in found and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    if "m" not in found:
+        proc.kill()
+        raise RuntimeError(f"{cmd[0]} did not start:\n" + "".join(log))
+    return proc, found["m"], log
+
+
+def _stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def fake_anthropic_binary():
+    path = os.environ.get(
+        "SVC_FAKE_ANTHROPIC_BIN", os.path.join(os.path.dirname(svc_binary()), "svc-fake-anthropic")
+    )
+    if not os.path.exists(path):
+        raise RuntimeError(f"svc-fake-anthropic not found at {path}: build it first (cargo build -p svc-testkit)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def fake_anthropic():
+    """The fake Anthropic Messages API as a process: {"url": API base, "control": control base}."""
+    proc, m, _ = _spawn(
+        [fake_anthropic_binary(), "--api-key", ANTHROPIC_KEY],
+        r"listening on (http://\S+) control (http://\S+)",
+    )
+    yield {"url": m.group(1), "control": m.group(2)}
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def anthropic_gateway(fake_anthropic):
+    """A gateway whose `anthropic/claude-sonnet-4-5` alias is served by the fake Anthropic server."""
+    tmp = tempfile.mkdtemp(prefix="svc-sdk-anthropic-")
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(
+            ANTHROPIC_CONFIG.format(
+                db=os.path.join(tmp, "svc.db"), alias=ANTHROPIC_ALIAS, api_base=fake_anthropic["url"], key=ANTHROPIC_KEY
+            )
+        )
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
+    env.pop("SVC_CONFIG", None)
+    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    yield m.group(1)
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def orchestrator_key(anthropic_gateway):
+    req = urllib.request.Request(
+        anthropic_gateway + "/key/generate",
+        data=json.dumps({"team_id": "orchestrator", "key_alias": "sdk-anthropic"}).encode(),
+        headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["key"]
