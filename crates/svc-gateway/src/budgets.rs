@@ -57,7 +57,8 @@ pub struct Budgets {
     clock: Clock,
     store: Store,
     config: Arc<Config>,
-    events: Arc<dyn EventSink>,
+    /// Notices go through one task, so they are announced in the order they happened.
+    notices: tokio::sync::mpsc::UnboundedSender<(Scope, Notice, Who)>,
 }
 
 /// What an admitted request holds in each budget.
@@ -112,6 +113,13 @@ impl Budgets {
             .into_iter()
             .map(|t| (t.team_id, DateTime::<Utc>::from_timestamp_millis(t.anchor_ms).unwrap_or_default()))
             .collect();
+        let (notices, mut queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
+        let announcer_store = store.clone();
+        tokio::spawn(async move {
+            while let Some((scope, notice, who)) = queue.recv().await {
+                announce(&announcer_store, events.as_ref(), scope, notice, who).await;
+            }
+        });
         Ok(Budgets {
             accounts: RwLock::new(HashMap::new()),
             team_anchors,
@@ -119,7 +127,7 @@ impl Budgets {
             clock,
             store,
             config,
-            events,
+            notices,
         })
     }
 
@@ -239,47 +247,11 @@ impl Budgets {
         self.announce(scope.clone(), notice, who.clone());
     }
 
-    /// Announces a notice once per period: the store decides who is first, then the event is emitted.
+    /// Queues a notice for the announcer task (in order; each announced once per period).
     fn announce(&self, scope: Scope, notice: Notice, who: Who) {
-        let store = self.store.clone();
-        let events = self.events.clone();
-        tokio::spawn(async move {
-            let (label, kind, period, spent, limit, threshold) = match &notice {
-                Notice::Alert { threshold_permille, spent, limit, period } => (
-                    format!("alert:{threshold_permille}"),
-                    "budget.alert",
-                    *period,
-                    *spent,
-                    *limit,
-                    Some(*threshold_permille),
-                ),
-                Notice::Exceeded { spent, limit, period } => {
-                    ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None)
-                }
-            };
-            match store.notice_once(&scope.label(), period.start.timestamp_millis(), &label).await {
-                Ok(true) => {}
-                Ok(false) => return,
-                Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
-            }
-            let mut data = Map::new();
-            data.insert(
-                "budget".into(),
-                json!(match scope {
-                    Scope::Team(_) => "team",
-                    Scope::Key(_) => "key",
-                }),
-            );
-            data.insert("team_id".into(), json!(who.team_id));
-            data.insert("key_alias".into(), json!(who.key_alias));
-            data.insert("agent_role".into(), json!(who.agent_role));
-            data.insert("spent".into(), json!(spent.as_f64()));
-            data.insert("limit".into(), json!(limit.as_f64()));
-            data.insert("period_start".into(), json!(rfc3339(period.start)));
-            data.insert("period_end".into(), json!(rfc3339(period.end)));
-            data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
-            events.emit(GatewayEvent { kind, agent: who.agent.clone(), data: Value::Object(data) });
-        });
+        if self.notices.send((scope, notice, who)).is_err() {
+            tracing::warn!("the budget announcer has stopped; a budget notice is not announced");
+        }
     }
 
     /// The state of a scope's budget, when it has one (creating the account if needed).
@@ -312,6 +284,40 @@ impl Budgets {
         let anchor = team.budget_start.or_else(|| self.team_anchors.get(team_id).copied()).unwrap_or_default();
         self.view(Scope::Team(team_id.to_string()), limit, team.budget_duration, anchor).await.map(Some)
     }
+}
+
+/// Announces a notice once per period: the store decides who is first, then the event is emitted.
+async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: Notice, who: Who) {
+    let (label, kind, period, spent, limit, threshold) = match &notice {
+        Notice::Alert { threshold_permille, spent, limit, period } => {
+            (format!("alert:{threshold_permille}"), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
+        }
+        Notice::Exceeded { spent, limit, period } => {
+            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None)
+        }
+    };
+    match store.notice_once(&scope.label(), period.start.timestamp_millis(), &label).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
+    }
+    let mut data = Map::new();
+    data.insert(
+        "budget".into(),
+        json!(match scope {
+            Scope::Team(_) => "team",
+            Scope::Key(_) => "key",
+        }),
+    );
+    data.insert("team_id".into(), json!(who.team_id));
+    data.insert("key_alias".into(), json!(who.key_alias));
+    data.insert("agent_role".into(), json!(who.agent_role));
+    data.insert("spent".into(), json!(spent.as_f64()));
+    data.insert("limit".into(), json!(limit.as_f64()));
+    data.insert("period_start".into(), json!(rfc3339(period.start)));
+    data.insert("period_end".into(), json!(rfc3339(period.end)));
+    data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
+    events.emit(GatewayEvent { kind, agent: who.agent.clone(), data: Value::Object(data) });
 }
 
 fn who(principal: &Principal) -> Who {
