@@ -139,8 +139,17 @@ impl Store {
     }
 }
 
-/// Checkpoints the SQLite WAL once a second in the background (PASSIVE: never blocks writers), so request
-/// commits do not pay for it; ends when the pool is closed.
+/// A WAL longer than this many pages (4 KiB each: 32 MiB) after a passive checkpoint is reset by a TRUNCATE one.
+const WAL_RESET_FRAMES: i64 = 8192;
+
+/// Checkpoints the SQLite WAL once a second in the background, so request commits do not pay for it; ends when
+/// the pool is closed.
+///
+/// A PASSIVE checkpoint never blocks writers, but it cannot reset the WAL while they keep appending: under
+/// sustained load the WAL would grow without bound (over a GiB a minute at peak), and every lookup in it gets
+/// slower. So when the WAL is still longer than [`WAL_RESET_FRAMES`] after the passive pass (which has already
+/// copied almost everything), a TRUNCATE checkpoint copies the rest and empties the file, holding writers back
+/// for that short moment (they wait through `busy_timeout`).
 fn spawn_checkpointer(pool: AnyPool) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -150,7 +159,7 @@ fn spawn_checkpointer(pool: AnyPool) {
             if pool.is_closed() {
                 return;
             }
-            if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await {
+            if let Err(e) = checkpoint_round(&pool, WAL_RESET_FRAMES).await {
                 if pool.is_closed() {
                     return;
                 }
@@ -158,6 +167,21 @@ fn spawn_checkpointer(pool: AnyPool) {
             }
         }
     });
+}
+
+/// One round of the checkpointer: PASSIVE, then TRUNCATE when the WAL is still longer than `reset_frames`.
+pub(crate) async fn checkpoint_round(pool: &AnyPool, reset_frames: i64) -> Result<(), sqlx::Error> {
+    if checkpoint(pool, "PASSIVE").await? > reset_frames {
+        checkpoint(pool, "TRUNCATE").await?;
+    }
+    Ok(())
+}
+
+/// Runs one checkpoint of `mode`; returns the WAL's length in pages.
+async fn checkpoint(pool: &AnyPool, mode: &str) -> Result<i64, sqlx::Error> {
+    let (_busy, log, _done): (i64, i64, i64) =
+        sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})")).fetch_one(pool).await?;
+    Ok(log)
 }
 
 /// Now, in Unix milliseconds.

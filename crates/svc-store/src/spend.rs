@@ -82,6 +82,7 @@ impl Store {
         // round trip each to the database.
         const ROWS: usize = 512;
         let single = records.len() <= ROWS;
+        let sqlite = self.backend() == crate::Backend::Sqlite;
         let mut tx = if single { None } else { Some(self.pool().begin().await?) };
         for chunk in records.chunks(ROWS) {
             let mut sql = String::from(
@@ -98,8 +99,14 @@ impl Store {
                     if j > 1 {
                         sql.push(',');
                     }
-                    sql.push('$');
-                    sql.push_str(&(b + j).to_string());
+                    // SQLite looks a numbered parameter's name up by a linear scan, once per parameter: with
+                    // thousands of `$N` that is quadratic (5% of the gateway's CPU at peak). `?` is positional.
+                    if sqlite {
+                        sql.push('?');
+                    } else {
+                        sql.push('$');
+                        sql.push_str(&(b + j).to_string());
+                    }
                 }
                 sql.push(')');
             }

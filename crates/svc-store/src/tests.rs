@@ -167,3 +167,39 @@ macro_rules! both_backends {
 }
 
 both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, meta);
+
+/// Under writes that never pause, a passive checkpoint cannot empty the WAL; the checkpointer's reset does.
+#[tokio::test]
+async fn the_wal_is_reset_when_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let store = Store::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    let wal = dir.path().join("t.db-wal");
+    let rec = |i: i64| SpendRecord {
+        request_id: format!("request-{i:036}"),
+        ts_ms: i,
+        key_id: Some("k".into()),
+        team_id: Some("t".into()),
+        agent_role: Some("coder".into()),
+        model_alias: "openai/gpt-4.1-mini".into(),
+        upstream_model: "gpt-4.1-mini".into(),
+        deployment: "openai/gpt-4.1-mini#0".into(),
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        cost: 100,
+        status: 200,
+        latency_ms: 3,
+    };
+    for b in 0..50 {
+        let batch: Vec<_> = (0..20).map(|i| rec(b * 20 + i)).collect();
+        store.insert_spend_batch(&batch).await.unwrap();
+    }
+    // A passive round with a high limit copies the pages but leaves the file as long as it was.
+    checkpoint_round(store.pool(), i64::MAX).await.unwrap();
+    let before = std::fs::metadata(&wal).unwrap().len();
+    assert!(before > 100 * 1024, "the WAL holds the 50 commits: {before} bytes");
+    checkpoint_round(store.pool(), 0).await.unwrap();
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "reset to empty");
+    let total = store.sum_spend(&SpendFilter::default()).await.unwrap();
+    assert_eq!(total, 100 * 1000, "nothing lost by the reset");
+}
