@@ -81,6 +81,9 @@ impl Store {
         // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
         // round trip each to the database.
         const ROWS: usize = 512;
+        if let Some(wal) = &self.wal {
+            wal.restart_if_due(self.pool()).await;
+        }
         let single = records.len() <= ROWS;
         let sqlite = self.backend() == crate::Backend::Sqlite;
         let mut tx = if single { None } else { Some(self.pool().begin().await?) };

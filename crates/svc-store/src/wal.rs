@@ -1,0 +1,85 @@
+//! SQLite WAL upkeep: checkpoints run in the background, so request commits never pay for them, and the WAL is
+//! started over before it grows large.
+//!
+//! SQLite writes the WAL from its beginning again only when a write transaction begins while every frame in it
+//! has been copied back to the database. A PASSIVE checkpoint never blocks writers, but under steady load a
+//! commit always lands while it runs, so the WAL would never start over: it would grow without bound (over a
+//! GiB a minute at peak) and every page lookup in it would get slower. A RESTART checkpoint starts it over but
+//! holds writers back while it finishes, and a writer held back by another connection sleeps in SQLite's busy
+//! handler (1, 2, 5 ms…), far longer than the checkpoint itself. So:
+//!
+//! 1. the checkpointer task runs a PASSIVE checkpoint once a second (it copies almost everything, off the
+//!    request path) and, when the WAL is longer than [`RESET_FRAMES`], marks a restart as due;
+//! 2. the spend writer, the one steady writer, runs the due RESTART itself just before its next batch
+//!    ([`crate::Store::insert_spend_batch`]): nothing else is writing then, so no one sleeps, and it only has
+//!    the frames committed since the passive pass left to copy.
+//!
+//! A lock keeps the two checkpoints from running at once (a restart that finds the passive pass running
+//! simply waits for the next batch).
+
+use sqlx::AnyPool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A WAL longer than this many pages (1 KiB each on a database svc created, 4 KiB on older ones: 16 or 64 MiB)
+/// is started over.
+pub(crate) const RESET_FRAMES: i64 = 16384;
+
+/// Checkpoint state of one SQLite store.
+#[derive(Debug, Default)]
+pub(crate) struct Wal {
+    running: tokio::sync::Mutex<()>,
+    restart_due: AtomicBool,
+}
+
+impl Wal {
+    /// Starts the once-a-second passive checkpointer; it ends when the pool is closed.
+    pub(crate) fn spawn_checkpointer(self: &Arc<Self>, pool: AnyPool) {
+        let wal = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if pool.is_closed() {
+                    return;
+                }
+                if let Err(e) = wal.passive(&pool, RESET_FRAMES).await {
+                    if pool.is_closed() {
+                        return;
+                    }
+                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                }
+            }
+        });
+    }
+
+    /// One passive checkpoint; marks a restart as due when the WAL is longer than `reset_frames`.
+    pub(crate) async fn passive(&self, pool: &AnyPool, reset_frames: i64) -> Result<(), sqlx::Error> {
+        let _running = self.running.lock().await;
+        let (_busy, frames, _copied) = checkpoint(pool, "PASSIVE").await?;
+        if frames > reset_frames {
+            self.restart_due.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Runs a due restart (called by the writer before it writes). Failures are logged: the next pass tries again.
+    pub(crate) async fn restart_if_due(&self, pool: &AnyPool) {
+        if !self.restart_due.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(_running) = self.running.try_lock() else { return };
+        match checkpoint(pool, "RESTART").await {
+            Ok((0, _, _)) => self.restart_due.store(false, Ordering::Relaxed),
+            Ok(_) => tracing::debug!("WAL restart deferred: a reader still uses the WAL"),
+            Err(e) => tracing::warn!(error = %e, "WAL restart failed"),
+        }
+    }
+}
+
+/// Runs one checkpoint of `mode`: (busy, pages in the WAL, pages copied back).
+async fn checkpoint(pool: &AnyPool, mode: &str) -> Result<(i64, i64, i64), sqlx::Error> {
+    sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})")).fetch_one(pool).await
+}
