@@ -86,7 +86,9 @@ impl Store {
         };
         let options = AnyConnectOptions::from_str(&url)?;
         let pool = AnyPoolOptions::new()
-            .max_connections(if backend == Backend::Sqlite { 4 } else { 16 })
+            // SQLite has one writer at a time whatever the pool size: three connections let the spend writer,
+            // the checkpointer and a reader run at once. Each is a thread with its own malloc arena (~3 MiB).
+            .max_connections(if backend == Backend::Sqlite { 3 } else { 16 })
             .acquire_timeout(Duration::from_secs(10))
             // A pinged connection on every acquire is a round trip per transaction; SQLite is in-process and a
             // broken PostgreSQL connection fails its query anyway.
@@ -103,8 +105,10 @@ impl Store {
                         // page_size=1024 (only takes effect when the file is created): a commit writes whole pages
                         // to the WAL, one per table and index it touches, so a one-record spend commit writes
                         // about 5 KiB instead of 20 (and the checkpoint copies that much less).
+                        // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
+                        // for appends and the indexed spend queries, and 4 MiB less resident memory.
                         conn.execute(
-                            "PRAGMA page_size=1024; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; \
+                            "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; \
                              PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;",
                         )
                         .await?;
