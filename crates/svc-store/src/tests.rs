@@ -211,3 +211,40 @@ async fn the_wal_starts_over_once_it_is_long() {
     // Nothing is lost by it.
     assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 100 * 2000);
 }
+
+/// A reader that holds the WAL (another process's long query) cannot hold the spend writer up: the due restart
+/// gives up after a few milliseconds and the batch is written.
+#[tokio::test]
+async fn a_reader_holding_the_wal_does_not_stall_the_writer() {
+    use sqlx::Connection as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let url = format!("sqlite://{}", path.display());
+    let store = Store::connect(&url).await.unwrap();
+    let rec = |i: i64| SpendRecord {
+        request_id: format!("r{i}"),
+        ts_ms: i,
+        key_id: None,
+        team_id: Some("t".into()),
+        agent_role: None,
+        model_alias: "m".into(),
+        upstream_model: "u".into(),
+        deployment: "m".into(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        cost: 1,
+        status: 200,
+        latency_ms: 1,
+    };
+    store.insert_spend_batch(&[rec(1)]).await.unwrap();
+    // Another connection in a read transaction on a snapshot that includes the WAL.
+    let mut reader = sqlx::AnyConnection::connect(&url).await.unwrap();
+    let mut tx = reader.begin().await.unwrap();
+    let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM spend_log").fetch_one(&mut *tx).await.unwrap();
+    store.wal.clone().unwrap().passive(store.pool(), 0).await.unwrap();
+    let started = std::time::Instant::now();
+    store.insert_spend_batch(&[rec(2)]).await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
+    tx.rollback().await.unwrap();
+    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 2);
+}

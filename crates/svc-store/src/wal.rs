@@ -17,7 +17,7 @@
 //! A lock keeps the two checkpoints from running at once (a restart that finds the passive pass running
 //! simply waits for the next batch).
 
-use sqlx::AnyPool;
+use sqlx::{AnyPool, Executor};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,15 +68,30 @@ impl Wal {
         Ok(())
     }
 
-    /// Runs a due restart (called by the writer before it writes). Failures are logged: the next pass tries again.
+    /// Runs a due restart (called by the writer before it writes). A RESTART also waits for readers still
+    /// using the WAL (another process's long query, say): it gets 5 ms of busy timeout, not the store's 10 s, so
+    /// it can never hold the writer up for long. Whatever the outcome the mark is cleared; the next passive pass
+    /// marks it again while the WAL is still long. Failures are logged.
     pub(crate) async fn restart_if_due(&self, pool: &AnyPool) {
-        if !self.restart_due.load(Ordering::Relaxed) {
+        if !self.restart_due.swap(false, Ordering::Relaxed) {
             return;
         }
-        let Ok(_running) = self.running.try_lock() else { return };
-        match checkpoint(pool, "RESTART").await {
-            Ok((0, _, _)) => self.restart_due.store(false, Ordering::Relaxed),
-            Ok(_) => tracing::debug!("WAL restart deferred: a reader still uses the WAL"),
+        let Ok(_running) = self.running.try_lock() else {
+            self.restart_due.store(true, Ordering::Relaxed);
+            return;
+        };
+        let result = async {
+            let mut conn = pool.acquire().await?;
+            conn.execute("PRAGMA busy_timeout=5").await?;
+            let restart: Result<(i64, i64, i64), sqlx::Error> =
+                sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&mut *conn).await;
+            conn.execute("PRAGMA busy_timeout=10000").await?;
+            restart
+        }
+        .await;
+        match result {
+            Ok((0, _, _)) => {}
+            Ok(_) => tracing::debug!("WAL restart deferred: a reader or writer still uses the WAL"),
             Err(e) => tracing::warn!(error = %e, "WAL restart failed"),
         }
     }
