@@ -3,8 +3,9 @@
 //!
 //! One SQL dialect serves both backends: sqlx's `Any` driver with `$n` parameters, which SQLite and
 //! PostgreSQL both accept, and one migration folder per backend (`migrations/sqlite`, `migrations/postgres`)
-//! that differ only in how an auto-increment id is spelled. Times are Unix milliseconds, money is integer
-//! nano-units ([`svc_budget::Money`]).
+//! that differ only in how an auto-increment id is spelled. (One exception: the multi-row spend INSERT gives
+//! SQLite positional `?`, see `spend.rs`.) SQLite's WAL upkeep is in `wal.rs`. Times are Unix milliseconds,
+//! money is integer nano-units ([`svc_budget::Money`]).
 //!
 //! What this crate does not do: hash or generate keys, decide who may do what, or compute budget periods.
 
