@@ -39,6 +39,14 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// `team` or `key`, as event data and error details name it.
+    fn kind(&self) -> &'static str {
+        match self {
+            Scope::Team(_) => "team",
+            Scope::Key(_) => "key",
+        }
+    }
+
     fn label(&self) -> String {
         match self {
             Scope::Team(t) => format!("team:{t}"),
@@ -301,16 +309,7 @@ async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: N
         Ok(false) => return,
         Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
     }
-    let mut data = Map::new();
-    data.insert(
-        "budget".into(),
-        json!(match scope {
-            Scope::Team(_) => "team",
-            Scope::Key(_) => "key",
-        }),
-    );
-    data.insert("team_id".into(), json!(who.team_id));
-    data.insert("key_alias".into(), json!(who.key_alias));
+    let mut data = budget_fields(&scope, &who);
     data.insert("agent_role".into(), json!(who.agent_role));
     data.insert("spent".into(), json!(spent.as_f64()));
     data.insert("limit".into(), json!(limit.as_f64()));
@@ -332,19 +331,19 @@ fn who(principal: &Principal) -> Who {
     }
 }
 
+/// Which budget, whose: the first fields of a budget event's data and of a refusal's details.
+fn budget_fields(scope: &Scope, who: &Who) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("budget".into(), json!(scope.kind()));
+    m.insert("team_id".into(), json!(who.team_id));
+    m.insert("key_alias".into(), json!(who.key_alias));
+    m
+}
+
 /// The 429 of a refused reservation: `Budget exceeded` plus machine-readable detail (spec 4.1 rule 1).
 fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) -> ApiError {
     let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
-    let mut extra = Map::new();
-    extra.insert(
-        "budget".into(),
-        json!(match scope {
-            Scope::Team(_) => "team",
-            Scope::Key(_) => "key",
-        }),
-    );
-    extra.insert("team_id".into(), json!(who.team_id));
-    extra.insert("key_alias".into(), json!(who.key_alias));
+    let mut extra = budget_fields(scope, who);
     extra.insert("limit".into(), json!(r.limit.as_f64()));
     extra.insert("spent".into(), json!(r.spent.as_f64()));
     extra.insert("reserved".into(), json!(r.reserved.as_f64()));
