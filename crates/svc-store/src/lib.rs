@@ -26,6 +26,9 @@ use sqlx::{AnyPool, Executor};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// How long an SQLite connection waits for a lock another connection (or process) holds.
+pub(crate) const BUSY_TIMEOUT_MS: u64 = 10_000;
+
 /// The store: a pool of connections to SQLite (embedded) or PostgreSQL (fleet).
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -109,8 +112,12 @@ impl Store {
                         // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
                         // for appends and the indexed spend queries, and 4 MiB less resident memory.
                         conn.execute(
-                            "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; \
-                             PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;",
+                            format!(
+                                "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; \
+                                 PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={BUSY_TIMEOUT_MS}; \
+                                 PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;"
+                            )
+                            .as_str(),
                         )
                         .await?;
                     }

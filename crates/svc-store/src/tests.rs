@@ -102,8 +102,9 @@ async fn teams_keep_anchor(s: &Store) {
     assert!(!s.list_teams().await.unwrap()[0].in_config);
 }
 
-async fn spend_and_outbox(s: &Store) {
-    let rec = |i: i64, team: &str| SpendRecord {
+/// Spend record number `i` of `team`: 10 + 5 tokens, cost 100.
+fn rec(i: i64, team: &str) -> SpendRecord {
+    SpendRecord {
         request_id: format!("r{i}"),
         ts_ms: i,
         key_id: Some("k".into()),
@@ -117,7 +118,10 @@ async fn spend_and_outbox(s: &Store) {
         cost: 100,
         status: 200,
         latency_ms: 3,
-    };
+    }
+}
+
+async fn spend_and_outbox(s: &Store) {
     let batch: Vec<_> = (0..10).map(|i| rec(i, if i < 7 { "a" } else { "b" })).collect();
     s.insert_spend_batch(&batch).await.unwrap();
     let f = SpendFilter { team_id: Some("a".into()), start_ms: Some(2), ..Default::default() };
@@ -176,26 +180,11 @@ async fn the_wal_starts_over_once_it_is_long() {
     let path = dir.path().join("t.db");
     let store = Store::connect(&format!("sqlite://{}", path.display())).await.unwrap();
     let wal = dir.path().join("t.db-wal");
-    let rec = |i: i64| SpendRecord {
-        request_id: format!("request-{i:036}"),
-        ts_ms: i,
-        key_id: Some(format!("key-{}", i % 7)),
-        team_id: Some("t".into()),
-        agent_role: Some("coder".into()),
-        model_alias: "openai/gpt-4.1-mini".into(),
-        upstream_model: "gpt-4.1-mini".into(),
-        deployment: "openai/gpt-4.1-mini#0".into(),
-        prompt_tokens: 10,
-        completion_tokens: 5,
-        cost: 100,
-        status: 200,
-        latency_ms: 3,
-    };
     let write = |from: i64| {
         let store = store.clone();
         async move {
             for b in 0..50 {
-                let batch: Vec<_> = (0..20).map(|i| rec(from + b * 20 + i)).collect();
+                let batch: Vec<_> = (0..20).map(|i| rec(from + b * 20 + i, "t")).collect();
                 store.insert_spend_batch(&batch).await.unwrap();
             }
         }
@@ -221,30 +210,15 @@ async fn a_reader_holding_the_wal_does_not_stall_the_writer() {
     let path = dir.path().join("t.db");
     let url = format!("sqlite://{}", path.display());
     let store = Store::connect(&url).await.unwrap();
-    let rec = |i: i64| SpendRecord {
-        request_id: format!("r{i}"),
-        ts_ms: i,
-        key_id: None,
-        team_id: Some("t".into()),
-        agent_role: None,
-        model_alias: "m".into(),
-        upstream_model: "u".into(),
-        deployment: "m".into(),
-        prompt_tokens: 1,
-        completion_tokens: 1,
-        cost: 1,
-        status: 200,
-        latency_ms: 1,
-    };
-    store.insert_spend_batch(&[rec(1)]).await.unwrap();
+    store.insert_spend_batch(&[rec(1, "t")]).await.unwrap();
     // Another connection in a read transaction on a snapshot that includes the WAL.
     let mut reader = sqlx::AnyConnection::connect(&url).await.unwrap();
     let mut tx = reader.begin().await.unwrap();
     let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM spend_log").fetch_one(&mut *tx).await.unwrap();
     store.wal.clone().unwrap().passive(store.pool(), 0).await.unwrap();
     let started = std::time::Instant::now();
-    store.insert_spend_batch(&[rec(2)]).await.unwrap();
+    store.insert_spend_batch(&[rec(2, "t")]).await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(1), "took {:?}", started.elapsed());
     tx.rollback().await.unwrap();
-    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 2);
+    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 200, "both records are there");
 }

@@ -17,6 +17,7 @@
 //! A lock keeps the two checkpoints from running at once (a restart that finds the passive pass running
 //! simply waits for the next batch).
 
+use crate::BUSY_TIMEOUT_MS;
 use sqlx::{AnyPool, Executor};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -69,7 +70,7 @@ impl Wal {
     }
 
     /// Runs a due restart (called by the writer before it writes). A RESTART also waits for readers still
-    /// using the WAL (another process's long query, say): it gets 5 ms of busy timeout, not the store's 10 s, so
+    /// using the WAL (another process's long query, say): it gets 5 ms of busy timeout, not the store's [`BUSY_TIMEOUT_MS`], so
     /// it can never hold the writer up for long. Whatever the outcome the mark is cleared; the next passive pass
     /// marks it again while the WAL is still long. Failures are logged.
     pub(crate) async fn restart_if_due(&self, pool: &AnyPool) {
@@ -85,7 +86,10 @@ impl Wal {
             conn.execute("PRAGMA busy_timeout=5").await?;
             let restart: Result<(i64, i64, i64), sqlx::Error> =
                 sqlx::query_as("PRAGMA wal_checkpoint(RESTART)").fetch_one(&mut *conn).await;
-            conn.execute("PRAGMA busy_timeout=10000").await?;
+            if conn.execute(format!("PRAGMA busy_timeout={BUSY_TIMEOUT_MS}").as_str()).await.is_err() {
+                // A connection left with 5 ms of patience would fail ordinary writes: it is not handed back.
+                conn.close_on_drop();
+            }
             restart
         }
         .await;
