@@ -167,6 +167,35 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// Appends `rows` parenthesised groups of `cols` bind parameters, comma-separated, to `sql` (a VALUES list),
+/// numbered from `$1` on PostgreSQL.
+pub(crate) fn push_values(sql: &mut String, backend: Backend, rows: usize, cols: usize) {
+    for i in 0..rows {
+        sql.push_str(if i > 0 { ",(" } else { "(" });
+        push_params(sql, backend, i * cols + 1, cols);
+        sql.push(')');
+    }
+}
+
+/// Appends `n` comma-separated bind parameters to `sql`, numbered from `$first` on PostgreSQL and positional
+/// `?` on SQLite: SQLite looks a numbered parameter's name up by a linear scan, once per parameter, so
+/// thousands of `$N` in one statement make its preparation quadratic.
+pub(crate) fn push_params(sql: &mut String, backend: Backend, first: usize, n: usize) {
+    use std::fmt::Write as _;
+    for k in 0..n {
+        if k > 0 {
+            sql.push(',');
+        }
+        match backend {
+            Backend::Sqlite => sql.push('?'),
+            Backend::Postgres => {
+                // Writing to a String cannot fail.
+                let _ = write!(sql, "${}", first + k);
+            }
+        }
+    }
+}
+
 /// Maps a unique-constraint violation to [`StoreError::Conflict`].
 pub(crate) fn conflict(e: sqlx::Error, what: &str) -> StoreError {
     match &e {

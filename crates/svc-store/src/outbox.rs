@@ -58,31 +58,50 @@ impl Store {
         Ok(self.outbox_enqueue_many(std::slice::from_ref(e)).await?.first().copied().unwrap_or_default())
     }
 
-    /// Stores several events in one transaction (group commit); returns their ids, in order.
+    /// Stores several events in one transaction (group commit); returns their ids, in order. Two multi-row
+    /// INSERTs per chunk of events (the events, then all their deliveries), not one statement per row: each
+    /// statement is a round trip to the database (for SQLite, to its connection's thread).
     pub async fn outbox_enqueue_many(&self, events: &[NewEvent<'_>]) -> Result<Vec<i64>, StoreError> {
+        // 5 parameters an event; 3 a delivery, so up to ~40 destinations an event stay under SQLite's 32,766.
+        const EVENTS: usize = 256;
+        let now = now_ms();
         let mut tx = self.pool().begin().await?;
         let mut ids = Vec::with_capacity(events.len());
-        for e in events {
-            let row = sqlx::query(
-                "INSERT INTO outbox (created_ms, kind, envelope, title, priority) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            )
-            .bind(now_ms())
-            .bind(e.kind)
-            .bind(e.envelope)
-            .bind(e.title)
-            .bind(e.priority)
-            .fetch_one(&mut *tx)
-            .await?;
-            let id: i64 = row.try_get(0)?;
-            for (dest, delivery_id) in &e.deliveries {
-                sqlx::query("INSERT INTO outbox_delivery (outbox_id, destination, delivery_id) VALUES ($1, $2, $3)")
-                    .bind(id)
-                    .bind(dest)
-                    .bind(delivery_id)
-                    .execute(&mut *tx)
-                    .await?;
+        for chunk in events.chunks(EVENTS) {
+            let mut sql = String::from("INSERT INTO outbox (created_ms, kind, envelope, title, priority) VALUES ");
+            crate::push_values(&mut sql, self.backend(), chunk.len(), 5);
+            sql.push_str(" RETURNING id");
+            let mut q = sqlx::query(&sql);
+            for e in chunk {
+                q = q.bind(now).bind(e.kind).bind(e.envelope).bind(e.title).bind(e.priority);
             }
-            ids.push(id);
+            let mut chunk_ids =
+                q.fetch_all(&mut *tx).await?.iter().map(|r| r.try_get::<i64, _>(0)).collect::<Result<Vec<_>, _>>()?;
+            // RETURNING gives no row order, but ids are assigned in VALUES order (SQLite's single writer takes
+            // max+1 row by row; a PostgreSQL sequence only grows), so the sorted ids are the events' in order.
+            chunk_ids.sort_unstable();
+            if chunk_ids.len() != chunk.len() {
+                return Err(StoreError::Batch(format!(
+                    "{} events stored, {} ids returned",
+                    chunk.len(),
+                    chunk_ids.len()
+                )));
+            }
+            let deliveries: Vec<(i64, &str, &str)> = chunk
+                .iter()
+                .zip(&chunk_ids)
+                .flat_map(|(e, id)| e.deliveries.iter().map(move |(d, did)| (*id, d.as_str(), did.as_str())))
+                .collect();
+            for part in deliveries.chunks(8192) {
+                let mut sql = String::from("INSERT INTO outbox_delivery (outbox_id, destination, delivery_id) VALUES ");
+                crate::push_values(&mut sql, self.backend(), part.len(), 3);
+                let mut q = sqlx::query(&sql);
+                for (id, dest, did) in part {
+                    q = q.bind(*id).bind(*dest).bind(*did);
+                }
+                q.execute(&mut *tx).await?;
+            }
+            ids.extend(chunk_ids);
         }
         tx.commit().await?;
         Ok(ids)
@@ -127,19 +146,23 @@ impl Store {
         Ok(())
     }
 
-    /// Marks several deliveries of a destination done, in one transaction.
+    /// Marks several deliveries of a destination done, in one statement.
     pub async fn outbox_delivered_many(&self, ids: &[i64], destination: &str) -> Result<(), StoreError> {
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
-        for id in ids {
-            sqlx::query("UPDATE outbox_delivery SET delivered_ms = $3 WHERE outbox_id = $1 AND destination = $2")
-                .bind(id)
-                .bind(destination)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+        for chunk in ids.chunks(4096) {
+            let mut sql = String::from("UPDATE outbox_delivery SET delivered_ms = ");
+            crate::push_params(&mut sql, self.backend(), 1, 1);
+            sql.push_str(" WHERE destination = ");
+            crate::push_params(&mut sql, self.backend(), 2, 1);
+            sql.push_str(" AND outbox_id IN (");
+            crate::push_params(&mut sql, self.backend(), 3, chunk.len());
+            sql.push(')');
+            let mut q = sqlx::query(&sql).bind(now).bind(destination);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            q.execute(self.pool()).await?;
         }
-        tx.commit().await?;
         Ok(())
     }
 

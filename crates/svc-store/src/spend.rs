@@ -85,34 +85,13 @@ impl Store {
             wal.restart_if_due(self.pool()).await;
         }
         let single = records.len() <= ROWS;
-        let sqlite = self.backend() == crate::Backend::Sqlite;
         let mut tx = if single { None } else { Some(self.pool().begin().await?) };
         for chunk in records.chunks(ROWS) {
             let mut sql = String::from(
                 "INSERT INTO spend_log (request_id, ts_ms, key_id, team_id, agent_role, model_alias, upstream_model, deployment, \
                  prompt_tokens, completion_tokens, cost, status, latency_ms) VALUES ",
             );
-            for i in 0..chunk.len() {
-                let b = i * 13;
-                if i > 0 {
-                    sql.push(',');
-                }
-                sql.push('(');
-                for j in 1..=13 {
-                    if j > 1 {
-                        sql.push(',');
-                    }
-                    // SQLite looks a numbered parameter's name up by a linear scan, once per parameter: with
-                    // thousands of `$N` that is quadratic (5% of the gateway's CPU at peak). `?` is positional.
-                    if sqlite {
-                        sql.push('?');
-                    } else {
-                        sql.push('$');
-                        sql.push_str(&(b + j).to_string());
-                    }
-                }
-                sql.push(')');
-            }
+            crate::push_values(&mut sql, self.backend(), chunk.len(), 13);
             let mut q = sqlx::query(&sql);
             for r in chunk {
                 q = q

@@ -157,6 +157,41 @@ async fn spend_and_outbox(s: &Store) {
     assert_eq!(st, OutboxStats { pending: 2, delivered: 1, failed: 1 });
 }
 
+/// A group-committed batch: ids come back in emission order, each delivery row belongs to its own event (even
+/// when events have different destinations), and a run of deliveries is marked in one statement.
+async fn outbox_batches(s: &Store) {
+    let bodies: Vec<String> = (0..300).map(|i| format!("env-{i}")).collect();
+    let events: Vec<NewEvent<'_>> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| NewEvent {
+            kind: "test",
+            envelope: b,
+            title: None,
+            priority: None,
+            // Every third event skips the webhook, as a filtered kind would.
+            deliveries: std::iter::once(("push".to_string(), format!("p-{i}")))
+                .chain((i % 3 != 0).then(|| ("webhook:0".to_string(), format!("w-{i}"))))
+                .collect(),
+        })
+        .collect();
+    let ids = s.outbox_enqueue_many(&events).await.unwrap();
+    assert_eq!(ids.len(), 300);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids in emission order");
+    let push = s.outbox_pending("push", 1000).await.unwrap();
+    assert_eq!(push.iter().map(|p| p.id).collect::<Vec<_>>(), ids);
+    for (i, p) in push.iter().enumerate() {
+        assert_eq!((p.envelope.as_str(), p.delivery_id.as_str()), (bodies[i].as_str(), format!("p-{i}").as_str()));
+    }
+    let hook = s.outbox_pending("webhook:0", 1000).await.unwrap();
+    assert_eq!(hook.len(), 200);
+    assert!(hook.iter().all(|h| h.delivery_id == format!("w-{}", &h.envelope[4..])));
+    s.outbox_delivered_many(&ids[..250], "push").await.unwrap();
+    let left = s.outbox_pending("push", 1000).await.unwrap();
+    assert_eq!(left.iter().map(|p| p.id).collect::<Vec<_>>(), ids[250..].to_vec());
+    assert_eq!(s.outbox_pending("webhook:0", 1000).await.unwrap().len(), 200, "other destinations untouched");
+}
+
 async fn meta(s: &Store) {
     assert_eq!(s.meta_get("x").await.unwrap(), None);
     assert_eq!(s.meta_get_or_insert("x", "1").await.unwrap(), "1");
@@ -170,7 +205,7 @@ macro_rules! both_backends {
     };
 }
 
-both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, meta);
+both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, outbox_batches, meta);
 
 /// Once the checkpointer finds the WAL long, the spend writer starts it over before its next batch: the file does
 /// not grow with every batch (with `wal_autocheckpoint=0` and no checkpoint it would double here).
