@@ -64,6 +64,9 @@ impl Store {
     pub async fn outbox_enqueue_many(&self, events: &[NewEvent<'_>]) -> Result<Vec<i64>, StoreError> {
         // 5 parameters an event; 3 a delivery, so up to ~40 destinations an event stay under SQLite's 32,766.
         const EVENTS: usize = 256;
+        if let Some(wal) = &self.wal {
+            wal.restart_if_due(self.pool()).await;
+        }
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
         let mut ids = Vec::with_capacity(events.len());

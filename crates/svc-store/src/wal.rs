@@ -10,9 +10,10 @@
 //!
 //! 1. the checkpointer task runs a PASSIVE checkpoint once a second (it copies almost everything, off the
 //!    request path) and, when the WAL is longer than [`RESET_FRAMES`], marks a restart as due;
-//! 2. the spend writer, the one steady writer, runs the due RESTART itself just before its next batch
-//!    ([`crate::Store::insert_spend_batch`]): nothing else is writing then, so no one sleeps, and it only has
-//!    the frames committed since the passive pass left to copy.
+//! 2. the steady writers, the spend writer and the outbox writer, run the due RESTART themselves just before
+//!    their next batch ([`crate::Store::insert_spend_batch`], [`crate::Store::outbox_enqueue_many`]): their
+//!    own write is not running then, so they rarely wait (at most 5 ms, then the next batch tries again), and
+//!    only the frames committed since the passive pass are left to copy.
 //!
 //! A lock keeps the two checkpoints from running at once (a restart that finds the passive pass running
 //! simply waits for the next batch).

@@ -144,6 +144,11 @@ impl NtfyServer {
         lock(&self.state.messages).clone()
     }
 
+    /// How many messages are stored (without copying them).
+    pub fn message_count(&self) -> usize {
+        lock(&self.state.messages).len()
+    }
+
     /// Every publish attempt, in arrival order.
     pub fn requests(&self) -> Vec<PublishRequest> {
         lock(&self.state.requests).clone()

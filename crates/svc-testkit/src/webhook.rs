@@ -118,6 +118,11 @@ impl WebhookReceiver {
         lock(&self.state.received).clone()
     }
 
+    /// How many requests arrived (without copying them).
+    pub fn received_count(&self) -> usize {
+        lock(&self.state.received).len()
+    }
+
     /// Waits until at least `n` requests arrived, or panics after `timeout`.
     pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Received> {
         let deadline = tokio::time::Instant::now() + timeout;
