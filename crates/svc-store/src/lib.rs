@@ -33,6 +33,12 @@ pub(crate) const BUSY_TIMEOUT_MS: u64 = 10_000;
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    /// The steady writes (spend records, outbox events and their delivery marks). On SQLite a pool of its own
+    /// with one connection: only one connection writes at a time anyway, and a connection that sees another
+    /// connection's commit throws its whole page cache away at its next transaction, so a writer that shares
+    /// a rotating pool re-reads its pages from the file on almost every commit (about 100 µs a commit at one
+    /// request at a time). The same pool as `pool` on PostgreSQL.
+    writer: AnyPool,
     backend: Backend,
     /// WAL upkeep (SQLite only).
     wal: Option<std::sync::Arc<wal::Wal>>,
@@ -89,56 +95,58 @@ impl Store {
             _ => url.to_string(),
         };
         let options = AnyConnectOptions::from_str(&url)?;
-        let pool = AnyPoolOptions::new()
-            // SQLite has one writer at a time whatever the pool size: three connections let the spend writer,
-            // the checkpointer and a reader run at once. Each is a thread with its own malloc arena (~3 MiB).
-            .max_connections(if backend == Backend::Sqlite { 3 } else { 16 })
-            .acquire_timeout(Duration::from_secs(10))
-            // A pinged connection on every acquire is a round trip per transaction; SQLite is in-process and a
-            // broken PostgreSQL connection fails its query anyway.
-            .test_before_acquire(false)
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL lets readers run beside the single writer; synchronous=NORMAL in WAL mode keeps
-                        // every committed transaction across a process crash (kill -9), losing at most the
-                        // last ones on power loss. busy_timeout makes the CLI and a running server share the
-                        // file instead of failing with SQLITE_BUSY.
-                        // wal_autocheckpoint=0: a commit never runs the checkpoint (and its fsync) itself; the
-                        // checkpointer task below does it in the background.
-                        // page_size=1024 (only takes effect when the file is created): a commit writes whole pages
-                        // to the WAL, one per table and index it touches, so a one-record spend commit writes
-                        // about 5 KiB instead of 20 (and the checkpoint copies that much less).
-                        // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
-                        // for appends and the indexed spend queries, and 4 MiB less resident memory.
-                        conn.execute(
-                            format!(
-                                "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; \
-                                 PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={BUSY_TIMEOUT_MS}; \
-                                 PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;"
+        let pool_options = move |max: u32| {
+            AnyPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(10))
+                // A pinged connection on every acquire is a round trip per transaction; SQLite is in-process and a
+                // broken PostgreSQL connection fails its query anyway.
+                .test_before_acquire(false)
+                .after_connect(move |conn, _meta| {
+                    Box::pin(async move {
+                        if backend == Backend::Sqlite {
+                            // WAL lets readers run beside the single writer; synchronous=NORMAL in WAL mode keeps
+                            // every committed transaction across a process crash (kill -9), losing at most the
+                            // last ones on power loss. busy_timeout makes the CLI and a running server share the
+                            // file instead of failing with SQLITE_BUSY.
+                            // wal_autocheckpoint=0: a commit never runs the checkpoint (and its fsync) itself; the
+                            // checkpointer task below does it in the background.
+                            // page_size=1024 (only takes effect when the file is created): a commit writes whole pages
+                            // to the WAL, one per table and index it touches, so a one-record spend commit writes
+                            // about 5 KiB instead of 20 (and the checkpoint copies that much less).
+                            // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
+                            // for appends and the indexed spend queries, and 4 MiB less resident memory.
+                            conn.execute(
+                                format!(
+                                    "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; \
+                                     PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={BUSY_TIMEOUT_MS}; \
+                                     PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;"
+                                )
+                                .as_str(),
                             )
-                            .as_str(),
-                        )
-                        .await?;
-                    }
-                    Ok(())
+                            .await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
-            .connect_with(options)
-            .await?;
-        let wal = match backend {
+        };
+        // On SQLite, two connections for reads, the checkpointer and rare writes, and the writer's own one
+        // (see `writer`). Each is a thread with its own malloc arena (~3 MiB).
+        let pool = pool_options(if backend == Backend::Sqlite { 2 } else { 16 }).connect_with(options.clone()).await?;
+        let (writer, wal) = match backend {
             Backend::Sqlite => {
                 sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+                let writer = pool_options(1).connect_with(options).await?;
                 let wal = std::sync::Arc::new(wal::Wal::default());
                 wal.spawn_checkpointer(pool.clone());
-                Some(wal)
+                (writer, Some(wal))
             }
             Backend::Postgres => {
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-                None
+                (pool.clone(), None)
             }
         };
-        Ok(Store { pool, backend, wal })
+        Ok(Store { pool, writer, backend, wal })
     }
 
     /// The backend in use.
@@ -152,13 +160,19 @@ impl Store {
         Ok(())
     }
 
-    /// Closes the pool, waiting for connections to finish.
+    /// Closes the pools, waiting for connections to finish.
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The pool of the steady writes (see the field's docs).
+    pub(crate) fn writer(&self) -> &AnyPool {
+        &self.writer
     }
 }
 

@@ -65,10 +65,10 @@ impl Store {
         // 5 parameters an event; 3 a delivery, so up to ~40 destinations an event stay under SQLite's 32,766.
         const EVENTS: usize = 256;
         if let Some(wal) = &self.wal {
-            wal.restart_if_due(self.pool()).await;
+            wal.restart_if_due(self.writer()).await;
         }
         let now = now_ms();
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.writer().begin().await?;
         let mut ids = Vec::with_capacity(events.len());
         for chunk in events.chunks(EVENTS) {
             let mut sql = String::from("INSERT INTO outbox (created_ms, kind, envelope, title, priority) VALUES ");
@@ -144,7 +144,7 @@ impl Store {
             .bind(id)
             .bind(destination)
             .bind(now_ms())
-            .execute(self.pool())
+            .execute(self.writer())
             .await?;
         Ok(())
     }
@@ -164,7 +164,7 @@ impl Store {
             for id in chunk {
                 q = q.bind(*id);
             }
-            q.execute(self.pool()).await?;
+            q.execute(self.writer()).await?;
         }
         Ok(())
     }
@@ -185,7 +185,7 @@ impl Store {
         .bind(destination)
         .bind(error)
         .bind(next_attempt_ms)
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }
@@ -200,7 +200,7 @@ impl Store {
         .bind(destination)
         .bind(error)
         .bind(now_ms())
-        .execute(self.pool())
+        .execute(self.writer())
         .await?;
         Ok(())
     }

@@ -82,10 +82,10 @@ impl Store {
         // round trip each to the database.
         const ROWS: usize = 512;
         if let Some(wal) = &self.wal {
-            wal.restart_if_due(self.pool()).await;
+            wal.restart_if_due(self.writer()).await;
         }
         let single = records.len() <= ROWS;
-        let mut tx = if single { None } else { Some(self.pool().begin().await?) };
+        let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in records.chunks(ROWS) {
             let mut sql = String::from(
                 "INSERT INTO spend_log (request_id, ts_ms, key_id, team_id, agent_role, model_alias, upstream_model, deployment, \
@@ -111,7 +111,7 @@ impl Store {
             }
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
-                None => q.execute(self.pool()).await?,
+                None => q.execute(self.writer()).await?,
             };
         }
         if let Some(tx) = tx {
