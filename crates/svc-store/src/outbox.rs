@@ -62,8 +62,10 @@ impl Store {
     /// INSERTs per chunk of events (the events, then all their deliveries), not one statement per row: each
     /// statement is a round trip to the database (for SQLite, to its connection's thread).
     pub async fn outbox_enqueue_many(&self, events: &[NewEvent<'_>]) -> Result<Vec<i64>, StoreError> {
-        // 5 parameters an event; 3 a delivery, so up to ~40 destinations an event stay under SQLite's 32,766.
+        // 5 parameters an event (1,280 a statement) and 3 a delivery row (8,192 rows, 24,576 a statement): under
+        // SQLite's 32,766 and PostgreSQL's 65,535 bind parameters.
         const EVENTS: usize = 256;
+        const DELIVERIES: usize = 8192;
         if let Some(wal) = &self.wal {
             wal.restart_if_due(self.writer()).await;
         }
@@ -95,7 +97,7 @@ impl Store {
                 .zip(&chunk_ids)
                 .flat_map(|(e, id)| e.deliveries.iter().map(move |(d, did)| (*id, d.as_str(), did.as_str())))
                 .collect();
-            for part in deliveries.chunks(8192) {
+            for part in deliveries.chunks(DELIVERIES) {
                 let mut sql = String::from("INSERT INTO outbox_delivery (outbox_id, destination, delivery_id) VALUES ");
                 crate::push_values(&mut sql, self.backend(), part.len(), 3);
                 let mut q = sqlx::query(&sql);
