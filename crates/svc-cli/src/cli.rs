@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "svc", version, about = "svc: a model gateway and fleet event service", propagate_version = true)]
 pub struct Cli {
-    /// Configuration file (else $SVC_CONFIG, else ./svc.yaml, else the built-in demo configuration).
+    /// Configuration file (else $SVC_CONFIG, else ./svc.yaml, else the built-in demo configuration; `config
+    /// check` needs a file).
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The command.

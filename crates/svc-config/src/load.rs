@@ -178,8 +178,7 @@ fn server(r: &mut Reader, node: Option<&Node>) -> ServerConfig {
 fn fleet(r: &mut Reader, node: Option<&Node>) -> FleetConfig {
     const KEYS: &[Key] = &[("name", &[]), ("node", &[])];
     let f = node.and_then(|n| r.fields(n, "fleet", KEYS));
-    let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into());
-    let mut out = FleetConfig { name: "default".into(), node: host };
+    let mut out = FleetConfig::default();
     if let Some(f) = f {
         if let Some(v) = r.string(&f, "name") {
             out.name = v;
@@ -538,13 +537,33 @@ fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default:
         },
         None => None,
     };
-    let mut allowed = Vec::new();
-    for (name, n) in r.strings(&f, "models").unwrap_or_default() {
-        let free = models
+    let is_free = |alias: &str| {
+        models
             .iter()
-            .filter(|m| m.alias == name)
-            .all(|m| m.input_cost_per_token.is_zero() && m.output_cost_per_token.is_zero());
-        if budget_limit.is_some() && free && models.iter().any(|m| m.alias == name) {
+            .filter(|m| m.alias == alias)
+            .all(|m| m.input_cost_per_token.is_zero() && m.output_cost_per_token.is_zero())
+    };
+    let listed = r.strings(&f, "models").unwrap_or_default();
+    if budget_limit.is_some() && listed.is_empty() {
+        // No list: the team may use every alias, so every unpriced one is free against its budget.
+        let mut warned: Vec<&str> = Vec::new();
+        for m in models {
+            if !warned.contains(&m.alias.as_str()) && is_free(&m.alias) {
+                warned.push(&m.alias);
+                r.warn(
+                    f.get("models").unwrap_or(node),
+                    format!(
+                        "{path}: model `{}` has no prices, so its use costs 0 against this team's budget (with no \
+                         `models` list, or an empty one, the team may use every model)",
+                        m.alias
+                    ),
+                );
+            }
+        }
+    }
+    let mut allowed = Vec::new();
+    for (name, n) in listed {
+        if budget_limit.is_some() && is_free(&name) && models.iter().any(|m| m.alias == name) {
             r.warn(
                 &n,
                 format!(

@@ -168,6 +168,37 @@ gateway_settings:
     assert_eq!(warnings, vec!["svc.yaml:6:47: warning: gateway_settings.teams[0].models: model `m` has no prices, so its use costs 0 against this team's budget"]);
 }
 
+/// A budgeted team without a `models` list (or with an empty one) may use every model: each unpriced alias is
+/// named once, whatever its number of deployments; priced ones and unbudgeted teams give no warning.
+#[test]
+fn unpriced_models_of_a_budgeted_team_without_a_list_are_warnings() {
+    let text = "\
+model_list:
+  - model_name: free
+    params: { model: mock/a }
+  - model_name: free
+    params: { model: mock/b }
+  - model_name: paid
+    params: { model: mock/c, input_cost_per_token: 0.000001 }
+gateway_settings:
+  teams:
+    - { team_id: t, budget_limit: 1 }
+    - { team_id: u, budget_limit: 1, models: [] }
+    - { team_id: v }
+";
+    let c = load(text, &[]);
+    let warnings = c.map(|c| c.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap_or_default();
+    let tail = "model `free` has no prices, so its use costs 0 against this team's budget (with no `models` list, \
+                or an empty one, the team may use every model)";
+    assert_eq!(
+        warnings,
+        vec![
+            format!("svc.yaml:10:7: warning: gateway_settings.teams[0]: {tail}"),
+            format!("svc.yaml:11:46: warning: gateway_settings.teams[1]: {tail}"),
+        ]
+    );
+}
+
 #[test]
 fn routing_and_health_have_defaults() {
     let c = load("model_list:\n  - model_name: m\n    params: { model: mock/m }\n", &[]);

@@ -80,6 +80,14 @@ pub struct FleetConfig {
     pub node: String,
 }
 
+impl Default for FleetConfig {
+    /// Fleet `default`, node = this machine's host name (`localhost` when it cannot be read).
+    fn default() -> Self {
+        let node = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into());
+        FleetConfig { name: "default".into(), node }
+    }
+}
+
 /// Which upstream API a deployment speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use svc_config::{Config, FleetConfig};
+use svc_config::Config;
 use svc_events::sinks::hooks::{HookFile, HookRunner};
 use svc_events::{Envelope, EventKind, Source};
 
@@ -84,9 +84,7 @@ async fn test(file: HookFile, event: &str, config: Option<&Config>) -> ExitCode 
         Err(e) => return fail(&e.to_string()),
     };
     let settings = config.map(|c| c.notifications.hooks.clone()).unwrap_or_default();
-    let fleet = config
-        .map(|c| c.fleet.clone())
-        .unwrap_or_else(|| FleetConfig { name: "default".into(), node: "localhost".into() });
+    let fleet = config.map(|c| c.fleet.clone()).unwrap_or_default();
     let source = Source::from_config(&fleet, None, "svc-hooks-test");
     let envelope = match Envelope::new(kind, sample_data(kind), &source) {
         Ok(e) => e,

@@ -82,6 +82,13 @@ async fn a_burst_never_passes_the_team_budget() {
     let info: Value = admin_get(&g, "/team/info?team_id=executor").await;
     assert_eq!(info["budget"]["spent"], json!(spent as f64 / 1e9));
     assert_eq!(info["budget"]["reserved"], json!(0.0));
+    let list: Value = admin_get(&g, "/team/list").await;
+    let listed = list.as_array().and_then(|teams| teams.iter().find(|t| t["team_id"] == "executor")).cloned();
+    assert_eq!(
+        listed.map(|t| t["budget"].clone()),
+        Some(info["budget"].clone()),
+        "the list shows the same budget view"
+    );
     // The master key is never refused, and its spend is recorded.
     assert_eq!(post_chat(&g, MASTER, &capped()).await.0, 200);
     let (all, _) = recorded_spend(&g, Default::default()).await;

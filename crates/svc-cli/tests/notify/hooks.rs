@@ -150,3 +150,23 @@ async fn hooks_command_rules() {
     assert_eq!(run_with_file(rm, None, file.clone()).await, std::process::ExitCode::FAILURE);
     assert!(file.load().unwrap().is_empty());
 }
+
+/// `svc hooks test` without a config builds its envelope like the gateway and `svc-notify`: fleet `default` and
+/// the host name as node (unless `SVC_NODE` says otherwise).
+#[tokio::test]
+async fn hooks_test_envelope_names_this_host() {
+    use svc_cli::notify::hooks_cmd::{run_with_file, HooksCommand};
+    use svc_events::sinks::hooks::HookFile;
+    let ws = Workspace::new();
+    let file = HookFile::at(ws.hooks_file());
+    let out = ws.path("envelope.json");
+    let dump = ws.script("dump.sh", &format!("printf '%s' \"$SVC_EVENT\" > '{}'", out.display()));
+    let add = HooksCommand::Add { event: "task.done".into(), script_path: dump };
+    assert_eq!(run_with_file(add, None, file.clone()).await, std::process::ExitCode::SUCCESS);
+    let test = HooksCommand::Test { event: "task.done".into() };
+    assert_eq!(run_with_file(test, None, file).await, std::process::ExitCode::SUCCESS);
+    let env: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let expected = std::env::var("SVC_NODE").unwrap_or(host);
+    assert_eq!((env["fleet"].as_str(), env["node"].as_str()), (Some("default"), Some(expected.as_str())));
+}

@@ -143,17 +143,18 @@ fn team_json(s: &AppState, t: &svc_config::TeamConfig, keys: usize) -> Value {
     })
 }
 
-/// `GET /team/list`.
+/// `GET /team/list`: every team of the config with its settings, its number of keys and its budget view.
 pub async fn teams(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Answer {
     p.require_master()?;
     let keys = s.store.list_keys().await?;
-    let teams: Vec<Value> = s
-        .config
-        .gateway
-        .teams
-        .iter()
-        .map(|t| team_json(&s, t, keys.iter().filter(|k| k.team_id == t.team_id).count()))
-        .collect();
+    let mut teams = Vec::with_capacity(s.config.gateway.teams.len());
+    for t in &s.config.gateway.teams {
+        let mut team = team_json(&s, t, keys.iter().filter(|k| k.team_id == t.team_id).count());
+        if let Value::Object(fields) = &mut team {
+            fields.insert("budget".into(), json!(s.budgets.team_view(&t.team_id).await?));
+        }
+        teams.push(team);
+    }
     Ok(Json(Value::Array(teams)))
 }
 
