@@ -41,6 +41,8 @@ pub struct Behaviour {
     pub record: bool,
     /// Status of `GET /v1/models`.
     pub models_status: u16,
+    /// Report usage (off: like a server that never sends any, in replies and streams alike).
+    pub report_usage: bool,
 }
 
 impl Default for Behaviour {
@@ -57,6 +59,7 @@ impl Default for Behaviour {
             cut_stream_after: None,
             record: true,
             models_status: 200,
+            report_usage: true,
         }
     }
 }
@@ -190,14 +193,20 @@ async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> 
     let model = req.get("model").cloned().unwrap_or(Value::Null);
     let usage = json!({"prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens, "total_tokens": b.prompt_tokens + b.completion_tokens});
     if !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
-        return Json(json!({
+        let mut reply = json!({
             "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": b.content}, "finish_reason": "stop"}],
             "usage": usage, "system_fingerprint": "fp_test",
-        }))
-        .into_response();
+        });
+        if !b.report_usage {
+            if let Some(o) = reply.as_object_mut() {
+                o.remove("usage");
+            }
+        }
+        return Json(reply).into_response();
     }
-    let with_usage = req.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+    let with_usage =
+        b.report_usage && req.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
     stream(s, b, model, usage, with_usage)
 }
 

@@ -131,3 +131,41 @@ async fn a_stream_broken_mid_way_ends_with_an_error_event() {
     let last: Value = serde_json::from_str(evs.last().unwrap()).unwrap();
     assert_eq!(last["error"]["type"], "upstream_unreachable", "{last}");
 }
+
+/// An upstream that reports no usage (some OpenAI-compatible servers): the call is charged the gateway's
+/// estimate, and the client still gets a `usage` object with that estimate, in a reply and, when it asked for
+/// usage, as the stream's last chunk.
+#[tokio::test]
+async fn an_upstream_without_usage_is_charged_the_estimate_the_client_sees() {
+    let up = Upstream::start().await.unwrap();
+    up.set(|b| b.report_usage = false);
+    let g = Gateway::start(&config_for(&up.base_url, "")).await;
+    let key = g.key(json!({"team_id": "executor"})).await;
+    let (s, _, b) = post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await;
+    assert_eq!(s, 200, "{b}");
+    let (p, c) = (b["usage"]["prompt_tokens"].as_i64().unwrap(), b["usage"]["completion_tokens"].as_i64().unwrap());
+    assert!(p > 0 && c > 0, "{b}");
+    assert_eq!(b["usage"]["total_tokens"].as_i64(), Some(p + c));
+
+    let r = open_stream(&g, &key, true).await;
+    let evs = events(&r.text().await.unwrap());
+    assert_eq!(evs.last().map(String::as_str), Some("[DONE]"));
+    let last: Value = serde_json::from_str(&evs[evs.len() - 2]).unwrap();
+    assert_eq!((last["choices"].clone(), last["model"].clone()), (json!([]), json!("openai/gpt-4.1-mini")));
+    assert_eq!(last["id"], "chatcmpl-test");
+    let (sp, sc) =
+        (last["usage"]["prompt_tokens"].as_i64().unwrap(), last["usage"]["completion_tokens"].as_i64().unwrap());
+    assert!(sp > 0 && sc > 0, "{last}");
+    // Without include_usage the client gets no usage chunk.
+    let r = open_stream(&g, &key, false).await;
+    let evs = events(&r.text().await.unwrap());
+    assert!(evs.iter().all(|e| !e.contains("\"usage\"")), "{evs:?}");
+
+    // The spend records hold exactly what the client was shown.
+    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let mut recs = store.query_spend(&Default::default(), 10, 0).await.unwrap();
+    recs.reverse();
+    assert_eq!(recs.len(), 3);
+    assert_eq!((recs[0].prompt_tokens, recs[0].completion_tokens), (p, c));
+    assert_eq!((recs[1].prompt_tokens, recs[1].completion_tokens), (sp, sc));
+}

@@ -49,10 +49,27 @@ fn estimate_completion(body: &Map<String, Value>) -> u64 {
     body.get("choices").map(|c| count_tokens(&c.to_string())).unwrap_or(0)
 }
 
-/// Finishes a non-streaming call: settle, restore the alias, serialize.
+/// The OpenAI `usage` object of `u`.
+fn usage_json(u: Usage) -> Value {
+    serde_json::json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    })
+}
+
+/// Finishes a non-streaming call: settle, restore the alias, serialize. An upstream that reported no usage is
+/// charged the gateway's conservative estimate, and the response carries that estimate as its `usage` (as
+/// LiteLLM does), so every answer has the spec 2.5 shape.
 pub async fn reply(settle: Settle, prompt_estimate: u64, mut body: Map<String, Value>) -> Result<Bytes, ApiError> {
-    let usage = usage_of(&body)
-        .unwrap_or_else(|| Usage { prompt_tokens: prompt_estimate, completion_tokens: estimate_completion(&body) });
+    let usage = match usage_of(&body) {
+        Some(u) => u,
+        None => {
+            let u = Usage { prompt_tokens: prompt_estimate, completion_tokens: estimate_completion(&body) };
+            body.insert("usage".into(), usage_json(u));
+            u
+        }
+    };
     body.insert("model".into(), Value::String(settle.route.alias.clone()));
     settle.finish(usage, 200).await;
     serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
@@ -68,6 +85,8 @@ struct Forward {
     streamed_tokens: u64,
     settle: Option<Settle>,
     finished: bool,
+    /// `id` and `created` of the first chunk, for a usage chunk the gateway adds itself.
+    first: Option<(Value, Value)>,
 }
 
 impl Forward {
@@ -79,6 +98,10 @@ impl Forward {
     fn rewrite(&mut self, mut chunk: Map<String, Value>) -> Option<Bytes> {
         if let Some(u) = usage_of(&chunk) {
             self.usage = Some(u);
+        }
+        if self.first.is_none() {
+            let field = |k: &str| chunk.get(k).cloned().unwrap_or(Value::Null);
+            self.first = Some((field("id"), field("created")));
         }
         if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
             for c in choices {
@@ -131,6 +154,7 @@ pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bo
         streamed_tokens: 0,
         settle: Some(settle),
         finished: false,
+        first: None,
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         if st.finished {
@@ -162,7 +186,20 @@ pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bo
                     if let Some(settle) = st.settle.take() {
                         settle.finish(usage, 200).await;
                     }
-                    return Some((Ok(Bytes::from_static(b"data: [DONE]\n\n")), st));
+                    let mut tail = Vec::new();
+                    if st.client_wants_usage && st.usage.is_none() {
+                        // The client asked for usage and the upstream sent none: the estimate it was charged.
+                        let (id, created) = st.first.take().unwrap_or((Value::Null, Value::Null));
+                        let chunk = serde_json::json!({
+                            "id": id, "object": "chat.completion.chunk", "created": created, "model": st.alias,
+                            "choices": [], "usage": usage_json(usage),
+                        });
+                        tail.extend_from_slice(b"data: ");
+                        tail.extend_from_slice(chunk.to_string().as_bytes());
+                        tail.extend_from_slice(b"\n\n");
+                    }
+                    tail.extend_from_slice(b"data: [DONE]\n\n");
+                    return Some((Ok(Bytes::from(tail)), st));
                 }
             }
         }
