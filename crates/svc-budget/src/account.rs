@@ -39,6 +39,8 @@ pub struct Refusal {
     pub spent: Money,
     /// Reserved by requests in flight.
     pub reserved: Money,
+    /// The refused request's worst-case cost (what did not fit).
+    pub requested: Money,
     /// When the period resets.
     pub reset: DateTime<Utc>,
     /// Whether this is the first refusal of the period (announce `budget.exceeded`).
@@ -50,8 +52,8 @@ pub struct Refusal {
 pub enum Notice {
     /// Spend crossed this fraction (per-mille) of the limit.
     Alert { threshold_permille: u32, spent: Money, limit: Money, period: Period },
-    /// Spend reached the limit.
-    Exceeded { spent: Money, limit: Money, period: Period },
+    /// Spend reached the limit, or a request was refused (`requested`: its worst-case cost).
+    Exceeded { spent: Money, limit: Money, period: Period, requested: Option<Money> },
 }
 
 impl Account {
@@ -103,6 +105,7 @@ impl Account {
             limit: self.limit,
             spent: self.spent,
             reserved: self.reserved,
+            requested: amount,
             reset: self.period.end,
             first_of_period: first,
         })
@@ -136,7 +139,7 @@ impl Account {
         }
         if self.spent >= self.limit && !self.exceeded_announced {
             self.exceeded_announced = true;
-            out.push(Notice::Exceeded { spent: self.spent, limit: self.limit, period: self.period });
+            out.push(Notice::Exceeded { spent: self.spent, limit: self.limit, period: self.period, requested: None });
         }
         out
     }

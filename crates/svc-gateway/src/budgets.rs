@@ -251,6 +251,7 @@ impl Budgets {
             spent: r.spent.plus(r.reserved),
             limit: r.limit,
             period: svc_budget::Period { start: period_start, end: r.reset },
+            requested: Some(r.requested),
         };
         self.announce(scope.clone(), notice, who.clone());
     }
@@ -296,12 +297,18 @@ impl Budgets {
 
 /// Announces a notice once per period: the store decides who is first, then the event is emitted.
 async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: Notice, who: Who) {
-    let (label, kind, period, spent, limit, threshold) = match &notice {
-        Notice::Alert { threshold_permille, spent, limit, period } => {
-            (format!("alert:{threshold_permille}"), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
-        }
-        Notice::Exceeded { spent, limit, period } => {
-            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None)
+    let (label, kind, period, spent, limit, threshold, requested) = match &notice {
+        Notice::Alert { threshold_permille, spent, limit, period } => (
+            format!("alert:{threshold_permille}"),
+            "budget.alert",
+            *period,
+            *spent,
+            *limit,
+            Some(*threshold_permille),
+            None,
+        ),
+        Notice::Exceeded { spent, limit, period, requested } => {
+            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None, *requested)
         }
     };
     match store.notice_once(&scope.label(), period.start.timestamp_millis(), &label).await {
@@ -316,6 +323,9 @@ async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: N
     data.insert("period_start".into(), json!(rfc3339(period.start)));
     data.insert("period_end".into(), json!(rfc3339(period.end)));
     data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
+    if kind == "budget.exceeded" {
+        data.insert("requested".into(), json!(requested.map(Money::as_f64)));
+    }
     events.emit(GatewayEvent { kind, agent: who.agent.clone(), data: Value::Object(data) });
 }
 
@@ -347,6 +357,7 @@ fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) -> ApiErro
     extra.insert("limit".into(), json!(r.limit.as_f64()));
     extra.insert("spent".into(), json!(r.spent.as_f64()));
     extra.insert("reserved".into(), json!(r.reserved.as_f64()));
+    extra.insert("requested".into(), json!(r.requested.as_f64()));
     extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
     e.extra = Some(extra);
     e.retry_after = Some((r.reset - now).num_seconds().max(1) as u64);

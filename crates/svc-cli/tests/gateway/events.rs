@@ -114,7 +114,10 @@ async fn budget_events_reach_the_webhook() {
     // 30,000 nano-units: two calls of 12,000 pass (0.8 crossed), the third is refused.
     assert_eq!(post_chat(&g, &key, &body).await.0, 200);
     assert_eq!(post_chat(&g, &key, &body).await.0, 200);
-    assert_eq!(post_chat(&g, &key, &body).await.0, 429);
+    let (status, _, refusal) = post_chat(&g, &key, &body).await;
+    assert_eq!(status, 429);
+    let requested = refusal["error"]["requested"].as_f64().unwrap_or_default();
+    assert!(requested > 0.0, "the refusal names the request's worst-case cost: {refusal}");
     assert_eq!(post_chat(&g, &key, &body).await.0, 429);
     let got = hook.wait_for(2, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -132,5 +135,11 @@ async fn budget_events_reach_the_webhook() {
     let push = ntfy.wait_for_messages(2, Duration::from_secs(10)).await;
     let exceeded = push.iter().find(|m| m.title.as_deref() == Some("budget.exceeded")).unwrap();
     assert_eq!(exceeded.priority, Some(5));
-    assert!(exceeded.message.starts_with("budget.exceeded: team executor"), "{}", exceeded.message);
+    assert!(
+        exceeded.message.starts_with("budget.exceeded: team executor refused a request of up to"),
+        "{}",
+        exceeded.message
+    );
+    // The event carries what was refused, the same figure as the 429.
+    assert_eq!(got_all[1].json()["data"]["requested"].as_f64(), Some(requested));
 }

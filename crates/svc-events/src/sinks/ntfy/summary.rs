@@ -26,8 +26,12 @@ pub fn summary(env: &Envelope) -> String {
                 (Some("key"), Some(alias)) => Some(format!("key {alias}")),
                 _ => text("team_id").or_else(|| text("team")).map(|t| format!("team {t}")),
             };
-            match (whose, money(d, "spent"), money(d, "limit")) {
-                (Some(whose), Some(spent), Some(limit)) => Some(format!("{whose} spent {spent} of {limit}")),
+            // A refusal names what did not fit: the spend alone may still be under the limit.
+            match (whose, money(d, "spent"), money(d, "limit"), money(d, "requested")) {
+                (Some(whose), Some(spent), Some(limit), Some(req)) => {
+                    Some(format!("{whose} refused a request of up to {req}, spent {spent} of {limit}"))
+                }
+                (Some(whose), Some(spent), Some(limit), None) => Some(format!("{whose} spent {spent} of {limit}")),
                 _ => None,
             }
         }
@@ -113,6 +117,16 @@ mod tests {
                 EventKind::BudgetExceeded,
                 json!({"budget": "key", "team_id": "executor", "key_alias": "bot-1", "spent": 10.019, "limit": 10}),
                 "budget.exceeded: key bot-1 spent 10.02 of 10.00",
+            ),
+            (
+                EventKind::BudgetExceeded,
+                json!({"budget": "team", "team_id": "executor", "spent": 0.0, "limit": 1.0, "requested": 4.096}),
+                "budget.exceeded: team executor refused a request of up to 4.10, spent 0.00 of 1.00",
+            ),
+            (
+                EventKind::BudgetExceeded,
+                json!({"budget": "team", "team_id": "executor", "spent": 1.01, "limit": 1.0, "requested": null}),
+                "budget.exceeded: team executor spent 1.01 of 1.00",
             ),
             (
                 EventKind::ModelUnavailable,
