@@ -99,7 +99,7 @@ impl Forward {
         if let Some(u) = usage_of(&chunk) {
             self.usage = Some(u);
         }
-        if self.first.is_none() {
+        if self.client_wants_usage && self.first.is_none() {
             let field = |k: &str| chunk.get(k).cloned().unwrap_or(Value::Null);
             self.first = Some((field("id"), field("created")));
         }
@@ -119,13 +119,34 @@ impl Forward {
             chunk.remove("usage");
         }
         chunk.insert("model".into(), self.alias.clone());
-        let json = serde_json::to_vec(&chunk).ok()?;
-        let mut out = Vec::with_capacity(json.len() + 8);
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(&json);
-        out.extend_from_slice(b"\n\n");
-        Some(Bytes::from(out))
+        sse_data(&chunk)
     }
+
+    /// The end of a stream: `data: [DONE]`, after a usage chunk of the gateway's estimate when the client asked
+    /// for usage and the upstream sent none (the estimate is what the call was charged).
+    fn done(&mut self, charged: Usage) -> Bytes {
+        const DONE: &[u8] = b"data: [DONE]\n\n";
+        if !self.client_wants_usage || self.usage.is_some() {
+            return Bytes::from_static(DONE);
+        }
+        let (id, created) = self.first.take().unwrap_or((Value::Null, Value::Null));
+        let chunk = serde_json::json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": self.alias,
+            "choices": [], "usage": usage_json(charged),
+        });
+        let mut out = sse_data(&chunk).map(Vec::from).unwrap_or_default();
+        out.extend_from_slice(DONE);
+        Bytes::from(out)
+    }
+}
+
+/// One SSE event, `data: <json>` and a blank line, serialized in place.
+fn sse_data(value: &impl serde::Serialize) -> Option<Bytes> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut out, value).ok()?;
+    out.extend_from_slice(b"\n\n");
+    Some(Bytes::from(out))
 }
 
 impl Drop for Forward {
@@ -177,8 +198,8 @@ pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bo
                     }
                     let err = ApiError::from(e);
                     tracing::warn!(error = %err.message, "upstream stream failed mid-way");
-                    let line = format!("data: {}\n\n", err.body());
-                    return Some((Ok(Bytes::from(line)), st));
+                    let line = sse_data(&err.body()).unwrap_or_default();
+                    return Some((Ok(line), st));
                 }
                 None => {
                     st.finished = true;
@@ -186,20 +207,8 @@ pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bo
                     if let Some(settle) = st.settle.take() {
                         settle.finish(usage, 200).await;
                     }
-                    let mut tail = Vec::new();
-                    if st.client_wants_usage && st.usage.is_none() {
-                        // The client asked for usage and the upstream sent none: the estimate it was charged.
-                        let (id, created) = st.first.take().unwrap_or((Value::Null, Value::Null));
-                        let chunk = serde_json::json!({
-                            "id": id, "object": "chat.completion.chunk", "created": created, "model": st.alias,
-                            "choices": [], "usage": usage_json(usage),
-                        });
-                        tail.extend_from_slice(b"data: ");
-                        tail.extend_from_slice(chunk.to_string().as_bytes());
-                        tail.extend_from_slice(b"\n\n");
-                    }
-                    tail.extend_from_slice(b"data: [DONE]\n\n");
-                    return Some((Ok(Bytes::from(tail)), st));
+                    let done = st.done(usage);
+                    return Some((Ok(done), st));
                 }
             }
         }
