@@ -297,18 +297,12 @@ impl Budgets {
 
 /// Announces a notice once per period: the store decides who is first, then the event is emitted.
 async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: Notice, who: Who) {
-    let (label, kind, period, spent, limit, threshold, requested) = match &notice {
-        Notice::Alert { threshold_permille, spent, limit, period } => (
-            format!("alert:{threshold_permille}"),
-            "budget.alert",
-            *period,
-            *spent,
-            *limit,
-            Some(*threshold_permille),
-            None,
-        ),
-        Notice::Exceeded { spent, limit, period, requested } => {
-            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None, *requested)
+    let (label, kind, period, spent, limit, threshold) = match &notice {
+        Notice::Alert { threshold_permille, spent, limit, period } => {
+            (format!("alert:{threshold_permille}"), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
+        }
+        Notice::Exceeded { spent, limit, period, .. } => {
+            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None)
         }
     };
     match store.notice_once(&scope.label(), period.start.timestamp_millis(), &label).await {
@@ -323,7 +317,7 @@ async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: N
     data.insert("period_start".into(), json!(rfc3339(period.start)));
     data.insert("period_end".into(), json!(rfc3339(period.end)));
     data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
-    if kind == "budget.exceeded" {
+    if let Notice::Exceeded { requested, .. } = notice {
         data.insert("requested".into(), json!(requested.map(Money::as_f64)));
     }
     events.emit(GatewayEvent { kind, agent: who.agent.clone(), data: Value::Object(data) });
