@@ -537,12 +537,16 @@ fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default:
         },
         None => None,
     };
+    // A budgeted team's unpriced models cost it nothing: worth a warning, as `svc config check` promises.
+    let known = |alias: &str| models.iter().any(|m| m.alias == alias);
     let is_free = |alias: &str| {
         models
             .iter()
             .filter(|m| m.alias == alias)
             .all(|m| m.input_cost_per_token.is_zero() && m.output_cost_per_token.is_zero())
     };
+    let unpriced =
+        |alias: &str| format!("model `{alias}` has no prices, so its use costs 0 against this team's budget");
     let listed = r.strings(&f, "models").unwrap_or_default();
     if budget_limit.is_some() && listed.is_empty() {
         // No list: the team may use every alias, so every unpriced one is free against its budget.
@@ -550,37 +554,25 @@ fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default:
         for m in models {
             if !warned.contains(&m.alias.as_str()) && is_free(&m.alias) {
                 warned.push(&m.alias);
-                r.warn(
-                    f.get("models").unwrap_or(node),
-                    format!(
-                        "{path}: model `{}` has no prices, so its use costs 0 against this team's budget (with no \
-                         `models` list, or an empty one, the team may use every model)",
-                        m.alias
-                    ),
-                );
+                let why = "(with no `models` list, or an empty one, the team may use every model)";
+                r.warn(f.get("models").unwrap_or(node), format!("{path}: {} {why}", unpriced(&m.alias)));
             }
         }
     }
     let mut allowed = Vec::new();
     for (name, n) in listed {
-        if budget_limit.is_some() && is_free(&name) && models.iter().any(|m| m.alias == name) {
-            r.warn(
-                &n,
-                format!(
-                    "{}: model `{name}` has no prices, so its use costs 0 against this team's budget",
-                    f.child("models")
-                ),
-            );
-        }
-        if !models.iter().any(|m| m.alias == name) {
+        if !known(&name) {
             let hint = did_you_mean(&name, models.iter().map(|m| m.alias.as_str()));
             r.error(
                 &n,
                 format!("{}: unknown model `{name}`; it is not a `model_name` in model_list{hint}", f.child("models")),
             );
-        } else {
-            allowed.push(name);
+            continue;
         }
+        if budget_limit.is_some() && is_free(&name) {
+            r.warn(&n, format!("{}: {}", f.child("models"), unpriced(&name)));
+        }
+        allowed.push(name);
     }
     let budget_duration = duration(r, &f, "budget_duration").unwrap_or(default);
     let budget_start = match r.string(&f, "budget_start") {

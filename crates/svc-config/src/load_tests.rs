@@ -16,6 +16,14 @@ fn errors(text: &str) -> Vec<String> {
     }
 }
 
+/// The warnings of a valid configuration (panics, listing the errors, when it is not valid).
+fn warnings(text: &str) -> Vec<String> {
+    match load(text, &[]) {
+        Ok(c) => c.warnings.iter().map(|d| d.to_string()).collect(),
+        Err(_) => panic!("not valid: {:?}", errors(text)),
+    }
+}
+
 const GOOD: &str = "\
 server:
   port: 4100
@@ -163,9 +171,7 @@ gateway_settings:
   teams:
     - { team_id: t, budget_limit: 1, models: [m] }
 ";
-    let c = load(text, &[]);
-    let warnings = c.map(|c| c.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap_or_default();
-    assert_eq!(warnings, vec!["svc.yaml:6:47: warning: gateway_settings.teams[0].models: model `m` has no prices, so its use costs 0 against this team's budget"]);
+    assert_eq!(warnings(text), vec!["svc.yaml:6:47: warning: gateway_settings.teams[0].models: model `m` has no prices, so its use costs 0 against this team's budget"]);
 }
 
 /// A budgeted team without a `models` list (or with an empty one) may use every model: each unpriced alias is
@@ -186,12 +192,10 @@ gateway_settings:
     - { team_id: u, budget_limit: 1, models: [] }
     - { team_id: v }
 ";
-    let c = load(text, &[]);
-    let warnings = c.map(|c| c.warnings.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap_or_default();
     let tail = "model `free` has no prices, so its use costs 0 against this team's budget (with no `models` list, \
                 or an empty one, the team may use every model)";
     assert_eq!(
-        warnings,
+        warnings(text),
         vec![
             format!("svc.yaml:10:7: warning: gateway_settings.teams[0]: {tail}"),
             format!("svc.yaml:11:46: warning: gateway_settings.teams[1]: {tail}"),
