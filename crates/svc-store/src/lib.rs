@@ -3,9 +3,9 @@
 //!
 //! One SQL dialect serves both backends: sqlx's `Any` driver with `$n` parameters, which SQLite and
 //! PostgreSQL both accept, and one migration folder per backend (`migrations/sqlite`, `migrations/postgres`)
-//! that differ only in how an auto-increment id is spelled. (One exception: the multi-row spend INSERT gives
-//! SQLite positional `?`, see `spend.rs`.) SQLite's WAL upkeep is in `wal.rs`. Times are Unix milliseconds,
-//! money is integer nano-units ([`svc_budget::Money`]).
+//! that differ only in how an auto-increment id is spelled. (One exception: the multi-row statements of the
+//! steady writes give SQLite positional `?`, see `push_values`.) SQLite's WAL upkeep is in `wal.rs`. Times are
+//! Unix milliseconds, money is integer nano-units ([`svc_budget::Money`]).
 //!
 //! What this crate does not do: hash or generate keys, decide who may do what, or compute budget periods.
 
@@ -173,6 +173,13 @@ impl Store {
     /// The pool of the steady writes (see the field's docs).
     pub(crate) fn writer(&self) -> &AnyPool {
         &self.writer
+    }
+
+    /// Before a steady writer's batch: the WAL restart, when one is due (SQLite; see `wal.rs`).
+    pub(crate) async fn restart_wal_if_due(&self) {
+        if let Some(wal) = &self.wal {
+            wal.restart_if_due(&self.writer).await;
+        }
     }
 }
 

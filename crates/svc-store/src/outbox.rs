@@ -66,9 +66,7 @@ impl Store {
         // SQLite's 32,766 and PostgreSQL's 65,535 bind parameters.
         const EVENTS: usize = 256;
         const DELIVERIES: usize = 8192;
-        if let Some(wal) = &self.wal {
-            wal.restart_if_due(self.writer()).await;
-        }
+        self.restart_wal_if_due().await;
         let now = now_ms();
         let mut tx = self.writer().begin().await?;
         let mut ids = Vec::with_capacity(events.len());

@@ -81,9 +81,7 @@ impl Store {
         // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
         // round trip each to the database.
         const ROWS: usize = 512;
-        if let Some(wal) = &self.wal {
-            wal.restart_if_due(self.writer()).await;
-        }
+        self.restart_wal_if_due().await;
         let single = records.len() <= ROWS;
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in records.chunks(ROWS) {

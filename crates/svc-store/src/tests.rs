@@ -207,33 +207,74 @@ macro_rules! both_backends {
 
 both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, outbox_batches, meta);
 
-/// Once the checkpointer finds the WAL long, the spend writer starts it over before its next batch: the file does
-/// not grow with every batch (with `wal_autocheckpoint=0` and no checkpoint it would double here).
+/// Steady load through `write` (a steady writer; its argument numbers the batch's rows), as the checkpointer
+/// sees it: commits keep landing while a passive checkpoint runs, so it never copies the whole WAL back and SQLite
+/// never starts the WAL over by itself. Here a reader's snapshot holds the passive pass back the same way. Once
+/// the restart is due, the writer's next batch must start the WAL over: the file stops growing (without the
+/// restart it grows by half again). Returns the store.
+async fn wal_starts_over_with<F, Fut>(dir: &std::path::Path, write: F) -> Store
+where
+    F: Fn(Store, i64) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use sqlx::Connection as _;
+    let url = format!("sqlite://{}", dir.join("t.db").display());
+    let store = Store::connect(&url).await.unwrap();
+    let wal = dir.join("t.db-wal");
+    let size = || std::fs::metadata(&wal).unwrap().len();
+    for b in 0..50 {
+        write(store.clone(), b * 20).await;
+    }
+    let mut reader = sqlx::AnyConnection::connect(&url).await.unwrap();
+    let mut snapshot = reader.begin().await.unwrap();
+    let _: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM sqlite_master").fetch_one(&mut *snapshot).await.unwrap();
+    for b in 50..100 {
+        write(store.clone(), b * 20).await;
+    }
+    // The passive pass copies only what the reader's snapshot allows, and finds the WAL long.
+    store.wal.clone().unwrap().passive(store.pool(), 0).await.unwrap();
+    snapshot.rollback().await.unwrap();
+    let before = size();
+    assert!(before > 200 * 1024, "the WAL holds the 100 commits: {before} bytes");
+    for b in 100..150 {
+        write(store.clone(), b * 20).await;
+    }
+    let after = size();
+    assert!(after < before * 5 / 4, "the WAL started over: {before} then {after} bytes");
+    store
+}
+
+/// The spend writer runs the due restart before its next batch, and nothing is lost by it.
 #[tokio::test]
 async fn the_wal_starts_over_once_it_is_long() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.db");
-    let store = Store::connect(&format!("sqlite://{}", path.display())).await.unwrap();
-    let wal = dir.path().join("t.db-wal");
-    let write = |from: i64| {
-        let store = store.clone();
-        async move {
-            for b in 0..50 {
-                let batch: Vec<_> = (0..20).map(|i| rec(from + b * 20 + i, "t")).collect();
-                store.insert_spend_batch(&batch).await.unwrap();
-            }
-        }
-    };
-    write(0).await;
-    let first = std::fs::metadata(&wal).unwrap().len();
-    assert!(first > 100 * 1024, "the WAL holds the 50 commits: {first} bytes");
-    let wal_state = store.wal.clone().unwrap();
-    wal_state.passive(store.pool(), 0).await.unwrap();
-    write(1000).await;
-    let second = std::fs::metadata(&wal).unwrap().len();
-    assert!(second < first * 3 / 2, "the WAL started over: {first} then {second} bytes");
-    // Nothing is lost by it.
-    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 100 * 2000);
+    let store = wal_starts_over_with(dir.path(), |store, from| async move {
+        let batch: Vec<_> = (0..20).map(|i| rec(from + i, "t")).collect();
+        store.insert_spend_batch(&batch).await.unwrap();
+    })
+    .await;
+    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 100 * 3000);
+}
+
+/// The outbox writer runs it too: a node that only emits events keeps its WAL bounded.
+#[tokio::test]
+async fn the_outbox_writer_starts_the_wal_over_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = wal_starts_over_with(dir.path(), |store, from| async move {
+        let bodies: Vec<String> = (0..20).map(|i| format!("{{\"n\":{}}}", from + i)).collect();
+        let events: Vec<NewEvent<'_>> = bodies
+            .iter()
+            .map(|b| NewEvent {
+                kind: "test",
+                envelope: b,
+                deliveries: vec![("push".into(), b.clone())],
+                ..Default::default()
+            })
+            .collect();
+        store.outbox_enqueue_many(&events).await.unwrap();
+    })
+    .await;
+    assert_eq!(store.outbox_stats(None).await.unwrap().pending, 3000);
 }
 
 /// A reader that holds the WAL (another process's long query) cannot hold the spend writer up: the due restart
