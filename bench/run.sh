@@ -20,7 +20,11 @@
 # (log.txt, results.jsonl, report.md, machine.txt).
 #
 # Environment: BENCH_QUICK=1 (short runs), BENCH_DURATION (s, default 5), BENCH_OPEN_DURATION (s, default 10),
-# BENCH_RATE (default 1000), BENCH_CONCURRENCY (default 64), BENCH_WARMUP (s, default 1), BENCH_NO_BUILD=1.
+# BENCH_RATE (default 1000), BENCH_CONCURRENCY (default 64), BENCH_WARMUP (s, default 1), BENCH_NO_BUILD=1,
+# BENCH_HALT_POLL_NS: run with the guest kernel's idle halt polling set to this many ns (KVM guests with the
+# cpuidle-haltpoll driver; needs root), restored afterwards. Idle cores then poll for that long before they
+# halt, so waking one (which the path through the gateway does at every hop between the cores) is cheap.
+# Unset: the machine's own setting, which machine.txt records either way.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -61,7 +65,12 @@ OUT=$ROOT/target/bench/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 PIDS=()
+HALT_POLL=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+HALT_POLL_BEFORE=""
 cleanup() {
+    if [[ -n $HALT_POLL_BEFORE ]]; then
+        echo "$HALT_POLL_BEFORE" >"$HALT_POLL" || echo "bench/run.sh: could not restore $HALT_POLL to $HALT_POLL_BEFORE" >&2
+    fi
     for p in "${PIDS[@]}"; do
         kill "$p" 2>/dev/null || true
     done
@@ -72,6 +81,12 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+if [[ -n ${BENCH_HALT_POLL_NS:-} ]]; then
+    [[ -w $HALT_POLL ]] || { echo "bench/run.sh: BENCH_HALT_POLL_NS needs a writable $HALT_POLL (a KVM guest with cpuidle-haltpoll, as root)" >&2; exit 1; }
+    HALT_POLL_BEFORE=$(cat "$HALT_POLL")
+    echo "$BENCH_HALT_POLL_NS" >"$HALT_POLL"
+fi
 
 # Waits (at most 30 s) for `listening on http://ADDR` in log $1; prints ADDR.
 wait_listening() {
@@ -92,6 +107,7 @@ wait_listening() {
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (work tree modified)')$([[ "${BENCH_NO_BUILD:-0}" == 1 ]] && echo "; binaries not rebuilt (svc built $(date -u -r "$BIN/svc" +%H:%M:%SZ))")"
     echo "cores: $(nproc); CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
     echo "kernel: $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "idle: cpuidle driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo unknown); halt polling $([[ -r $HALT_POLL ]] && echo "$(cat "$HALT_POLL") ns$([[ -n $HALT_POLL_BEFORE ]] && echo " (BENCH_HALT_POLL_NS; the machine's own: $HALT_POLL_BEFORE ns)")" || echo "not available")"
     echo "durations: latency ${DURATION}s, open ${OPEN_DURATION}s at ${RATE} req/s, peak ${DURATION}s at concurrency ${CONCURRENCY}; warmup ${WARMUP}s each"
 } | tee "$OUT/machine.txt"
 
