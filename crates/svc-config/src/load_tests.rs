@@ -285,3 +285,31 @@ gateway_settings:
         ]
     );
 }
+
+#[test]
+fn string_fields_keep_scalars_as_written() {
+    // YAML 1.1 reads `on` as true and `1.10` as 1.1: an id is the text the user wrote.
+    let text = "\
+fleet:
+  name: 007
+model_list:
+  - model_name: 1.10
+    params:
+      model: mock/1.10
+gateway_settings:
+  teams:
+    - team_id: on
+      models: [1.10]
+    - team_id: off
+";
+    let c = match load(text, &[]) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(c.fleet.name, "007");
+    assert_eq!(c.models[0].alias, "1.10");
+    assert_eq!(c.models[0].upstream_model, "1.10");
+    let teams: Vec<&str> = c.gateway.teams.iter().map(|t| t.team_id.as_str()).collect();
+    assert_eq!(teams, ["on", "off"]);
+    assert_eq!(c.gateway.teams[0].models, ["1.10"]);
+}

@@ -11,6 +11,33 @@ pub(crate) struct Node {
     pub value: Value,
     pub line: u64,
     pub col: u64,
+    /// For a boolean or a number: the scalar exactly as written (`on`, `1.10`, `007`), so that a field that
+    /// wants a string gets that text and not `true`, `1.1` or `7`.
+    pub raw: Option<String>,
+    /// Byte range of the scalar's definition in the source, used to fill `raw` once the source is at hand.
+    span: Option<(usize, usize)>,
+}
+
+impl Node {
+    /// A node made by the program rather than read from a file.
+    pub fn synthetic(value: Value, line: u64, col: u64) -> Self {
+        Node { value, line, col, raw: None, span: None }
+    }
+
+    /// Fills `raw` of every boolean and number in the tree from the source text.
+    fn fill_raw(&mut self, text: &str) {
+        match &mut self.value {
+            Value::Bool(_) | Value::Int(_) | Value::Float(_) => {
+                self.raw = self.span.and_then(|(at, len)| text.get(at..at + len)).map(|t| t.trim().to_string());
+            }
+            Value::Seq(items) => items.iter_mut().for_each(|n| n.fill_raw(text)),
+            Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {
+                k.fill_raw(text);
+                v.fill_raw(text);
+            }),
+            Value::Null | Value::Str(_) => {}
+        }
+    }
 }
 
 /// A YAML value whose children are [`Node`]s.
@@ -43,7 +70,18 @@ impl Value {
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let spanned = Spanned::<Value>::deserialize(d)?;
-        Ok(Node { value: spanned.value, line: spanned.referenced.line(), col: spanned.referenced.column() })
+        let span = spanned.defined.span();
+        let span = match (span.byte_offset(), span.byte_len()) {
+            (Some(at), Some(len)) => usize::try_from(at).ok().zip(usize::try_from(len).ok()),
+            _ => None,
+        };
+        Ok(Node {
+            value: spanned.value,
+            line: spanned.referenced.line(),
+            col: spanned.referenced.column(),
+            raw: None,
+            span,
+        })
     }
 }
 
@@ -114,13 +152,15 @@ impl<'de> Visitor<'de> for ValueVisitor {
 /// Parses YAML text into a [`Node`] tree, or returns the syntax error with its position.
 pub(crate) fn parse(text: &str) -> Result<Node, (u64, u64, String)> {
     if text.trim().is_empty() {
-        return Ok(Node { value: Value::Map(Vec::new()), line: 1, col: 1 });
+        return Ok(Node::synthetic(Value::Map(Vec::new()), 1, 1));
     }
-    serde_saphyr::from_str::<Node>(text).map_err(|e| {
+    let mut root = serde_saphyr::from_str::<Node>(text).map_err(|e| {
         let (line, col) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
         let message = e.without_snippet().to_string();
         // The rendered message may repeat the position; keep the first line only.
         let first = message.lines().next().unwrap_or("invalid YAML").to_string();
         (line, col, first)
-    })
+    })?;
+    root.fill_raw(text);
+    Ok(root)
 }

@@ -78,13 +78,15 @@ impl<'a> Reader<'a> {
     }
 
     pub fn string_node(&mut self, node: &Node, path: &str) -> Option<String> {
-        let text = match &node.value {
-            Value::Str(s) => s.clone(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(x) => x.to_string(),
-            Value::Bool(b) => b.to_string(),
-            Value::Null => return None,
-            other => {
+        let text = match (&node.value, &node.raw) {
+            (Value::Str(s), _) => s.clone(),
+            // `team_id: on` is the team "on", not "true".
+            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(raw)) => raw.clone(),
+            (Value::Int(i), None) => i.to_string(),
+            (Value::Float(x), None) => x.to_string(),
+            (Value::Bool(b), None) => b.to_string(),
+            (Value::Null, _) => return None,
+            (other, _) => {
                 self.error(node, format!("{path}: expected a string, found {}", other.kind()));
                 return None;
             }
