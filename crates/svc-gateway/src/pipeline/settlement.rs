@@ -90,8 +90,8 @@ async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>) {
                         records = records.len() - fresh,
                         "spend records kept after a failed write are now written"
                     );
+                    delays = retry_delays();
                 }
-                delays = retry_delays();
                 true
             }
             Err(e) => {
