@@ -291,16 +291,18 @@ fn string_fields_keep_scalars_as_written() {
     // YAML 1.1 reads `on` as true and `1.10` as 1.1: an id is the text the user wrote.
     let text = "\
 fleet:
-  name: 007
+  name: &n 007
 model_list:
   - model_name: 1.10
     params:
       model: mock/1.10
 gateway_settings:
   teams:
-    - team_id: on
-      models: [1.10]
-    - team_id: off
+    - team_id: on # a comment
+      models: [ 1.10 ]
+    - team_id: &t off
+    - team_id: !!int \"7\"
+    - team_id: *n
 ";
     let c = match load(text, &[]) {
         Ok(c) => c,
@@ -308,8 +310,13 @@ gateway_settings:
     };
     assert_eq!(c.fleet.name, "007");
     assert_eq!(c.models[0].alias, "1.10");
-    assert_eq!(c.models[0].upstream_model, "1.10");
     let teams: Vec<&str> = c.gateway.teams.iter().map(|t| t.team_id.as_str()).collect();
-    assert_eq!(teams, ["on", "off"]);
+    assert_eq!(teams, ["on", "off", "7", "007"]);
     assert_eq!(c.gateway.teams[0].models, ["1.10"]);
+    // A value of the wrong kind is quoted as written.
+    assert!(
+        errors("server:\n  port: on\n").iter().any(|e| e.contains("`on`")),
+        "{:?}",
+        errors("server:\n  port: on\n")
+    );
 }

@@ -28,7 +28,9 @@ impl Node {
     fn fill_raw(&mut self, text: &str) {
         match &mut self.value {
             Value::Bool(_) | Value::Int(_) | Value::Float(_) => {
-                self.raw = self.span.and_then(|(at, len)| text.get(at..at + len)).map(|t| t.trim().to_string());
+                // A tagged quoted or block scalar (`!!int "7"`) spans its quotes or indicator: not text as written.
+                let raw = self.span.and_then(|(at, len)| text.get(at..at + len)).map(str::trim);
+                self.raw = raw.filter(|t| !t.starts_with(['"', '\'', '|', '>'])).map(str::to_string);
             }
             Value::Seq(items) => items.iter_mut().for_each(|n| n.fill_raw(text)),
             Value::Map(entries) => entries.iter_mut().for_each(|(k, v)| {

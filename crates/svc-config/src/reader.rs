@@ -221,6 +221,9 @@ fn show(path: &str) -> &str {
 
 /// A short rendering of a scalar for messages.
 pub(crate) fn describe(node: &Node) -> String {
+    if let Some(raw) = &node.raw {
+        return format!("`{raw}`");
+    }
     match &node.value {
         Value::Str(s) => format!("`{s}`"),
         Value::Int(i) => format!("`{i}`"),
