@@ -21,13 +21,38 @@ use tokio_util::task::TaskTracker;
 
 const MAX_BATCH: usize = 512;
 const QUEUE: usize = 8192;
-/// Records kept for another attempt while the store cannot be written; beyond this the oldest are dropped
-/// (about 25 MiB of records).
-const MAX_UNSAVED: usize = 100_000;
-/// Attempts to write kept records once the gateway is shutting down.
-const SHUTDOWN_ATTEMPTS: u32 = 5;
+/// Kept records are written again in chunks of this many, oldest first.
+const KEPT_CHUNK: usize = 4096;
+/// Once the gateway shuts down, kept records get this long (plus the attempt under way) before they are given up.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 type Job = (SpendRecord, oneshot::Sender<bool>);
+
+/// What the writer does with records the store refused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeepPolicy {
+    /// The first wait before writing them again; each failed attempt doubles it.
+    pub first_delay: Duration,
+    /// The longest wait.
+    pub max_delay: Duration,
+    /// Records kept at most; beyond this the oldest are dropped (100,000 records: about 25 MiB).
+    pub max_kept: usize,
+}
+
+impl KeepPolicy {
+    const DEFAULT: KeepPolicy =
+        KeepPolicy { first_delay: Duration::from_millis(100), max_delay: Duration::from_secs(30), max_kept: 100_000 };
+}
+
+/// Exponential waits from `first` doubling up to `max`, without end.
+fn delays(first: Duration, max: Duration) -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(first)
+        .with_max_delay(max)
+        .with_factor(2.0)
+        .with_max_times(usize::MAX)
+        .build()
+}
 
 /// Handle to the spend writer task.
 #[derive(Clone, Debug)]
@@ -38,12 +63,16 @@ pub struct SpendWriter {
 impl SpendWriter {
     /// Starts the writer on `tasks`; it ends when every handle is dropped and the queue is drained.
     ///
-    /// A batch the store refuses (disk full, database down) is not forgotten: its records are kept and written
-    /// again with the next batch, or after a backoff (100 ms doubling to 30 s) when no batch comes, until the
-    /// store takes them. Their requests are answered at once all the same.
+    /// A batch the store refuses (disk full, database down) is not forgotten: its requests are answered at once
+    /// all the same, and its records are kept and written again, oldest first, after a backoff (100 ms doubling
+    /// to 30 s), or as soon as a new batch gets through, until the store takes them.
     pub fn start(store: Store, tasks: &TaskTracker) -> SpendWriter {
+        Self::start_with(store, tasks, KeepPolicy::DEFAULT)
+    }
+
+    pub(crate) fn start_with(store: Store, tasks: &TaskTracker, policy: KeepPolicy) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        tasks.spawn(write_loop(store, rx));
+        tasks.spawn(write_loop(store, rx, policy));
         SpendWriter { tx }
     }
 
@@ -59,78 +88,102 @@ impl SpendWriter {
     }
 }
 
-/// The writer task: group commit, and the records of failed batches kept until the store takes them.
-async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>) {
+/// The writer task: group commit of new records, and the records of refused batches kept until the store
+/// takes them. New records are always written on their own, so a backlog never slows a request down.
+async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-    let mut unsaved: Vec<SpendRecord> = Vec::new();
-    let mut delays = retry_delays();
-    let mut closed = false;
-    let mut attempts_at_shutdown = 0;
-    while !closed || !unsaved.is_empty() {
-        if unsaved.is_empty() {
-            closed = rx.recv_many(&mut batch, MAX_BATCH).await == 0;
+    let mut kept = Kept { records: Vec::new(), max: policy.max_kept };
+    let mut waits = delays(policy.first_delay, policy.max_delay);
+    let mut retry_at = Instant::now();
+    let mut give_up_at: Option<Instant> = None;
+    loop {
+        if kept.records.is_empty() {
+            if give_up_at.is_some() || rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                return;
+            }
         } else {
-            // Records are waiting for another attempt: new records, or the next delay, whichever comes first.
-            let delay = delays.next().unwrap_or(Duration::from_secs(30));
             tokio::select! {
-                n = rx.recv_many(&mut batch, MAX_BATCH), if !closed => closed = n == 0,
-                () = tokio::time::sleep(delay) => {}
-            }
-        }
-        if batch.is_empty() && unsaved.is_empty() {
-            continue;
-        }
-        let fresh = batch.len();
-        let mut records = std::mem::take(&mut unsaved);
-        records.extend(batch.iter().map(|(r, _)| r.clone()));
-        let ok = match store.insert_spend_batch(&records).await {
-            Ok(()) => {
-                if records.len() > fresh {
-                    tracing::info!(
-                        records = records.len() - fresh,
-                        "spend records kept after a failed write are now written"
-                    );
-                    delays = retry_delays();
-                }
-                true
-            }
-            Err(e) => {
-                tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
-                if records.len() > MAX_UNSAVED {
-                    let lost = records.len() - MAX_UNSAVED;
-                    tracing::error!(records = lost, "spend records dropped: too many are waiting for the store");
-                    records.drain(..lost);
-                }
-                unsaved = records;
-                if closed {
-                    // Shutting down and the store still refuses: a few more attempts (about 3 s), then give up,
-                    // loudly.
-                    attempts_at_shutdown += 1;
-                    if attempts_at_shutdown >= SHUTDOWN_ATTEMPTS {
-                        tracing::error!(
-                            records = unsaved.len(),
-                            "spend records lost at shutdown: the store refused them"
-                        );
-                        unsaved.clear();
+                n = rx.recv_many(&mut batch, MAX_BATCH), if give_up_at.is_none() => {
+                    if n == 0 {
+                        // Shutting down: the kept records get a short last chance.
+                        give_up_at = Some(Instant::now() + SHUTDOWN_GRACE);
+                        waits = delays(Duration::from_millis(100), Duration::from_secs(1));
+                        retry_at = Instant::now();
                     }
                 }
-                false
+                () = tokio::time::sleep_until(retry_at.into()) => {}
             }
-        };
-        for (_, done) in batch.drain(..) {
-            let _ = done.send(ok);
+        }
+        if !batch.is_empty() {
+            let records: Vec<SpendRecord> = batch.iter().map(|(r, _)| r.clone()).collect();
+            let ok = match store.insert_spend_batch(&records).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
+                    if kept.records.is_empty() {
+                        retry_at = Instant::now() + waits.next().unwrap_or(policy.max_delay);
+                    }
+                    kept.add(records);
+                    false
+                }
+            };
+            for (_, done) in batch.drain(..) {
+                let _ = done.send(ok);
+            }
+            if ok && !kept.records.is_empty() {
+                // The store takes writes again: no need to wait for the timer.
+                retry_at = Instant::now();
+            }
+        }
+        if !kept.records.is_empty() && Instant::now() >= retry_at {
+            match kept.write(&store).await {
+                Ok(n) => {
+                    tracing::info!(records = n, "spend records kept after a failed write are now written");
+                    waits = delays(policy.first_delay, policy.max_delay);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, records = kept.records.len(), "kept spend records still cannot be written");
+                    retry_at = Instant::now() + waits.next().unwrap_or(policy.max_delay);
+                    if give_up_at.is_some_and(|at| Instant::now() >= at) {
+                        tracing::error!(
+                            records = kept.records.len(),
+                            "spend records lost at shutdown: the store refused them"
+                        );
+                        kept.records.clear();
+                    }
+                }
+            }
         }
     }
 }
 
-/// The waits between attempts to write kept records.
-fn retry_delays() -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(30))
-        .with_factor(2.0)
-        .with_max_times(usize::MAX)
-        .build()
+/// Records the store refused, oldest first.
+struct Kept {
+    records: Vec<SpendRecord>,
+    max: usize,
+}
+
+impl Kept {
+    fn add(&mut self, records: Vec<SpendRecord>) {
+        self.records.extend(records);
+        if self.records.len() > self.max {
+            let lost = self.records.len() - self.max;
+            tracing::error!(records = lost, "spend records dropped: too many are waiting for the store");
+            self.records.drain(..lost);
+        }
+    }
+
+    /// Writes the kept records in chunks, oldest first; returns how many were written, or the first error
+    /// (the chunks written before it are no longer kept).
+    async fn write(&mut self, store: &Store) -> Result<usize, svc_store::StoreError> {
+        let total = self.records.len();
+        while !self.records.is_empty() {
+            let n = self.records.len().min(KEPT_CHUNK);
+            store.insert_spend_batch(&self.records[..n]).await?;
+            self.records.drain(..n);
+        }
+        Ok(total)
+    }
 }
 
 /// Everything needed to settle one call, held from routing until settlement.
@@ -177,7 +230,7 @@ impl Settle {
             latency_ms: self.started.elapsed().as_millis() as i64,
         };
         if !self.state.spend.record(record).await {
-            tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted");
+            tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");
         }
         drop(self.ticket);
         drop(self.in_flight);
@@ -218,48 +271,123 @@ mod tests {
         ids
     }
 
-    /// A store that refuses writes for a while (a trigger stands in for a full disk): the records of the
-    /// refused batches are written once it takes them again, with or without new traffic.
-    #[tokio::test]
-    async fn refused_records_are_written_once_the_store_takes_them() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let url = format!("sqlite://{}", dir.path().join("svc.db").display());
-        let store = Store::connect(&url).await?;
-        let mut side = sqlx::SqliteConnection::connect(&url).await?;
-        let fail =
-            "CREATE TRIGGER full BEFORE INSERT ON spend_log BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END";
-        sqlx::query(fail).execute(&mut side).await?;
-        let tasks = TaskTracker::new();
-        let writer = SpendWriter::start(store.clone(), &tasks);
+    /// A store on a temporary file, and a side connection that makes it refuse spend records (a trigger stands
+    /// in for a full disk) and take them again.
+    struct Harness {
+        store: Store,
+        side: sqlx::SqliteConnection,
+        _dir: tempfile::TempDir,
+    }
 
+    impl Harness {
+        async fn new() -> anyhow::Result<Harness> {
+            let dir = tempfile::tempdir()?;
+            let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+            let store = Store::connect(&url).await?;
+            let side = sqlx::SqliteConnection::connect(&url).await?;
+            Ok(Harness { store, side, _dir: dir })
+        }
+
+        async fn refuse(&mut self, refuse: bool) -> anyhow::Result<()> {
+            let sql = if refuse {
+                "CREATE TRIGGER full BEFORE INSERT ON spend_log BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            } else {
+                "DROP TRIGGER full"
+            };
+            sqlx::query(sql).execute(&mut self.side).await?;
+            Ok(())
+        }
+
+        /// Waits (at most `within`) until the store holds exactly `ids`.
+        async fn holds(&self, ids: &[&str], within: Duration) -> Vec<String> {
+            let deadline = Instant::now() + within;
+            loop {
+                let now = written(&self.store).await;
+                if now == ids || Instant::now() >= deadline {
+                    return now;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    fn policy(first_delay: Duration, max_kept: usize) -> KeepPolicy {
+        KeepPolicy { first_delay, max_delay: first_delay * 4, max_kept }
+    }
+
+    #[tokio::test]
+    async fn refused_records_are_written_by_the_backoff_when_no_request_comes() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        h.refuse(true).await?;
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_millis(20), 100));
         assert!(!writer.record(record("a")).await);
         assert!(!writer.record(record("b")).await);
-        assert!(written(&store).await.is_empty());
+        assert!(written(&h.store).await.is_empty());
+        // Still refused for a few retries, then the store takes writes again; no new request comes.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        h.refuse(false).await?;
+        assert_eq!(h.holds(&["a", "b"], Duration::from_secs(5)).await, ["a", "b"]);
+        Ok(())
+    }
 
-        // The store recovers; no new request comes: the backoff brings the kept records in.
-        sqlx::query("DROP TRIGGER full").execute(&mut side).await?;
-        for _ in 0..100 {
-            if written(&store).await.len() == 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(written(&store).await, ["a", "b"]);
-
-        // Refused again; this time the next request's batch carries the kept record along.
-        sqlx::query(fail).execute(&mut side).await?;
+    #[tokio::test]
+    async fn a_batch_that_gets_through_brings_the_kept_records_in() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        // The backoff alone would wait a minute: only the successful batch can bring `c` in quickly.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 100));
+        h.refuse(true).await?;
         assert!(!writer.record(record("c")).await);
-        sqlx::query("DROP TRIGGER full").execute(&mut side).await?;
+        h.refuse(false).await?;
         assert!(writer.record(record("d")).await);
-        assert_eq!(written(&store).await, ["a", "b", "c", "d"]);
+        assert_eq!(h.holds(&["c", "d"], Duration::from_secs(5)).await, ["c", "d"]);
+        Ok(())
+    }
 
-        // Shutting down while the store refuses ends after a few attempts instead of hanging.
-        sqlx::query(fail).execute(&mut side).await?;
+    #[tokio::test]
+    async fn kept_records_are_capped_oldest_first() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 2));
+        h.refuse(true).await?;
+        for id in ["r1", "r2", "r3"] {
+            assert!(!writer.record(record(id)).await);
+        }
+        h.refuse(false).await?;
+        assert!(writer.record(record("r4")).await);
+        assert_eq!(h.holds(&["r2", "r3", "r4"], Duration::from_secs(5)).await, ["r2", "r3", "r4"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn shutdown_gives_kept_records_a_short_last_chance() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        // A minute of backoff must not hold the shutdown up.
+        let slow = policy(Duration::from_secs(60), 100);
+
+        // The store recovers as the gateway stops: the kept record is written.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
+        h.refuse(true).await?;
         assert!(!writer.record(record("e")).await);
+        h.refuse(false).await?;
         drop(writer);
         tasks.close();
-        assert!(tokio::time::timeout(Duration::from_secs(15), tasks.wait()).await.is_ok());
-        assert_eq!(written(&store).await, ["a", "b", "c", "d"]);
+        assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
+        assert_eq!(written(&h.store).await, ["e"]);
+
+        // It does not: the writer gives up after the grace period instead of hanging.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
+        h.refuse(true).await?;
+        assert!(!writer.record(record("f")).await);
+        drop(writer);
+        tasks.close();
+        let started = Instant::now();
+        assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
+        assert!(started.elapsed() >= SHUTDOWN_GRACE);
+        assert_eq!(written(&h.store).await, ["e"]);
         Ok(())
     }
 }
