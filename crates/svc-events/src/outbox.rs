@@ -142,6 +142,13 @@ pub enum EmitError<E: std::error::Error + 'static> {
     Store(#[source] E),
 }
 
+/// A store failure may pass (a full disk freed, a database back); an invalid event never does.
+impl<E: std::error::Error + 'static> crate::Transient for EmitError<E> {
+    fn is_transient(&self) -> bool {
+        matches!(self, EmitError::Store(_))
+    }
+}
+
 /// Builds the envelope of `kind` with `data` from `source` and stores it for every destination of `deliverer`
 /// that takes the kind. Returns the envelope and its outbox id. Call [`OutboxWorker::wake`] (or
 /// [`worker::Waker::wake`]) afterwards for prompt delivery; otherwise the worker finds it on its next poll.

@@ -4,8 +4,12 @@
 use crate::events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
 use std::future::Future;
+use std::time::Duration;
 use svc_config::FleetConfig;
-use svc_events::{Emitter, EventKind, NewOutboxEvent, OutboxItem, OutboxStore, PushOverrides, Source};
+use svc_events::{
+    EmitError, Emitter, EventKind, NewOutboxEvent, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source,
+    Transient,
+};
 use svc_store::{NewEvent, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
@@ -123,7 +127,8 @@ impl OutboxStore for StoreOutbox {
     }
 }
 
-/// Gateway events into the outbox: one store write each, in a tracked task (never on the request path).
+/// Gateway events into the outbox: one store write each, in a tracked task (never on the request path). An event
+/// the store refuses (disk full, database down) is tried again with backoff, until the gateway shuts down.
 pub struct OutboxSink {
     /// Stores and wakes the worker.
     pub emitter: Emitter<StoreOutbox>,
@@ -131,6 +136,30 @@ pub struct OutboxSink {
     pub fleet: FleetConfig,
     /// Tasks shutdown waits for.
     pub tasks: TaskTracker,
+    /// Waits between attempts to store an event the store refused.
+    pub retry: RetryPolicy,
+    /// Attempts after the first.
+    pub retries: u32,
+}
+
+impl OutboxSink {
+    /// Retries 200 ms doubling to 5 s, 12 of them: about 45 s of a store refusing writes.
+    pub fn new(emitter: Emitter<StoreOutbox>, fleet: FleetConfig, tasks: TaskTracker) -> OutboxSink {
+        let retry = RetryPolicy::WEBHOOK.with_delays(Duration::from_millis(200), Duration::from_secs(5));
+        OutboxSink { emitter, fleet, tasks, retry, retries: 12 }
+    }
+}
+
+/// A failed attempt to store an event, and whether the gateway was shutting down (then it is the last one).
+struct EmitFailure {
+    error: EmitError<StoreError>,
+    shutting_down: bool,
+}
+
+impl Transient for EmitFailure {
+    fn is_transient(&self) -> bool {
+        !self.shutting_down && self.error.is_transient()
+    }
 }
 
 impl EventSink for OutboxSink {
@@ -141,10 +170,78 @@ impl EventSink for OutboxSink {
         };
         let emitter = self.emitter.clone();
         let source = Source::from_config(&self.fleet, Some(&event.agent), "gateway");
+        let (retry, retries) = (self.retry, self.retries);
+        let tasks = self.tasks.clone();
         self.tasks.spawn(async move {
-            if let Err(e) = emitter.emit(&source, kind, event.data, &PushOverrides::default()).await {
-                tracing::error!(error = %e, kind = event.kind, "event could not be stored in the outbox");
+            let attempt = || async {
+                emitter
+                    .emit(&source, kind, event.data.clone(), &PushOverrides::default())
+                    .await
+                    .map_err(|error| EmitFailure { error, shutting_down: tasks.is_closed() })
+            };
+            let on_retry = |f: &EmitFailure, wait: Duration| {
+                tracing::warn!(error = %f.error, kind = event.kind, ?wait, "event could not be stored in the outbox; trying again");
+            };
+            if let Err(f) = retry.run(retries, attempt, on_retry).await {
+                tracing::error!(error = %f.error, kind = event.kind, "event could not be stored in the outbox");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection as _;
+    use std::sync::Arc;
+    use svc_events::{Deliverer, OutboxWorker, WorkerOptions};
+
+    async fn stored_kinds(side: &mut sqlx::SqliteConnection) -> anyhow::Result<Vec<String>> {
+        Ok(sqlx::query_scalar("SELECT kind FROM outbox ORDER BY id").fetch_all(side).await?)
+    }
+
+    /// An event the gateway emits while the store refuses writes (a trigger stands in for a full disk) is
+    /// stored once the store takes writes again; an event emitted during shutdown is not retried.
+    #[tokio::test]
+    async fn a_refused_event_is_stored_once_the_store_takes_writes_again() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+        let store = Store::connect(&url).await?;
+        let mut side = sqlx::SqliteConnection::connect(&url).await?;
+        let refuse =
+            "CREATE TRIGGER full BEFORE INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END";
+        sqlx::query(refuse).execute(&mut side).await?;
+
+        let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
+        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let tasks = TaskTracker::new();
+        let mut sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
+        sink.retry = sink.retry.with_delays(Duration::from_millis(20), Duration::from_millis(50));
+        let event = |model: &str| GatewayEvent {
+            kind: "model.degraded",
+            agent: "gateway".into(),
+            data: serde_json::json!({ "model": model }),
+        };
+
+        sink.emit(event("m1"));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(stored_kinds(&mut side).await?.is_empty());
+        sqlx::query("DROP TRIGGER full").execute(&mut side).await?;
+        for _ in 0..100 {
+            if !stored_kinds(&mut side).await?.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(stored_kinds(&mut side).await?, ["model.degraded"]);
+
+        // During shutdown the attempt under way is the last: the task ends instead of retrying.
+        sqlx::query(refuse).execute(&mut side).await?;
+        sink.retries = 1_000;
+        tasks.close();
+        sink.emit(event("m2"));
+        assert!(tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await.is_ok());
+        assert_eq!(stored_kinds(&mut side).await?, ["model.degraded"]);
+        Ok(())
     }
 }

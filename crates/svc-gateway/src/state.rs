@@ -114,9 +114,8 @@ impl AppState {
         let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
         let outbox = worker.emitter();
         worker.spawn(&tasks, shutdown.clone());
-        let events = events.unwrap_or_else(|| {
-            Arc::new(OutboxSink { emitter: outbox.clone(), fleet: config.fleet.clone(), tasks: tasks.clone() })
-        });
+        let events =
+            events.unwrap_or_else(|| Arc::new(OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone())));
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock).await?);
         let state = AppState(Arc::new(Inner {
             in_flight: Arc::new(Semaphore::new(config.server.max_in_flight)),
