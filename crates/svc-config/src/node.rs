@@ -24,6 +24,21 @@ impl Node {
         Node { value, line, col, raw: None, span: None }
     }
 
+    /// A scalar as text: a string itself, a boolean or number as written (`team_id: on` is the team "on", not
+    /// "true"); `None` for null, lists and mappings.
+    pub fn scalar_text(&self) -> Option<String> {
+        if let Some(raw) = &self.raw {
+            return Some(raw.clone());
+        }
+        match &self.value {
+            Value::Str(s) => Some(s.clone()),
+            Value::Int(i) => Some(i.to_string()),
+            Value::Float(x) => Some(x.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::Null | Value::Seq(_) | Value::Map(_) => None,
+        }
+    }
+
     /// Fills `raw` of every boolean and number in the tree from the source text.
     fn fill_raw(&mut self, text: &str) {
         match &mut self.value {

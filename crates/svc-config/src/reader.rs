@@ -78,16 +78,11 @@ impl<'a> Reader<'a> {
     }
 
     pub fn string_node(&mut self, node: &Node, path: &str) -> Option<String> {
-        let text = match (&node.value, &node.raw) {
-            (Value::Str(s), _) => s.clone(),
-            // `team_id: on` is the team "on", not "true".
-            (Value::Int(_) | Value::Float(_) | Value::Bool(_), Some(raw)) => raw.clone(),
-            (Value::Int(i), None) => i.to_string(),
-            (Value::Float(x), None) => x.to_string(),
-            (Value::Bool(b), None) => b.to_string(),
-            (Value::Null, _) => return None,
-            (other, _) => {
-                self.error(node, format!("{path}: expected a string, found {}", other.kind()));
+        let text = match node.scalar_text() {
+            Some(text) => text,
+            None if matches!(node.value, Value::Null) => return None,
+            None => {
+                self.error(node, format!("{path}: expected a string, found {}", node.value.kind()));
                 return None;
             }
         };
@@ -221,15 +216,9 @@ fn show(path: &str) -> &str {
 
 /// A short rendering of a scalar for messages.
 pub(crate) fn describe(node: &Node) -> String {
-    if let Some(raw) = &node.raw {
-        return format!("`{raw}`");
-    }
-    match &node.value {
-        Value::Str(s) => format!("`{s}`"),
-        Value::Int(i) => format!("`{i}`"),
-        Value::Float(x) => format!("`{x}`"),
-        Value::Bool(b) => format!("`{b}`"),
-        other => other.kind().to_string(),
+    match node.scalar_text() {
+        Some(text) => format!("`{text}`"),
+        None => node.value.kind().to_string(),
     }
 }
 
