@@ -3,7 +3,7 @@
 //! The policy decides how long to wait; the error decides whether to retry at all ([`Transient`]) and may ask
 //! for a specific wait (`Retry-After`). This module does not know HTTP; the sinks classify their own errors.
 
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::{BackoffBuilder as _, ExponentialBuilder, Retryable as _};
 use std::future::Future;
 use std::time::Duration;
 
@@ -64,6 +64,12 @@ impl RetryPolicy {
     /// The same policy with other bounds (tests, command-line front ends).
     pub fn with_delays(self, min_delay: Duration, max_delay: Duration) -> RetryPolicy {
         RetryPolicy { min_delay, max_delay, ..self }
+    }
+
+    /// The waits of this policy one after another, without end: for a loop that decides by itself when to try
+    /// again (the gateway's spend writer).
+    pub fn delays(&self) -> impl Iterator<Item = Duration> {
+        self.backoff(u32::MAX).build()
     }
 
     fn backoff(&self, retries: u32) -> ExponentialBuilder {

@@ -143,9 +143,15 @@ pub struct OutboxSink {
 }
 
 impl OutboxSink {
-    /// Retries 200 ms doubling to 5 s, 12 of them: about 45 s of a store refusing writes.
+    /// Retries 200 ms doubling to 5 s, 12 of them, no jitter: about 40 s of a store refusing writes.
     pub fn new(emitter: Emitter<StoreOutbox>, fleet: FleetConfig, tasks: TaskTracker) -> OutboxSink {
-        let retry = RetryPolicy::WEBHOOK.with_delays(Duration::from_millis(200), Duration::from_secs(5));
+        let retry = RetryPolicy {
+            min_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+            factor: 2.0,
+            max_retry_after: Duration::from_secs(5),
+            jitter: false,
+        };
         OutboxSink { emitter, fleet, tasks, retry, retries: 12 }
     }
 }

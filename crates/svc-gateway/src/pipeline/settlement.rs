@@ -11,10 +11,10 @@ use crate::budgets::Reservation;
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::routing::{InFlight, Route};
 use crate::state::AppState;
-use backon::{BackoffBuilder as _, ExponentialBuilder};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Money, Usage};
+use svc_events::RetryPolicy;
 use svc_store::{SpendRecord, Store};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
@@ -31,27 +31,24 @@ type Job = (SpendRecord, oneshot::Sender<bool>);
 /// What the writer does with records the store refused.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeepPolicy {
-    /// The first wait before writing them again; each failed attempt doubles it.
-    pub first_delay: Duration,
-    /// The longest wait.
-    pub max_delay: Duration,
+    /// The waits before writing them again.
+    pub retry: RetryPolicy,
     /// Records kept at most; beyond this the oldest are dropped (100,000 records: about 25 MiB).
     pub max_kept: usize,
 }
 
 impl KeepPolicy {
-    const DEFAULT: KeepPolicy =
-        KeepPolicy { first_delay: Duration::from_millis(100), max_delay: Duration::from_secs(30), max_kept: 100_000 };
-}
-
-/// Exponential waits from `first` doubling up to `max`, without end.
-fn delays(first: Duration, max: Duration) -> impl Iterator<Item = Duration> {
-    ExponentialBuilder::default()
-        .with_min_delay(first)
-        .with_max_delay(max)
-        .with_factor(2.0)
-        .with_max_times(usize::MAX)
-        .build()
+    /// 100 ms doubling to 30 s, no jitter (one writer: nothing to spread out).
+    const DEFAULT: KeepPolicy = KeepPolicy {
+        retry: RetryPolicy {
+            min_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(30),
+            factor: 2.0,
+            max_retry_after: Duration::from_secs(30),
+            jitter: false,
+        },
+        max_kept: 100_000,
+    };
 }
 
 /// Handle to the spend writer task.
@@ -93,7 +90,7 @@ impl SpendWriter {
 async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     let mut kept = Kept { records: Vec::new(), max: policy.max_kept };
-    let mut waits = delays(policy.first_delay, policy.max_delay);
+    let mut waits = policy.retry.delays();
     let mut retry_at = Instant::now();
     let mut give_up_at: Option<Instant> = None;
     loop {
@@ -107,7 +104,7 @@ async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>, policy: KeepPolic
                     if n == 0 {
                         // Shutting down: the kept records get a short last chance.
                         give_up_at = Some(Instant::now() + SHUTDOWN_GRACE);
-                        waits = delays(Duration::from_millis(100), Duration::from_secs(1));
+                        waits = policy.retry.with_delays(Duration::from_millis(100), Duration::from_secs(1)).delays();
                         retry_at = Instant::now();
                     }
                 }
@@ -115,19 +112,19 @@ async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>, policy: KeepPolic
             }
         }
         if !batch.is_empty() {
-            let records: Vec<SpendRecord> = batch.iter().map(|(r, _)| r.clone()).collect();
+            let (records, done): (Vec<SpendRecord>, Vec<_>) = batch.drain(..).unzip();
             let ok = match store.insert_spend_batch(&records).await {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
                     if kept.records.is_empty() {
-                        retry_at = Instant::now() + waits.next().unwrap_or(policy.max_delay);
+                        retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
                     }
                     kept.add(records);
                     false
                 }
             };
-            for (_, done) in batch.drain(..) {
+            for done in done {
                 let _ = done.send(ok);
             }
             if ok && !kept.records.is_empty() {
@@ -139,11 +136,11 @@ async fn write_loop(store: Store, mut rx: mpsc::Receiver<Job>, policy: KeepPolic
             match kept.write(&store).await {
                 Ok(n) => {
                     tracing::info!(records = n, "spend records kept after a failed write are now written");
-                    waits = delays(policy.first_delay, policy.max_delay);
+                    waits = policy.retry.delays();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, records = kept.records.len(), "kept spend records still cannot be written");
-                    retry_at = Instant::now() + waits.next().unwrap_or(policy.max_delay);
+                    retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
                     if give_up_at.is_some_and(|at| Instant::now() >= at) {
                         tracing::error!(
                             records = kept.records.len(),
@@ -312,7 +309,7 @@ mod tests {
     }
 
     fn policy(first_delay: Duration, max_kept: usize) -> KeepPolicy {
-        KeepPolicy { first_delay, max_delay: first_delay * 4, max_kept }
+        KeepPolicy { retry: KeepPolicy::DEFAULT.retry.with_delays(first_delay, first_delay * 4), max_kept }
     }
 
     #[tokio::test]
