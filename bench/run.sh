@@ -25,6 +25,9 @@
 # cpuidle-haltpoll driver; needs root), restored afterwards. Idle cores then poll for that long before they
 # halt, so waking one (which the path through the gateway does at every hop between the cores) is cheap.
 # Unset: the machine's own setting, which machine.txt records either way.
+# BENCH_BASELINE_SVC=/path/to/svc: also start a second gateway from that binary (an older build, say), placed
+# and configured exactly like the first, and measure it in the same run, interleaved, as `base-off` and
+# `base-on`: old and new side by side.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -158,11 +161,27 @@ echo "upstream http://$UP_ADDR (pid $UP_PID, core 1); gateway http://$GW_ADDR (p
 
 new_key() {
     curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" -H 'Content-Type: application/json' \
-        -d "$1" "http://$GW_ADDR/key/generate" | grep -o '"key":"[^"]*"' | head -1 | cut -d'"' -f4
+        -d "$2" "http://$1/key/generate" | grep -o '"key":"[^"]*"' | head -1 | cut -d'"' -f4
 }
-KEY_OFF=$(new_key '{"team_id":"bench-off","key_alias":"bench-off"}')
-KEY_ON=$(new_key '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
+KEY_OFF=$(new_key "$GW_ADDR" '{"team_id":"bench-off","key_alias":"bench-off"}')
+KEY_ON=$(new_key "$GW_ADDR" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
 [[ $KEY_OFF == sk-* && $KEY_ON == sk-* ]] || { echo "bench/run.sh: could not create the keys" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
+
+# The baseline gateway (BENCH_BASELINE_SVC): the same placement and configuration, its own store.
+BASE_PID=""
+if [[ -n ${BENCH_BASELINE_SVC:-} ]]; then
+    [[ -x $BENCH_BASELINE_SVC ]] || { echo "bench/run.sh: BENCH_BASELINE_SVC=$BENCH_BASELINE_SVC is not executable" >&2; exit 1; }
+    sed "s|sqlite://$WORK/svc.db|sqlite://$WORK/base.db|" "$WORK/svc.yaml" >"$WORK/base.yaml"
+    SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BENCH_BASELINE_SVC" serve --config "$WORK/base.yaml" \
+        >/dev/null 2>"$WORK/base.log" &
+    BASE_PID=$!
+    PIDS+=("$BASE_PID")
+    BASE_ADDR=$(wait_listening "$WORK/base.log" "$BASE_PID")
+    BASE_OFF=$(new_key "$BASE_ADDR" '{"team_id":"bench-off","key_alias":"bench-off"}')
+    BASE_ON=$(new_key "$BASE_ADDR" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
+    [[ $BASE_OFF == sk-* && $BASE_ON == sk-* ]] || { echo "bench/run.sh: could not create the baseline's keys" >&2; cat "$WORK/base.log" >&2; exit 1; }
+    echo "baseline gateway http://$BASE_ADDR (pid $BASE_PID, core 0): $BENCH_BASELINE_SVC" | tee -a "$OUT/machine.txt"
+fi
 
 # One svc-bench measurement on core 1, bounded in time; its JSON line goes to results.jsonl.
 bench() {
@@ -172,7 +191,7 @@ bench() {
     if ! SVC_BENCH_KEY=$key timeout 300 taskset -c 1 "$BIN/svc-bench" run --label "$label" --url "$url" \
         --measure "$measure" "${stream[@]}" --duration "$DURATION" --open-duration "$OPEN_DURATION" \
         --rate "$RATE" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --watch-pid "$pid" \
-        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" >"$WORK/run.out"; then
+        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" ${BASE_PID:+--also-pid "$BASE_PID"} >"$WORK/run.out"; then
         echo "bench/run.sh: svc-bench failed for $label $measure $mode" >&2
     fi
     cat "$WORK/run.out" >>"$OUT/log.txt"
@@ -193,10 +212,17 @@ for measure in latency open peak; do
         fi
         bench gw-off "$GATEWAY" "$KEY_OFF" "$GW_PID" "$measure" "$mode"
         bench gw-on "$GATEWAY" "$KEY_ON" "$GW_PID" "$measure" "$mode"
+        if [[ -n $BASE_PID ]]; then
+            bench base-off "http://$BASE_ADDR/v1/chat/completions" "$BASE_OFF" "$BASE_PID" "$measure" "$mode"
+            bench base-on "http://$BASE_ADDR/v1/chat/completions" "$BASE_ON" "$BASE_PID" "$measure" "$mode"
+        fi
     done
 done
 
 RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$GW_PID/status")
+if [[ -n $BASE_PID ]]; then
+    echo "baseline gateway peak RSS (VmHWM): $(awk '/^VmHWM:/ {print $2}' "/proc/$BASE_PID/status") KiB" | tee -a "$OUT/machine.txt"
+fi
 SPEND_ROWS=$(curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" "http://$GW_ADDR/team/info?team_id=bench-on" | head -c 600 || true)
 {
     echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, with all set-up, on a fresh machine (this is what .ci/run runs):
-#   1. installs what it needs (rustfmt/clippy components, the Python packages of tests/python),
+#   1. installs what it needs (rustfmt/clippy components; the Python packages of tests/python into a virtual
+#      environment of its own, target/venv, never into the system's Python),
 #   2. checks that PostgreSQL answers on 127.0.0.1:5432 (the fleet-store tests use it; starts it if it can),
 #   3. cargo fmt --check, cargo clippy -D warnings,
 #   4. every Rust test (unit, integration against the real binaries, both store backends),
-#   5. the official `openai` Python SDK against the real gateway.
+#   5. every fuzz target of fuzz/ for about a minute in all (scripts/fuzz.sh: installs cargo-fuzz under
+#      target/tools, builds the targets once into target/fuzz, fails on any crash or hang),
+#   6. the official `openai` Python SDK against the real gateway.
 # Anything missing is an error, never a silent skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +17,10 @@ die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
 
 command -v cargo >/dev/null || die "cargo not found: install Rust with rustup"
 command -v python3 >/dev/null || die "python3 not found: install Python 3.9 or newer"
+# Nothing here reads stdin, which a CI machine may not have (or have closed): give every step an empty one.
+exec </dev/null
+# A one-shot build gains nothing from incremental compilation, which only costs time and gigabytes of disk.
+export CARGO_INCREMENTAL=0
 
 say "toolchain components"
 if command -v rustup >/dev/null; then
@@ -22,9 +29,17 @@ fi
 cargo fmt --version >/dev/null || die "rustfmt missing (rustup component add rustfmt)"
 cargo clippy --version >/dev/null || die "clippy missing (rustup component add clippy)"
 
-say "python packages (tests/python/requirements.txt)"
-python3 -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt \
-  || die "pip could not install tests/python/requirements.txt"
+say "python packages (tests/python/requirements.txt, in target/venv)"
+VENV="$PWD/target/venv"
+# A virtual environment left half-made (no pip) by an earlier failed run is made again.
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+  rm -rf "$VENV"
+  python3 -m venv "$VENV" \
+    || die "python3 cannot create a virtual environment (on Debian or Ubuntu: apt-get install python3-venv)"
+fi
+PYTHON="$VENV/bin/python"
+"$PYTHON" -m pip install --quiet --disable-pip-version-check --no-input -r tests/python/requirements.txt \
+  || die "pip could not install tests/python/requirements.txt into $VENV"
 
 say "PostgreSQL on 127.0.0.1:5432"
 pg_up() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5432), 2).close()' 2>/dev/null; }
@@ -38,6 +53,7 @@ pg_up || die "PostgreSQL is not reachable on 127.0.0.1:5432 (the fleet-store tes
 
 say "format"
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 
 say "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -52,5 +68,8 @@ else
   cargo test --workspace --locked --no-fail-fast
 fi
 
+say "fuzz targets (scripts/fuzz.sh)"
+bash scripts/fuzz.sh
+
 say "openai python SDK against the gateway"
-SVC_BIN="$PWD/target/debug/svc" python3 -m pytest -q tests/python
+SVC_BIN="$PWD/target/debug/svc" "$PYTHON" -m pytest -q tests/python

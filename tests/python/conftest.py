@@ -193,3 +193,81 @@ def orchestrator_key(anthropic_gateway):
     )
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.load(r)["key"]
+
+
+# --- A gateway delivering events to webhooks received here (tests/python/test_webhooks.py) ---
+
+import base64
+import http.server
+
+# One Standard Webhooks secret (`whsec_` + base64 of the key) and one plain secret (its raw bytes are the key).
+WHSEC_SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+PLAIN_SECRET = "plain-s3cret"
+WEBHOOK_CONFIG = """
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://{db}
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params: {{model: mock/gpt-4.1-mini}}
+notifications:
+  webhooks:
+    - {{url: '{receiver}/whsec', events: ['*'], secret: '{whsec}', timeout_seconds: 5, retry: 3}}
+    - {{url: '{receiver}/plain', events: ['task.*'], secret: '{plain}', timeout_seconds: 5, retry: 3}}
+"""
+
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """Records every POST: (path, headers as a dict, exact body bytes); answers 200."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.received = []
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(handler):
+                body = handler.rfile.read(int(handler.headers.get("Content-Length", "0")))
+                with self.lock:
+                    self.received.append((handler.path, dict(handler.headers.items()), body))
+                handler.send_response(200)
+                handler.send_header("Content-Length", "0")
+                handler.end_headers()
+
+            def log_message(handler, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    def wait_for(self, n, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                if len(self.received) >= n:
+                    return list(self.received)
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {n} webhook requests, have {len(self.received)}")
+
+
+@pytest.fixture(scope="session")
+def webhook_gateway():
+    """A gateway with two webhooks pointing at a receiver in this process: {"url", "receiver"}."""
+    receiver = _Receiver()
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{receiver.server_address[1]}"
+    tmp = tempfile.mkdtemp(prefix="svc-webhooks-")
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(
+            WEBHOOK_CONFIG.format(
+                db=os.path.join(tmp, "svc.db"), receiver=base, whsec=WHSEC_SECRET, plain=PLAIN_SECRET
+            )
+        )
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info", SVC_HOOKS_FILE=os.path.join(tmp, "hooks.json"))
+    env.pop("SVC_CONFIG", None)
+    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    yield {"url": m.group(1), "receiver": receiver}
+    _stop(proc)
+    receiver.shutdown()

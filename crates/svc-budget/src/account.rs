@@ -28,6 +28,28 @@ pub struct Account {
     alerted: Vec<u32>,
     /// Whether `budget.exceeded` was announced this period.
     exceeded_announced: bool,
+    /// This node's share of a budget the fleet shares (`None`: one node, the whole budget is here).
+    slice: Option<Slice>,
+    /// Fleet mode: the fleet's spend in this period outside this node's slice, as last learned.
+    others: Money,
+    /// Fleet mode: the period of a slice left behind by a reset, until its lease is ended.
+    ended: Option<Period>,
+}
+
+/// This node's share of a budget its fleet shares: what the store granted it this period (its lease) and
+/// what it spent of that. The store makes sure that the leases of all nodes and the spend of ended leases
+/// never pass the limit together; admission here takes only from the slice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slice {
+    /// Granted to this node in the current period.
+    pub granted: Money,
+    /// Spent by this node under it (settled requests).
+    pub used: Money,
+    /// Of `used`, what is not written to the store yet.
+    pub unwritten: Money,
+    /// The most `unwritten` may reach before a request waits for the store (what the store holds back for the
+    /// node if it dies).
+    pub pending_cap: Money,
 }
 
 /// Why a reservation was refused.
@@ -41,6 +63,8 @@ pub struct Refusal {
     pub reserved: Money,
     /// The refused request's worst-case cost (what did not fit).
     pub requested: Money,
+    /// What was left: `limit - spent - reserved`, at least zero.
+    pub remaining: Money,
     /// When the period resets.
     pub reset: DateTime<Utc>,
     /// Whether this is the first refusal of the period (announce `budget.exceeded`).
@@ -52,8 +76,46 @@ pub struct Refusal {
 pub enum Notice {
     /// Spend crossed this fraction (per-mille) of the limit.
     Alert { threshold_permille: u32, spent: Money, limit: Money, period: Period },
-    /// Spend reached the limit, or a request was refused (`requested`: its worst-case cost).
-    Exceeded { spent: Money, limit: Money, period: Period, requested: Option<Money> },
+    /// Spend reached the limit, or a request was refused (`requested`: its worst-case cost; `remaining`: what
+    /// was left when it was refused).
+    Exceeded { spent: Money, limit: Money, period: Period, requested: Option<Money>, remaining: Option<Money> },
+}
+
+/// Which notice, without its figures: what the store records once per budget and period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoticeKind {
+    /// `budget.alert` at this threshold (per-mille of the limit).
+    Alert(u32),
+    /// `budget.exceeded`.
+    Exceeded,
+}
+
+impl NoticeKind {
+    /// The stored label: `alert:800`, `exceeded`.
+    pub fn label(self) -> String {
+        match self {
+            NoticeKind::Alert(permille) => format!("alert:{permille}"),
+            NoticeKind::Exceeded => "exceeded".to_string(),
+        }
+    }
+
+    /// Reads a stored label back (`None` for a label this version does not know).
+    pub fn parse(label: &str) -> Option<NoticeKind> {
+        match label {
+            "exceeded" => Some(NoticeKind::Exceeded),
+            _ => label.strip_prefix("alert:")?.parse().ok().map(NoticeKind::Alert),
+        }
+    }
+}
+
+impl Notice {
+    /// Which notice this is.
+    pub fn kind(&self) -> NoticeKind {
+        match self {
+            Notice::Alert { threshold_permille, .. } => NoticeKind::Alert(*threshold_permille),
+            Notice::Exceeded { .. } => NoticeKind::Exceeded,
+        }
+    }
 }
 
 impl Account {
@@ -74,18 +136,120 @@ impl Account {
             reserved: Money::ZERO,
             alerted: Vec::new(),
             exceeded_announced: false,
+            slice: None,
+            others: Money::ZERO,
+            ended: None,
         }
     }
 
+    /// A fleet account: nothing granted yet; the fleet's spend is learned at the first grant.
+    pub fn leased(limit: Money, duration: BudgetDuration, anchor: DateTime<Utc>, now: DateTime<Utc>) -> Account {
+        let mut a = Account::new(limit, duration, anchor, Money::ZERO, now);
+        a.slice = Some(Slice::default());
+        a
+    }
+
+    /// This node's slice (fleet mode).
+    pub fn slice(&self) -> Option<Slice> {
+        self.slice
+    }
+
+    /// Fleet mode: the store granted `amount` more for the period starting at `period_start` and reports
+    /// the period's limit and the fleet's spend outside this node's lease. A grant for a period this account
+    /// has left (it reset meanwhile) is not added; returns whether it was.
+    pub fn granted(&mut self, period_start: DateTime<Utc>, amount: Money, limit: Money, others: Money) -> bool {
+        let Some(slice) = self.slice.as_mut() else { return false };
+        if self.period.start != period_start {
+            return false;
+        }
+        slice.granted = slice.granted.plus(amount);
+        self.limit = limit;
+        self.others = others;
+        self.spent = others.plus(slice.used);
+        true
+    }
+
+    /// Fleet mode: sets the most spend that may wait unwritten (see [`Slice::pending_cap`]).
+    pub fn set_pending_cap(&mut self, cap: Money) {
+        if let Some(slice) = self.slice.as_mut() {
+            slice.pending_cap = cap;
+        }
+    }
+
+    /// Fleet mode: what the slice holds that no request in flight needs (what could be given back).
+    pub fn spare(&self) -> Money {
+        match &self.slice {
+            Some(s) => s.granted.minus(s.used).minus(self.reserved).at_least_zero(),
+            None => Money::ZERO,
+        }
+    }
+
+    /// Fleet mode: gives `amount` of the slice back (at most the spare); returns what was taken off.
+    pub fn shed(&mut self, amount: Money) -> Money {
+        let amount = amount.min(self.spare());
+        if let Some(slice) = self.slice.as_mut() {
+            slice.granted = slice.granted.minus(amount);
+        }
+        amount
+    }
+
+    /// Fleet mode: the slice's lease lapsed (not renewed in time): what it had spare is no longer usable.
+    pub fn lapse(&mut self) {
+        let spare = self.spare();
+        if let Some(slice) = self.slice.as_mut() {
+            slice.granted = slice.granted.minus(spare);
+        }
+    }
+
+    /// Fleet mode: counts spend that was answered but is not yet written; returns whether the unwritten spend
+    /// is now above the pending cap (the request should wait until it is written).
+    pub fn unwritten(&mut self, amount: Money) -> bool {
+        match self.slice.as_mut() {
+            Some(s) => {
+                s.unwritten = s.unwritten.plus(amount);
+                s.unwritten > s.pending_cap
+            }
+            None => false,
+        }
+    }
+
+    /// Fleet mode: spend counted by [`Account::unwritten`] is now written.
+    pub fn written(&mut self, amount: Money) {
+        if let Some(s) = self.slice.as_mut() {
+            s.unwritten = s.unwritten.minus(amount).at_least_zero();
+        }
+    }
+
+    /// Fleet mode: the period of a slice left behind by a reset (its lease is to be ended), once.
+    pub fn take_ended(&mut self) -> Option<Period> {
+        self.ended.take()
+    }
+
     /// Marks notices already announced this period (from the store, after a restart).
-    pub fn restore_notices(&mut self, alerted: &[u32], exceeded: bool) {
-        self.alerted.extend_from_slice(alerted);
-        self.exceeded_announced |= exceeded;
+    pub fn restore_notices(&mut self, announced: &[NoticeKind]) {
+        for kind in announced {
+            match kind {
+                NoticeKind::Alert(t) => self.alerted.push(*t),
+                NoticeKind::Exceeded => self.exceeded_announced = true,
+            }
+        }
+    }
+
+    /// Whether `budget.exceeded` was announced this period.
+    pub fn exceeded_announced(&self) -> bool {
+        self.exceeded_announced
     }
 
     /// Moves to the period containing `now` when the current one has ended.
     pub fn roll(&mut self, now: DateTime<Utc>) {
         if now >= self.period.end {
+            if self.slice.is_some() {
+                self.ended = Some(self.period);
+                // What was spent is the old lease's; unwritten spend is still written (and charged to it).
+                let unwritten = self.slice.map(|s| s.unwritten).unwrap_or(Money::ZERO);
+                self.slice = Some(Slice { unwritten, ..Slice::default() });
+                self.others = Money::ZERO;
+            }
             self.period = self.duration.period_at(self.anchor, now);
             self.spent = Money::ZERO;
             self.alerted.clear();
@@ -93,22 +257,44 @@ impl Account {
         }
     }
 
+    /// What is left in the period containing `now`: `limit - spent - reserved`, at least zero; in fleet mode,
+    /// no more than the slice has left (`granted - used - reserved`).
+    pub fn room(&mut self, now: DateTime<Utc>) -> Money {
+        self.roll(now);
+        self.room_now()
+    }
+
+    fn room_now(&self) -> Money {
+        let total = self.limit.minus(self.spent).minus(self.reserved).at_least_zero();
+        match &self.slice {
+            Some(s) => total.min(s.granted.minus(s.used).minus(self.reserved).at_least_zero()),
+            None => total,
+        }
+    }
+
     /// Whether `amount` more fits under the limit now.
     pub fn check(&mut self, amount: Money, now: DateTime<Utc>) -> Result<(), Refusal> {
-        self.roll(now);
-        if self.spent.plus(self.reserved).plus(amount) <= self.limit {
+        if amount <= self.room(now) {
             return Ok(());
         }
+        Err(self.refuse(amount))
+    }
+
+    /// Records that a request of worst-case cost `requested` was refused (after [`Account::room`] said it did
+    /// not fit) and describes the refusal. The first refusal of a period is to be announced as
+    /// `budget.exceeded`; it folds in the alerts not announced yet (an alert after "exceeded" is noise).
+    pub fn refuse(&mut self, requested: Money) -> Refusal {
         let first = !self.exceeded_announced;
         self.exceeded_announced = true;
-        Err(Refusal {
+        Refusal {
             limit: self.limit,
             spent: self.spent,
             reserved: self.reserved,
-            requested: amount,
+            requested,
+            remaining: self.room_now(),
             reset: self.period.end,
             first_of_period: first,
-        })
+        }
     }
 
     /// Holds `amount` for a request in flight (after [`Account::check`] passed under the same lock).
@@ -120,14 +306,18 @@ impl Account {
     pub fn settle(&mut self, reserved: Money, actual: Money, thresholds: &[u32], now: DateTime<Utc>) -> Vec<Notice> {
         self.release(reserved);
         self.roll(now);
-        self.spent = self.spent.plus(actual);
+        self.spent = self.spent.plus(actual.at_least_zero());
+        if let Some(slice) = self.slice.as_mut() {
+            slice.used = slice.used.plus(actual.at_least_zero());
+        }
         let mut out = Vec::new();
-        if self.limit.0 <= 0 {
+        if self.limit <= Money::ZERO {
             return out;
         }
         for &t in thresholds {
-            let line = Money((self.limit.0 as i128 * t as i128 / 1000) as i64);
-            if self.spent >= line && !self.alerted.contains(&t) && t < 1000 {
+            let line = self.limit.permille(t);
+            // Once "exceeded" was announced this period, lower thresholds are folded into it.
+            if self.spent >= line && !self.alerted.contains(&t) && t < 1000 && !self.exceeded_announced {
                 self.alerted.push(t);
                 out.push(Notice::Alert {
                     threshold_permille: t,
@@ -139,17 +329,20 @@ impl Account {
         }
         if self.spent >= self.limit && !self.exceeded_announced {
             self.exceeded_announced = true;
-            out.push(Notice::Exceeded { spent: self.spent, limit: self.limit, period: self.period, requested: None });
+            out.push(Notice::Exceeded {
+                spent: self.spent,
+                limit: self.limit,
+                period: self.period,
+                requested: None,
+                remaining: None,
+            });
         }
         out
     }
 
     /// Drops a reservation without spending (the call failed before any tokens).
     pub fn release(&mut self, reserved: Money) {
-        self.reserved = self.reserved.minus(reserved);
-        if self.reserved.0 < 0 {
-            self.reserved = Money::ZERO;
-        }
+        self.reserved = self.reserved.minus(reserved).at_least_zero();
     }
 
     /// Changes the limit (config reload) without touching spend.
@@ -169,46 +362,109 @@ mod tests {
 
     #[test]
     fn reservations_bound_concurrent_spend() {
-        let mut a = Account::new(Money(100), BudgetDuration::Seconds(86_400), t(0), Money::ZERO, t(1));
+        let mut a = Account::new(Money::from_nanos(100), BudgetDuration::Seconds(86_400), t(0), Money::ZERO, t(1));
         for _ in 0..4 {
-            assert!(a.check(Money(25), t(1)).is_ok());
-            a.hold(Money(25));
+            assert!(a.check(Money::from_nanos(25), t(1)).is_ok());
+            a.hold(Money::from_nanos(25));
         }
-        let refused = a.check(Money(1), t(1)).err();
-        assert_eq!(refused.as_ref().map(|r| (r.reserved, r.first_of_period)), Some((Money(100), true)));
-        assert_eq!(a.check(Money(1), t(1)).err().map(|r| r.first_of_period), Some(false));
+        let refused = a.check(Money::from_nanos(1), t(1)).err();
+        assert_eq!(refused.as_ref().map(|r| (r.reserved, r.first_of_period)), Some((Money::from_nanos(100), true)));
+        assert_eq!(a.check(Money::from_nanos(1), t(1)).err().map(|r| r.first_of_period), Some(false));
         // Actual costs lower than reserved free room.
-        a.settle(Money(25), Money(10), &[], t(1));
-        assert!(a.check(Money(15), t(1)).is_ok());
-        assert_eq!((a.spent, a.reserved), (Money(10), Money(75)));
+        a.settle(Money::from_nanos(25), Money::from_nanos(10), &[], t(1));
+        assert!(a.check(Money::from_nanos(15), t(1)).is_ok());
+        assert_eq!((a.spent, a.reserved), (Money::from_nanos(10), Money::from_nanos(75)));
     }
 
     #[test]
     fn alerts_once_per_threshold_and_exceeded_once_per_period() {
-        let mut a = Account::new(Money(1000), BudgetDuration::Seconds(3600), t(0), Money::ZERO, t(0));
+        let mut a = Account::new(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), Money::ZERO, t(0));
         let th = [500, 800];
-        assert_eq!(a.settle(Money::ZERO, Money(400), &th, t(0)), vec![]);
-        let n = a.settle(Money::ZERO, Money(450), &th, t(0));
+        assert_eq!(a.settle(Money::ZERO, Money::from_nanos(400), &th, t(0)), vec![]);
+        let n = a.settle(Money::ZERO, Money::from_nanos(450), &th, t(0));
         assert_eq!(n.len(), 2, "crossing two thresholds at once announces both: {n:?}");
-        assert_eq!(a.settle(Money::ZERO, Money(10), &th, t(0)), vec![]);
-        let n = a.settle(Money::ZERO, Money(200), &th, t(0));
+        assert_eq!(a.settle(Money::ZERO, Money::from_nanos(10), &th, t(0)), vec![]);
+        let n = a.settle(Money::ZERO, Money::from_nanos(200), &th, t(0));
         assert!(matches!(n.as_slice(), [Notice::Exceeded { .. }]));
-        assert!(a.check(Money(1), t(0)).err().is_some_and(|r| !r.first_of_period));
+        assert!(a.check(Money::from_nanos(1), t(0)).err().is_some_and(|r| !r.first_of_period));
         // Next period: fresh.
-        assert!(a.check(Money(1), t(1)).is_ok());
+        assert!(a.check(Money::from_nanos(1), t(1)).is_ok());
         assert_eq!(a.spent, Money::ZERO);
-        assert_eq!(a.settle(Money::ZERO, Money(600), &th, t(1)).len(), 1);
+        assert_eq!(a.settle(Money::ZERO, Money::from_nanos(600), &th, t(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_refusal_folds_in_the_alerts_not_announced_yet() {
+        let mut a = Account::new(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), Money::ZERO, t(0));
+        // A worst case that does not fit while spend is still low: "exceeded" comes first ...
+        let r = a.check(Money::from_nanos(2000), t(0)).err();
+        assert_eq!(r.as_ref().map(|r| (r.first_of_period, r.remaining)), Some((true, Money::from_nanos(1000))));
+        // ... so crossing 80% later announces nothing: the alert is folded into it.
+        assert_eq!(a.settle(Money::ZERO, Money::from_nanos(900), &[800], t(0)), vec![]);
+        // Next period: alerts again.
+        assert_eq!(a.settle(Money::ZERO, Money::from_nanos(900), &[800], t(1)).len(), 1);
+    }
+
+    #[test]
+    fn notice_kinds_round_trip_their_labels() {
+        for kind in [NoticeKind::Alert(800), NoticeKind::Alert(1), NoticeKind::Exceeded] {
+            assert_eq!(NoticeKind::parse(&kind.label()), Some(kind));
+        }
+        assert_eq!(NoticeKind::parse("alert:x"), None);
+        assert_eq!(NoticeKind::parse("other"), None);
+    }
+
+    #[test]
+    fn a_fleet_account_admits_from_its_slice_only() {
+        let mut a = Account::leased(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), t(0));
+        assert_eq!(a.room(t(0)), Money::ZERO, "nothing granted yet");
+        assert!(a.granted(t(0), Money::from_nanos(300), Money::from_nanos(1000), Money::from_nanos(600)));
+        assert_eq!((a.room(t(0)), a.spent), (Money::from_nanos(300), Money::from_nanos(600)));
+        a.hold(Money::from_nanos(200));
+        assert_eq!((a.room(t(0)), a.spare()), (Money::from_nanos(100), Money::from_nanos(100)));
+        // Alerts are judged on the fleet's spend: 600 + 250 crosses 80%.
+        let n = a.settle(Money::from_nanos(200), Money::from_nanos(250), &[800], t(0));
+        assert!(matches!(n.as_slice(), [Notice::Alert { threshold_permille: 800, .. }]), "{n:?}");
+        assert_eq!((a.spent, a.slice().map(|s| s.used)), (Money::from_nanos(850), Some(Money::from_nanos(250))));
+        assert_eq!(a.shed(Money::from_nanos(500)), Money::from_nanos(50), "only the spare goes back");
+        assert_eq!(a.room(t(0)), Money::ZERO);
+        // Unwritten spend is counted against the pending cap.
+        a.set_pending_cap(Money::from_nanos(100));
+        assert!(!a.unwritten(Money::from_nanos(60)));
+        assert!(a.unwritten(Money::from_nanos(60)));
+        a.written(Money::from_nanos(120));
+        assert_eq!(a.slice().map(|s| s.unwritten), Some(Money::ZERO));
+    }
+
+    #[test]
+    fn a_fleet_account_leaves_its_slice_behind_at_a_reset() {
+        let mut a = Account::leased(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), t(0));
+        assert!(a.granted(t(0), Money::from_nanos(300), Money::from_nanos(1000), Money::ZERO));
+        a.hold(Money::from_nanos(100));
+        a.lapse();
+        assert_eq!(a.room(t(0)), Money::ZERO, "a lapsed lease admits nothing more");
+        assert_eq!(a.room(t(1)), Money::ZERO, "a new period starts with nothing granted");
+        assert_eq!(a.take_ended().map(|p| p.start), Some(t(0)));
+        assert_eq!(a.take_ended(), None);
+        assert!(
+            !a.granted(t(0), Money::from_nanos(5), Money::from_nanos(1000), Money::ZERO),
+            "a grant of the old period"
+        );
+        assert!(a.granted(t(1), Money::from_nanos(150), Money::from_nanos(1000), Money::ZERO));
+        // The request in flight across the reset counts against the new slice.
+        assert_eq!(a.room(t(1)), Money::from_nanos(50));
     }
 
     #[test]
     fn reservations_carry_over_a_reset() {
-        let mut a = Account::new(Money(100), BudgetDuration::Seconds(3600), t(0), Money(90), t(0));
-        assert!(a.check(Money(20), t(0)).is_err());
-        assert!(a.check(Money(5), t(0)).is_ok());
-        a.hold(Money(5));
+        let mut a =
+            Account::new(Money::from_nanos(100), BudgetDuration::Seconds(3600), t(0), Money::from_nanos(90), t(0));
+        assert!(a.check(Money::from_nanos(20), t(0)).is_err());
+        assert!(a.check(Money::from_nanos(5), t(0)).is_ok());
+        a.hold(Money::from_nanos(5));
         a.roll(t(1));
-        assert_eq!((a.spent, a.reserved), (Money::ZERO, Money(5)));
-        a.settle(Money(5), Money(4), &[], t(1));
-        assert_eq!((a.spent, a.reserved), (Money(4), Money::ZERO));
+        assert_eq!((a.spent, a.reserved), (Money::ZERO, Money::from_nanos(5)));
+        a.settle(Money::from_nanos(5), Money::from_nanos(4), &[], t(1));
+        assert_eq!((a.spent, a.reserved), (Money::from_nanos(4), Money::ZERO));
     }
 }

@@ -55,29 +55,34 @@ impl BudgetDuration {
     }
 
     /// The period that contains `now`, for periods repeating from `anchor`. Instants before the anchor belong
-    /// to the first period.
+    /// to the first period. Total for every duration and instant: a period whose end would fall past the last
+    /// instant chrono can represent ends there (it never resets), and `Months(0)` steps as `Months(1)`.
     pub fn period_at(self, anchor: DateTime<Utc>, now: DateTime<Utc>) -> Period {
         match self {
             BudgetDuration::Seconds(len) => {
-                let len_ms = (len as i64).saturating_mul(1000).max(1);
+                let len_ms = i64::try_from(len).unwrap_or(i64::MAX).saturating_mul(1000).max(1);
                 let elapsed = (now - anchor).num_milliseconds().max(0);
                 let k = elapsed / len_ms;
                 let start = anchor + chrono::Duration::milliseconds(k * len_ms);
-                Period { start, end: start + chrono::Duration::milliseconds(len_ms) }
+                let end = start.checked_add_signed(chrono::Duration::milliseconds(len_ms));
+                Period { start, end: end.unwrap_or(DateTime::<Utc>::MAX_UTC) }
             }
             BudgetDuration::Months(n) => {
-                let step = |k: u32| anchor.checked_add_months(Months::new(k.saturating_mul(n))).unwrap_or(anchor);
-                // Every step is computed from the anchor so month-end clamping never drifts
-                // (Jan 31 → Feb 28 → Mar 31, not Mar 28).
+                let n = n.max(1);
+                // The start of period `k`, or `None` past chrono's range. Every step is computed from the
+                // anchor so month-end clamping never drifts (Jan 31 → Feb 28 → Mar 31, not Mar 28).
+                let step = |k: u32| k.checked_mul(n).and_then(|m| anchor.checked_add_months(Months::new(m)));
                 let mut k = 0u32;
                 if now > anchor {
-                    let months = (now.signed_duration_since(anchor).num_days() / 31) as u32 / n.max(1);
+                    let months = (now.signed_duration_since(anchor).num_days() / 31) as u32 / n;
                     k = months.saturating_sub(1);
                 }
-                while step(k + 1) <= now {
+                // The loop ends: `k` only grows while its next step exists and is not past `now`.
+                while k.checked_add(1).and_then(step).is_some_and(|next| next <= now) {
                     k += 1;
                 }
-                Period { start: step(k), end: step(k + 1) }
+                let end = k.checked_add(1).and_then(step).unwrap_or(DateTime::<Utc>::MAX_UTC);
+                Period { start: step(k).unwrap_or(anchor), end }
             }
         }
     }
@@ -135,6 +140,32 @@ mod tests {
         assert_eq!(p.start, at(2026, 11, 4, 0));
         // Before the anchor: the first period.
         assert_eq!(d.period_at(anchor, at(2026, 10, 1, 0)).start, anchor);
+    }
+
+    /// Durations too long for chrono's calendar give a last period that never ends, instead of a panic
+    /// (`Seconds`: the end overflowed) or a loop that never ends (`Months`: the step fell back to the anchor).
+    #[test]
+    fn periods_past_the_end_of_time_never_reset() {
+        let anchor = at(2026, 11, 1, 0);
+        let now = at(2027, 3, 1, 0);
+        let cases = [
+            BudgetDuration::Seconds(u64::MAX),
+            BudgetDuration::Seconds(10_000_000_000_000 * 604_800),
+            BudgetDuration::Months(u32::MAX),
+            BudgetDuration::Months(4_000_000_000),
+        ];
+        for d in cases {
+            assert_eq!(d.period_at(anchor, now), Period { start: anchor, end: DateTime::<Utc>::MAX_UTC }, "{d:?}");
+        }
+        // Parsed text reaches them too.
+        let d = BudgetDuration::parse("4000000000mo").unwrap_or(BudgetDuration::Seconds(1));
+        assert_eq!(d.period_at(anchor, now).end, DateTime::<Utc>::MAX_UTC);
+        // A period near the end of time ends there.
+        let late = DateTime::<Utc>::MAX_UTC - chrono::Duration::days(10);
+        let p = BudgetDuration::Months(1).period_at(late - chrono::Duration::days(100), late);
+        assert!(p.start <= late && p.end == DateTime::<Utc>::MAX_UTC, "{p:?}");
+        // `Months(0)` (which `parse` refuses) steps by one month.
+        assert_eq!(BudgetDuration::Months(0).period_at(anchor, now), BudgetDuration::Months(1).period_at(anchor, now));
     }
 
     #[test]

@@ -7,6 +7,6 @@ mod account;
 mod duration;
 mod money;
 
-pub use account::{Account, Notice, Refusal};
+pub use account::{Account, Notice, NoticeKind, Refusal, Slice};
 pub use duration::{BudgetDuration, DurationError, Period};
-pub use money::{Money, MoneyError, Price, Usage};
+pub use money::{affordable_completion_tokens, Money, MoneyError, Price, Usage};

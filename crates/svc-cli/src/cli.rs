@@ -1,14 +1,23 @@
-//! `svc`'s arguments (clap derive).
+//! `svc`'s arguments (clap derive). The doc comments below are the help a user reads (`svc --help`): they
+//! say what a command does for its user, in the README's words.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
-/// svc: a model gateway and fleet event service.
+/// A model gateway and fleet event service.
+///
+/// `svc serve` runs an OpenAI-compatible gateway: clients send chat completions with a virtual key, and the
+/// gateway routes each model alias to its upstream provider while enforcing team and key budgets and rate
+/// limits. The other commands manage keys, show teams and spend, and work with fleet events.
+///
+/// Without a configuration file, svc runs a demo: four mock models, teams `executor` and `orchestrator`,
+/// and a store of its own in $XDG_DATA_HOME/svc/svc.db (else ~/.local/share/svc/svc.db).
+///
+/// Exit status: 0 success, 1 error, 2 wrong usage.
 #[derive(Debug, Parser)]
-#[command(name = "svc", version, about = "svc: a model gateway and fleet event service", propagate_version = true)]
+#[command(name = "svc", version, propagate_version = true)]
 pub struct Cli {
-    /// Configuration file (else $SVC_CONFIG, else ./svc.yaml, else the built-in demo configuration; `config
-    /// check` needs a file).
+    /// Configuration file [default: $SVC_CONFIG, else ./svc.yaml, else the built-in demo]
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// The command.
@@ -19,23 +28,37 @@ pub struct Cli {
 /// `svc` commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the gateway.
+    /// Run the gateway until SIGTERM or Ctrl-C
+    ///
+    /// Listens on server.host:server.port (127.0.0.1:4000 by default). On SIGTERM or Ctrl-C it stops
+    /// accepting connections, lets the requests under way finish (at most server.shutdown_timeout_seconds),
+    /// and records their spend before it exits.
     Serve(ServeArgs),
-    /// Check the configuration file.
+    /// Check a configuration file
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Manage virtual keys (works whether or not the server runs).
+    /// Create, list, revoke and rotate virtual keys
+    ///
+    /// Works on the store directly, whether or not the gateway runs; a running gateway sees the change
+    /// within a second.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Show teams.
+    /// List the teams of the configuration
     #[command(subcommand)]
     Teams(TeamsCommand),
-    /// Show spend per team, key and model.
+    /// Show the nodes of the fleet: state, heartbeat, address, version, requests, spend today
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+    /// Show requests, tokens and spend per team, per key and per model
     Spend(SpendArgs),
-    /// Manage this node's shell hooks (spec 6.5).
+    /// Manage the scripts this machine runs on fleet events
+    ///
+    /// A hook is an executable that runs when an event of its kind happens; it gets the event as JSON in
+    /// $SVC_EVENT and in the file named by $SVC_EVENT_FILE. Registrations belong to this machine, not to
+    /// the fleet.
     #[command(subcommand)]
     Hooks(crate::notify::hooks_cmd::HooksCommand),
-    /// Follow the fleet's events on the push server.
+    /// Follow the fleet's events on the push server
     #[command(subcommand)]
     Events(crate::notify::events_cmd::EventsCommand),
 }
@@ -43,21 +66,21 @@ pub enum Command {
 /// `svc spend` options.
 #[derive(Debug, Args)]
 pub struct SpendArgs {
-    /// Only this team.
-    #[arg(long)]
+    /// Only this team
+    #[arg(long, value_name = "TEAM")]
     pub team: Option<String>,
-    /// Only the last period of this length (e.g. 7d, 12h, 1mo); default: everything.
-    #[arg(long)]
+    /// Only the last period of this length, e.g. 12h, 7d, 1mo [default: all time]
+    #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
 }
 
 /// `svc serve` options.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Listen address (overrides server.host).
-    #[arg(long)]
+    /// Address to listen on, instead of server.host
+    #[arg(long, value_name = "ADDRESS")]
     pub host: Option<String>,
-    /// Listen port (overrides server.port; 0 picks a free port).
+    /// Port to listen on, instead of server.port (0: any free port, shown at start)
     #[arg(long)]
     pub port: Option<u16>,
 }
@@ -65,29 +88,32 @@ pub struct ServeArgs {
 /// `svc config …`.
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate the configuration; print every problem as file:line:column; exit 0 when valid, 1 otherwise.
+    /// Check the configuration file and print every problem
+    ///
+    /// Prints each error and warning as file:line:column: message. Exit status: 0 when the file is valid
+    /// (warnings allowed), 1 otherwise. Needs a file: --config, $SVC_CONFIG or ./svc.yaml.
     Check,
 }
 
 /// `svc keys …`.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
-    /// Create a key; prints the key alone on stdout (it is shown only this once).
+    /// Create a key and print it alone on stdout (it is shown only this once)
     Create(CreateArgs),
-    /// List keys (never their secrets).
+    /// List the keys, never their secrets
     List {
-        /// Print JSON instead of a table.
+        /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a key (by key, alias or id): every request with it gets 401 from then on.
+    /// Revoke a key: every request with it gets 401 from then on
     Revoke {
-        /// The key, its alias or its id.
+        /// The key, its alias or its id
         key: String,
     },
-    /// Rotate a key: a new secret for the same record; prints the new key alone on stdout.
+    /// Give a key a new secret, keeping its id, alias, budget and spend; prints the new key alone
     Rotate {
-        /// The key, its alias or its id.
+        /// The key, its alias or its id
         key: String,
     },
 }
@@ -95,38 +121,53 @@ pub enum KeysCommand {
 /// `svc keys create` options.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// Team the key belongs to.
+    /// Team the key belongs to (a team_id of the configuration)
     #[arg(long)]
     pub team: String,
-    /// Agent role.
+    /// Agent role the key is for, e.g. coder
     #[arg(long)]
     pub role: Option<String>,
-    /// Unique alias.
+    /// A unique name for the key, usable instead of the key in other commands
     #[arg(long)]
     pub alias: Option<String>,
-    /// Lifetime, e.g. 30d.
-    #[arg(long)]
+    /// Lifetime, e.g. 30d [default: never expires]
+    #[arg(long, value_name = "DURATION")]
     pub expires: Option<String>,
-    /// Models of its own (comma-separated aliases; default: all of the team's).
-    #[arg(long, value_delimiter = ',')]
+    /// Models the key may use, comma-separated, among its team's [default: all of the team's]
+    #[arg(long, value_delimiter = ',', value_name = "ALIASES")]
     pub models: Vec<String>,
-    /// Key budget, in the unit of the prices.
-    #[arg(long)]
+    /// Event patterns it may post on POST /events, comma-separated (e.g. `task.*,agent.*`) [default: every
+    /// kind a virtual key may post]
+    #[arg(long, value_delimiter = ',', value_name = "PATTERNS")]
+    pub events: Vec<String>,
+    /// The key's own budget, in the unit of the prices [default: only the team's budget applies]
+    #[arg(long, value_name = "AMOUNT")]
     pub max_budget: Option<String>,
-    /// Key budget period, e.g. 1d.
-    #[arg(long)]
+    /// Period of the key's budget, e.g. 1d [default: the team's]
+    #[arg(long, value_name = "DURATION")]
     pub budget_duration: Option<String>,
-    /// Requests per minute.
-    #[arg(long)]
+    /// Requests per minute allowed to the key
+    #[arg(long, value_name = "N")]
     pub rpm_limit: Option<u32>,
-    /// Tokens per minute.
-    #[arg(long)]
+    /// Tokens per minute allowed to the key
+    #[arg(long, value_name = "N")]
     pub tpm_limit: Option<u64>,
 }
 
 /// `svc teams …`.
 #[derive(Debug, Subcommand)]
 pub enum TeamsCommand {
-    /// List configured teams.
+    /// List the teams with their budget, period and models
     List,
+}
+
+/// `svc fleet …`.
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Every node of this fleet in the store, and the teams nodes configure differently
+    Status {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -1,5 +1,5 @@
 //! Integration tests of the real `svc-notify` binary against the testkit's ntfy-compatible server and webhook
-//! receiver, with temporary config files and hooks files (issue 4, "Acceptance"). Every wait has a timeout;
+//! receiver, with temporary config files and hooks files (the README's Events section). Every wait has a timeout;
 //! every server listens on 127.0.0.1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,5 +14,7 @@ mod dry_run;
 mod hooks;
 #[path = "notify/push.rs"]
 mod push;
+#[path = "notify/tail.rs"]
+mod tail;
 #[path = "notify/webhooks.rs"]
 mod webhooks;

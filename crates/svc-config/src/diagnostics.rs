@@ -1,5 +1,8 @@
-//! One problem found in a configuration file, printed as `file:line:column: message`.
+//! One problem found in a configuration file, printed as `file:line:column: message`, and the two steps that
+//! turn problems into a [`ConfigError`]: a YAML syntax error, and the walk's findings once it is done.
 
+use crate::load::ConfigError;
+use crate::node::{self, Node};
 use std::fmt;
 
 /// How bad a [`Diagnostic`] is.
@@ -34,4 +37,21 @@ impl fmt::Display for Diagnostic {
         };
         write!(f, "{}:{}:{}: {level}{}", self.file, self.line, self.col, self.message)
     }
+}
+
+/// The YAML tree of `text`; a syntax error is the one diagnostic.
+pub(crate) fn parse_root(text: &str, file: &str) -> Result<Node, ConfigError> {
+    node::parse(text).map_err(|(line, col, message)| {
+        let d = Diagnostic { file: file.to_string(), line, col, severity: Severity::Error, message };
+        ConfigError::Invalid { diagnostics: vec![d] }
+    })
+}
+
+/// A walk's diagnostics sorted by position: the warnings, or every diagnostic when one is an error.
+pub(crate) fn checked(mut diags: Vec<Diagnostic>) -> Result<Vec<Diagnostic>, ConfigError> {
+    diags.sort_by_key(|d| (d.line, d.col));
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        return Err(ConfigError::Invalid { diagnostics: diags });
+    }
+    Ok(diags)
 }

@@ -6,15 +6,21 @@
 //! for a running server (the CLI does).
 
 mod diagnostics;
+mod event_pattern;
 mod load;
+mod load_limits;
+mod load_models;
 mod load_notify;
+mod load_server;
 mod node;
 mod reader;
 mod types;
 
 pub use diagnostics::{Diagnostic, Severity};
+pub use event_pattern::{event_pattern_error, event_pattern_matches};
 pub use load::{find_config, load_builtin, load_file, load_str, ConfigError, ConfigSource, BUILTIN_YAML};
-pub use load_notify::valid_topic;
+pub use load_notify::{load_push_builtin, load_push_file, load_push_str, valid_topic};
+pub use load_server::demo_store_path;
 pub use types::*;
 
 pub use svc_budget::{BudgetDuration, Money, Price};

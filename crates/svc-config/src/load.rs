@@ -5,14 +5,17 @@
 //! 2. `node::parse`: YAML syntax (the only stage that stops at the first problem).
 //! 3. `build`: section by section, every unknown key, wrong type, bad value and missing variable is recorded
 //!    with its position; cross-references (team models → aliases) are checked last.
+//! 4. A relative SQLite path is taken from the file's folder; the demo's store goes to the user's data folder.
 
-use crate::diagnostics::{Diagnostic, Severity};
-use crate::node::{self, Node};
+use crate::diagnostics::{checked, parse_root, Diagnostic};
+use crate::load_models::{did_you_mean, models, Models};
+use crate::load_server::{demo_store_url, fleet, server};
+use crate::node::Node;
 use crate::reader::{Fields, Key, Reader};
 use crate::types::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use svc_budget::{BudgetDuration, Money, Price};
+use svc_budget::{BudgetDuration, Money};
 
 /// The built-in demo configuration (four mock-served aliases).
 pub const BUILTIN_YAML: &str = include_str!("builtin.yaml");
@@ -39,6 +42,12 @@ pub enum ConfigError {
     /// The file has problems; every one is listed (warnings too).
     #[error("{}", render(.diagnostics))]
     Invalid { diagnostics: Vec<Diagnostic> },
+    /// The built-in demo has nowhere to keep its store.
+    #[error(
+        "no place for the demo store: neither XDG_DATA_HOME nor HOME is set (set one, or give a config file \
+         with `server.database_url`)"
+    )]
+    NoDataDir,
 }
 
 fn render(diags: &[Diagnostic]) -> String {
@@ -66,10 +75,16 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
     load_str(&text, &path.display().to_string(), ConfigSource::File(path.to_path_buf()), &env)
 }
 
-/// Loads the built-in demo configuration.
+/// Loads the built-in demo configuration, whose store is `$XDG_DATA_HOME/svc/svc.db`, else
+/// `~/.local/share/svc/svc.db`, wherever the command runs.
 pub fn load_builtin() -> Result<Config, ConfigError> {
     let env = |name: &str| std::env::var(name).ok();
-    load_str(BUILTIN_YAML, "<built-in>", ConfigSource::Builtin, &env)
+    let mut config = load_str(BUILTIN_YAML, "<built-in>", ConfigSource::Builtin, &env)?;
+    // Without HOME in the environment, the account's home directory (from the user database) will do.
+    let home = || std::env::home_dir().map(|h| h.to_string_lossy().into_owned());
+    let fallback = |name: &str| env(name).filter(|v| !v.is_empty()).or_else(|| (name == "HOME").then(home).flatten());
+    config.server.database_url = demo_store_url(&fallback).ok_or(ConfigError::NoDataDir)?;
+    Ok(config)
 }
 
 /// Loads configuration text; `file` names it in diagnostics and `env` resolves environment references.
@@ -79,22 +94,10 @@ pub fn load_str(
     source: ConfigSource,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    let root = match node::parse(text) {
-        Ok(root) => root,
-        Err((line, col, message)) => {
-            let d = Diagnostic { file: file.to_string(), line, col, severity: Severity::Error, message };
-            return Err(ConfigError::Invalid { diagnostics: vec![d] });
-        }
-    };
+    let root = parse_root(text, file)?;
     let mut r = Reader::new(file, env);
-    let config = build(&mut r, &root, source);
-    let mut diags = r.diags;
-    diags.sort_by_key(|d| (d.line, d.col));
-    if diags.iter().any(|d| d.severity == Severity::Error) {
-        return Err(ConfigError::Invalid { diagnostics: diags });
-    }
-    let mut config = config;
-    config.warnings = diags;
+    let mut config = build(&mut r, &root, source);
+    config.warnings = checked(r.diags)?;
     Ok(config)
 }
 
@@ -109,243 +112,17 @@ const ROOT: &[Key] = &[
 fn build(r: &mut Reader, root: &Node, source: ConfigSource) -> Config {
     let top = r.fields(root, "", ROOT);
     let get = |k: &str| top.as_ref().and_then(|f| f.get(k));
-    let server = server(r, get("server"));
+    // Relative store paths are taken from the file's folder, never from the working directory.
+    let base = match &source {
+        ConfigSource::File(path) => std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf)),
+        ConfigSource::Builtin => None,
+    };
+    let server = server(r, get("server"), base.as_deref());
     let fleet = fleet(r, get("fleet"));
     let models = models(r, get("model_list"));
     let gateway = gateway(r, get("gateway_settings"), &models);
     let notifications = crate::load_notify::notifications(r, get("notifications"));
-    Config { source, server, fleet, models, gateway, notifications, warnings: Vec::new() }
-}
-
-fn server(r: &mut Reader, node: Option<&Node>) -> ServerConfig {
-    const KEYS: &[Key] = &[
-        ("host", &[]),
-        ("port", &[]),
-        ("master_key", &[]),
-        ("database_url", &[]),
-        ("max_in_flight", &[]),
-        ("max_request_body_bytes", &[]),
-    ];
-    let f = node.and_then(|n| r.fields(n, "server", KEYS));
-    let mut s = ServerConfig {
-        host: "127.0.0.1".into(),
-        port: 4000,
-        master_key: (r.env)("SVC_MASTER_KEY").filter(|k| !k.is_empty()).map(Secret::new),
-        database_url: "sqlite://svc.db".into(),
-        max_in_flight: 512,
-        max_request_body_bytes: 10 * 1024 * 1024,
-    };
-    let Some(f) = f else { return s };
-    if let Some(v) = r.string(&f, "host") {
-        s.host = v;
-    }
-    if let Some(v) = r.int(&f, "port") {
-        s.port = v;
-    }
-    if f.get("master_key").is_some() {
-        match r.string(&f, "master_key") {
-            Some(k) if k.trim().is_empty() => {
-                if let Some(n) = f.get("master_key") {
-                    r.error(n, "server.master_key: is empty");
-                }
-            }
-            Some(k) => s.master_key = Some(Secret::new(k)),
-            None => {}
-        }
-    }
-    if let Some(v) = r.string(&f, "database_url") {
-        if !(v.starts_with("sqlite:") || v.starts_with("postgres://") || v.starts_with("postgresql://")) {
-            if let Some(n) = f.get("database_url") {
-                r.error(n, "server.database_url: expected `sqlite://PATH` or `postgres://…`");
-            }
-        }
-        s.database_url = v;
-    }
-    if let Some(v) = r.int::<usize>(&f, "max_in_flight") {
-        if v == 0 {
-            if let Some(n) = f.get("max_in_flight") {
-                r.error(n, "server.max_in_flight: must be at least 1");
-            }
-        }
-        s.max_in_flight = v.max(1);
-    }
-    if let Some(v) = r.int(&f, "max_request_body_bytes") {
-        s.max_request_body_bytes = v;
-    }
-    s
-}
-
-fn fleet(r: &mut Reader, node: Option<&Node>) -> FleetConfig {
-    const KEYS: &[Key] = &[("name", &[]), ("node", &[])];
-    let f = node.and_then(|n| r.fields(n, "fleet", KEYS));
-    let mut out = FleetConfig::default();
-    if let Some(f) = f {
-        if let Some(v) = r.string(&f, "name") {
-            out.name = v;
-        }
-        if let Some(v) = r.string(&f, "node") {
-            out.node = v;
-        }
-    }
-    out
-}
-
-fn models(r: &mut Reader, node: Option<&Node>) -> Vec<ModelEntry> {
-    let Some(node) = node else { return Vec::new() };
-    let root = Fields::single("model_list", node);
-    let mut out: Vec<ModelEntry> = Vec::new();
-    let mut fallbacks: Vec<(String, Vec<(String, Node)>)> = Vec::new();
-    for (i, item) in r.list(&root, "").into_iter().enumerate() {
-        if let Some((m, f)) = model(r, item, &format!("model_list[{i}]")) {
-            fallbacks.push((format!("model_list[{i}].fallbacks"), f));
-            out.push(m);
-        }
-    }
-    // Fallbacks name other aliases: checked once every alias is known.
-    let aliases: Vec<String> = out.iter().map(|m| m.alias.clone()).collect();
-    for (m, (path, names)) in out.iter_mut().zip(fallbacks) {
-        for (name, n) in names {
-            if name == m.alias {
-                r.error(&n, format!("{path}: `{name}` is this entry's own alias; name other aliases to fall back to"));
-            } else if !aliases.contains(&name) {
-                let hint = did_you_mean(&name, aliases.iter().map(String::as_str));
-                r.error(&n, format!("{path}: unknown model `{name}`; it is not a `model_name` in model_list{hint}"));
-            } else if !m.fallbacks.contains(&name) {
-                m.fallbacks.push(name);
-            }
-        }
-    }
-    // Deployment ids: explicit ids must be unique; implicit ones get `#n` when an alias repeats.
-    let mut seen: Vec<String> = Vec::new();
-    for i in 0..out.len() {
-        if out[i].deployment_id.is_empty() {
-            let alias = out[i].alias.clone();
-            let count = out.iter().filter(|m| m.alias == alias).count();
-            let nth = out[..i].iter().filter(|m| m.alias == alias).count();
-            out[i].deployment_id = if count > 1 { format!("{alias}#{}", nth + 1) } else { alias };
-        }
-        if seen.contains(&out[i].deployment_id) {
-            let msg = format!("model_list[{i}]: deployment id `{}` is used twice", out[i].deployment_id);
-            r.push(out[i].line, 1, Severity::Error, msg);
-        }
-        seen.push(out[i].deployment_id.clone());
-    }
-    out
-}
-
-/// One entry, and the aliases its `fallbacks` names (checked by the caller once every alias is known).
-fn model(r: &mut Reader, node: &Node, path: &str) -> Option<(ModelEntry, Vec<(String, Node)>)> {
-    const KEYS: &[Key] = &[
-        ("model_name", &[]),
-        ("params", &["litellm_params"]),
-        ("owned_by", &[]),
-        ("model_info", &[]),
-        ("fallbacks", &[]),
-    ];
-    const PARAMS: &[Key] = &[
-        ("model", &[]),
-        ("api_base", &["base_url"]),
-        ("api_key", &[]),
-        ("timeout_seconds", &["timeout"]),
-        ("input_cost_per_token", &[]),
-        ("output_cost_per_token", &[]),
-        ("max_output_tokens", &["max_tokens"]),
-    ];
-    const INFO: &[Key] = &[("id", &[])];
-    let f = r.fields(node, path, KEYS)?;
-    let alias = r.string(&f, "model_name");
-    if alias.is_none() && f.get("model_name").is_none() {
-        r.error(node, format!("{path}: missing `model_name`"));
-    }
-    let Some(params_node) = f.get("params") else {
-        r.error(node, format!("{path}: missing `params` (the upstream `model` and its settings)"));
-        return None;
-    };
-    let p = r.fields(params_node, &f.child("params"), PARAMS)?;
-    let (provider, upstream) = match (p.get("model"), r.string(&p, "model")) {
-        (Some(n), Some(m)) => match m.split_once('/') {
-            Some(("openai", id)) if !id.is_empty() => (ProviderKind::OpenAi, id.to_string()),
-            Some(("anthropic", id)) if !id.is_empty() => (ProviderKind::Anthropic, id.to_string()),
-            Some(("mock", id)) if !id.is_empty() => (ProviderKind::Mock, id.to_string()),
-            _ => {
-                r.error(
-                    n,
-                    format!(
-                        "{}: `{m}` must be `<provider>/<model id>` with provider openai, anthropic or mock",
-                        p.child("model")
-                    ),
-                );
-                return None;
-            }
-        },
-        (None, _) => {
-            r.error(params_node, format!("{}: missing `model`", p.path));
-            return None;
-        }
-        (Some(_), None) => return None,
-    };
-    let api_base = r.string(&p, "api_base").map(|s| s.trim_end_matches('/').to_string());
-    if let (Some(b), Some(n)) = (&api_base, p.get("api_base")) {
-        if !(b.starts_with("http://") || b.starts_with("https://")) {
-            r.error(n, format!("{}: `{b}` must be an http:// or https:// URL", p.child("api_base")));
-        }
-    }
-    let api_key = r.string(&p, "api_key").map(Secret::new);
-    let timeout = r.int::<u64>(&p, "timeout_seconds").unwrap_or(600);
-    let input = price(r, &p, "input_cost_per_token");
-    let output = price(r, &p, "output_cost_per_token");
-    let max_output_tokens = r.int(&p, "max_output_tokens");
-    let mut deployment_id = String::new();
-    if let Some(info) = f.get("model_info").and_then(|n| r.fields(n, &f.child("model_info"), INFO)) {
-        deployment_id = r.string(&info, "id").unwrap_or_default();
-    }
-    let fallbacks = r.strings(&f, "fallbacks").unwrap_or_default();
-    let alias = alias?;
-    let owned_by = r.string(&f, "owned_by").unwrap_or_else(|| match alias.split_once('/') {
-        Some((prefix, _)) => prefix.to_string(),
-        None => provider.as_str().to_string(),
-    });
-    let entry = ModelEntry {
-        alias,
-        deployment_id,
-        provider,
-        upstream_model: upstream,
-        api_base,
-        api_key,
-        timeout: Duration::from_secs(timeout.max(1)),
-        input_cost_per_token: input,
-        output_cost_per_token: output,
-        max_output_tokens,
-        owned_by,
-        fallbacks: Vec::new(),
-        line: node.line,
-    };
-    Some((entry, fallbacks))
-}
-
-/// ` (did you mean `x`?)` when one of `known` is close to `name`, else nothing.
-fn did_you_mean<'k>(name: &str, known: impl Iterator<Item = &'k str>) -> String {
-    known
-        .map(|k| (k, strsim::jaro_winkler(name, k)))
-        .filter(|(_, s)| *s > 0.8)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(k, _)| format!(" (did you mean `{k}`?)"))
-        .unwrap_or_default()
-}
-
-fn price(r: &mut Reader, f: &Fields, key: &str) -> Price {
-    let Some((text, _)) = r.decimal(f, key) else {
-        return Price::ZERO;
-    };
-    match Price::parse(&text) {
-        Ok(p) => p,
-        Err(e) => {
-            if let Some(n) = f.get(key) {
-                r.error(n, format!("{}: {e}", f.child(key)));
-            }
-            Price::ZERO
-        }
-    }
+    Config { source, server, fleet, models: models.entries, gateway, notifications, warnings: Vec::new() }
 }
 
 fn duration(r: &mut Reader, f: &Fields, key: &str) -> Option<BudgetDuration> {
@@ -361,7 +138,7 @@ fn duration(r: &mut Reader, f: &Fields, key: &str) -> Option<BudgetDuration> {
     }
 }
 
-fn gateway(r: &mut Reader, node: Option<&Node>, models: &[ModelEntry]) -> GatewaySettings {
+fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySettings {
     const KEYS: &[Key] = &[
         ("budget_duration", &[]),
         ("budget_alert_thresholds", &[]),
@@ -376,6 +153,11 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &[ModelEntry]) -> Gatewa
         ("unavailable_error_rate", &[]),
         ("degraded_p95_latency_ms", &[]),
         ("health_check_interval_seconds", &["health_check_interval"]),
+        ("budget_admission", &[]),
+        ("budget_min_output_tokens", &[]),
+        ("stream_timeout_seconds", &[]),
+        ("stream_idle_timeout_seconds", &[]),
+        ("stream_max_event_bytes", &[]),
     ];
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),
@@ -383,6 +165,8 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &[ModelEntry]) -> Gatewa
         readiness_cache: Duration::from_secs(5),
         routing: RoutingSettings::default(),
         health: HealthSettings::default(),
+        admission: AdmissionSettings::default(),
+        streams: StreamSettings::default(),
         teams: Vec::new(),
     };
     let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", KEYS)) else {
@@ -390,6 +174,8 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &[ModelEntry]) -> Gatewa
     };
     out.routing = routing(r, &f);
     out.health = health(r, &f);
+    out.admission = crate::load_limits::admission(r, &f);
+    out.streams = crate::load_limits::streams(r, &f);
     if let Some(d) = duration(r, &f, "budget_duration") {
         out.budget_duration = d;
     }
@@ -402,7 +188,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &[ModelEntry]) -> Gatewa
         for (i, item) in r.list(&wrapper, "").into_iter().enumerate() {
             let one = Fields::single(&format!("gateway_settings.budget_alert_thresholds[{i}]"), item);
             let parsed = r.decimal(&one, "").and_then(|(t, _)| Money::parse(&t).ok());
-            match parsed.map(|m| m.0 / 1_000_000) {
+            match parsed.map(|m| m.nanos() / 1_000_000) {
                 Some(pm) if pm > 0 && pm <= 1000 => ts.push(pm as u32),
                 _ => r.error(
                     item,
@@ -499,7 +285,7 @@ fn health(r: &mut Reader, f: &Fields) -> HealthSettings {
 /// A fraction in (0, 1], as per-mille.
 fn fraction(r: &mut Reader, f: &Fields, key: &str) -> Option<u32> {
     let (text, _) = r.decimal(f, key)?;
-    match Money::parse(&text).ok().map(|m| m.0 / 1_000_000) {
+    match Money::parse(&text).ok().map(|m| m.nanos() / 1_000_000) {
         Some(pm) if pm > 0 && pm <= 1000 => Some(pm as u32),
         _ => {
             if let Some(n) = f.get(key) {
@@ -510,7 +296,7 @@ fn fraction(r: &mut Reader, f: &Fields, key: &str) -> Option<u32> {
     }
 }
 
-fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default: BudgetDuration) -> Option<TeamConfig> {
+fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDuration) -> Option<TeamConfig> {
     const KEYS: &[Key] = &[
         ("team_id", &[]),
         ("budget_limit", &["max_budget"]),
@@ -538,7 +324,8 @@ fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default:
         None => None,
     };
     // A budgeted team's unpriced models cost it nothing: worth a warning, as `svc config check` promises.
-    let known = |alias: &str| models.iter().any(|m| m.alias == alias);
+    // An alias whose entry has errors is known (its entry's errors say what is wrong) but has no prices to judge.
+    let models = &all.entries;
     let is_free = |alias: &str| {
         models
             .iter()
@@ -561,15 +348,15 @@ fn team(r: &mut Reader, node: &Node, path: &str, models: &[ModelEntry], default:
     }
     let mut allowed = Vec::new();
     for (name, n) in listed {
-        if !known(&name) {
-            let hint = did_you_mean(&name, models.iter().map(|m| m.alias.as_str()));
+        if !all.knows(&name) {
+            let hint = did_you_mean(&name, all.aliases());
             r.error(
                 &n,
                 format!("{}: unknown model `{name}`; it is not a `model_name` in model_list{hint}", f.child("models")),
             );
             continue;
         }
-        if budget_limit.is_some() && is_free(&name) {
+        if budget_limit.is_some() && models.iter().any(|m| m.alias == name) && is_free(&name) {
             r.warn(&n, format!("{}: {}", f.child("models"), unpriced(&name)));
         }
         allowed.push(name);

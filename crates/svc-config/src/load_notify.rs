@@ -1,8 +1,12 @@
-//! The `notifications:` section (spec 2.7): the push block, webhooks and shell-hook settings.
+//! The `notifications:` section (spec 2.7): the push block, webhooks and shell-hook settings; and loading the
+//! push block alone ([`load_push_file`]), for a command that reads nothing else.
 
-use crate::node::Node;
+use crate::diagnostics::{checked, parse_root};
+use crate::load::{ConfigError, BUILTIN_YAML};
+use crate::node::{Node, Value};
 use crate::reader::{Key, Reader};
 use crate::types::*;
+use std::path::Path;
 use std::time::Duration;
 
 /// Topic names a real ntfy server reserves (reference: ntfy.md, "Topics").
@@ -35,6 +39,40 @@ pub(crate) fn notifications(r: &mut Reader, node: Option<&Node>) -> Notification
         }
     }
     out
+}
+
+/// Only the push block (`notifications.ntfy`) of a configuration file, validated as [`crate::load_file`]
+/// validates it; nothing else of the file is resolved or checked, so an unset environment variable or a
+/// problem elsewhere (a master key, a webhook secret, a model) does not matter. `None`: no push block.
+pub fn load_push_file(path: &Path) -> Result<Option<NtfyConfig>, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    load_push_str(&text, &path.display().to_string(), &|name| std::env::var(name).ok())
+}
+
+/// [`load_push_file`] for the built-in demo configuration.
+pub fn load_push_builtin() -> Result<Option<NtfyConfig>, ConfigError> {
+    load_push_str(BUILTIN_YAML, "<built-in>", &|name| std::env::var(name).ok())
+}
+
+/// [`load_push_file`] of configuration text; `env` resolves environment references.
+pub fn load_push_str(
+    text: &str,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<NtfyConfig>, ConfigError> {
+    let root = parse_root(text, file)?;
+    let mut r = Reader::new(file, env);
+    let block = entry(&root, "notifications").and_then(|n| entry(n, "ntfy").or_else(|| entry(n, "push")));
+    let push = block.and_then(|n| ntfy(&mut r, n));
+    checked(r.diags)?;
+    Ok(push)
+}
+
+/// The value of `key` in a mapping node, without checking anything else of it.
+fn entry<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
+    let Value::Map(entries) = &node.value else { return None };
+    entries.iter().find(|(k, _)| matches!(&k.value, Value::Str(s) if s == key)).map(|(_, v)| v)
 }
 
 /// Whether `topic` is a valid, unreserved ntfy topic name.
@@ -126,16 +164,9 @@ fn webhook(r: &mut Reader, node: &Node, path: &str) -> Option<WebhookConfig> {
     };
     let mut events = Vec::new();
     for (e, n) in r.strings(&f, "events").unwrap_or_default() {
-        if crate::EVENT_KINDS.contains(&e.as_str()) || e == "*" || e == "test" {
-            events.push(e);
-        } else if let Some(prefix) = e.strip_suffix(".*") {
-            if crate::EVENT_KINDS.iter().any(|k| k.split('.').next() == Some(prefix)) {
-                events.push(e);
-            } else {
-                r.error(&n, format!("{}: `{e}` matches no event kind", f.child("events")));
-            }
-        } else {
-            r.error(&n, format!("{}: unknown event kind `{e}`", f.child("events")));
+        match crate::event_pattern_error(&e) {
+            None => events.push(e),
+            Some(why) => r.error(&n, format!("{}: {why}", f.child("events"))),
         }
     }
     if f.get("events").is_none() {
@@ -145,6 +176,11 @@ fn webhook(r: &mut Reader, node: &Node, path: &str) -> Option<WebhookConfig> {
     let secret = r.string(&f, "secret").filter(|s| !s.is_empty());
     if secret.is_none() {
         r.error(node, format!("{path}: missing `secret` (the HMAC signing secret)"));
+        ok = false;
+    }
+    // A Standard Webhooks secret is `whsec_` and the base64 of the key; the key signs `webhook-signature`.
+    if let (Some(Err(why)), Some(n)) = (secret.as_deref().map(standard_webhooks_key), f.get("secret")) {
+        r.error(n, format!("{}: {why}", f.child("secret")));
         ok = false;
     }
     let timeout = r.int::<u64>(&f, "timeout_seconds").unwrap_or(10);

@@ -1,6 +1,7 @@
 //! Table tests for the loader: every diagnostic carries file, line and column.
 
 use super::*;
+use svc_budget::Price;
 
 fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -59,9 +60,9 @@ fn loads_litellm_shaped_config() {
     assert_eq!(m.api_base.as_deref(), Some("http://127.0.0.1:9/v1"));
     assert_eq!(m.owned_by, "openai");
     assert_eq!(m.deployment_id, "openai/gpt-4.1-mini");
-    assert_eq!(m.input_cost_per_token, Price(400_000));
+    assert_eq!(m.input_cost_per_token, Price::from_picos(400_000));
     assert_eq!(c.gateway.budget_duration, BudgetDuration::Months(1));
-    assert_eq!(c.gateway.teams[0].budget_limit, Some(Money(50_000_000_000)));
+    assert_eq!(c.gateway.teams[0].budget_limit, Some(Money::from_nanos(50_000_000_000)));
 }
 
 #[test]
@@ -117,9 +118,9 @@ gateway_settings:
             "svc.yaml:6:7: model_list[0].params: unknown field `modle` (did you mean `model`?)",
             "svc.yaml:6:7: model_list[0].params: missing `model`",
             "svc.yaml:9:14: model_list[1].params.model: `nope/x` must be `<provider>/<model id>` with provider openai, anthropic or mock",
+            "svc.yaml:10:29: model_list[1].params.input_cost_per_token: `-1` is negative; amounts and prices must be zero or more",
             "svc.yaml:12:20: gateway_settings.budget_duration: `30x` is not a duration; write a positive whole number and a unit: s, m, h, d, w or mo (e.g. `30d`)",
             "svc.yaml:15:21: gateway_settings.teams[0].budget_limit: `lots` is not a decimal number",
-            "svc.yaml:16:16: gateway_settings.teams[0].models: unknown model `a/b`; it is not a `model_name` in model_list",
             "svc.yaml:16:21: gateway_settings.teams[0].models: unknown model `e/f`; it is not a `model_name` in model_list",
         ]
     );
@@ -148,6 +149,9 @@ notifications:
     - url: http://127.0.0.1:1/hook
       events: [task.done, task.*, '*', nope.kind]
       secret: s
+    - url: http://127.0.0.1:1/hook
+      events: [nope.*]
+      secret: whsec_not*base64
 ";
     let errs = errors(text);
     assert_eq!(
@@ -157,6 +161,8 @@ notifications:
             "svc.yaml:4:12: notifications.ntfy.topic: `v1` is not a valid topic: use 1-64 of A-Z a-z 0-9 - _, not a reserved name",
             "svc.yaml:5:15: notifications.ntfy.priority: `loud` is not one of min, low, default, high, urgent",
             "svc.yaml:8:40: notifications.webhooks[0].events: unknown event kind `nope.kind`",
+            "svc.yaml:11:16: notifications.webhooks[1].events: `nope.*` matches no event kind",
+            "svc.yaml:12:15: notifications.webhooks[1].secret: starts with `whsec_` but the rest is not base64 (a Standard Webhooks secret is `whsec_` and the base64 of the key)",
         ]
     );
 }
@@ -319,4 +325,156 @@ gateway_settings:
         "{:?}",
         errors("server:\n  port: on\n")
     );
+}
+
+#[test]
+fn admission_and_stream_bounds_load_and_are_checked() {
+    let base = "model_list:\n  - model_name: m\n    params: { model: mock/m }\n";
+    let c = load(base, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.gateway.admission, AdmissionSettings { mode: AdmissionMode::Cap, min_output_tokens: 1024 });
+    assert_eq!(c.gateway.streams, StreamSettings::default());
+    let set = format!(
+        "{base}gateway_settings:\n  budget_admission: refuse\n  budget_min_output_tokens: 256\n  \
+         stream_timeout_seconds: 60\n  stream_idle_timeout_seconds: 5\n  stream_max_event_bytes: 65536\n"
+    );
+    let c = load(&set, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.gateway.admission, AdmissionSettings { mode: AdmissionMode::Refuse, min_output_tokens: 256 });
+    assert_eq!(
+        c.gateway.streams,
+        StreamSettings { total: Duration::from_secs(60), idle: Duration::from_secs(5), max_event_bytes: 65536 }
+    );
+    let bad = format!(
+        "{base}gateway_settings:\n  budget_admission: maybe\n  budget_min_output_tokens: 0\n  \
+         stream_idle_timeout_seconds: 0\n  stream_max_event_bytes: 10\n"
+    );
+    assert_eq!(
+        errors(&bad),
+        [
+            "svc.yaml:5:21: gateway_settings.budget_admission: `maybe` is not `cap` or `refuse`",
+            "svc.yaml:6:29: gateway_settings.budget_min_output_tokens: must be at least 1",
+            "svc.yaml:7:32: gateway_settings.stream_idle_timeout_seconds: must be at least 1",
+            "svc.yaml:8:27: gateway_settings.stream_max_event_bytes: must be at least 65536",
+        ]
+    );
+}
+
+/// `svc events tail` reads only the push block: variables that other parts name need not be set, while the
+/// push block itself is checked as usual.
+#[test]
+#[allow(clippy::unwrap_used)]
+fn the_push_block_alone() {
+    let text = "\
+server:
+  master_key: os.environ/UNSET_MASTER
+model_list:
+  - model_name: m
+    params: { model: openai/m, api_key: os.environ/UNSET_UPSTREAM }
+notifications:
+  ntfy:
+    server: http://127.0.0.1:8080/
+    topic: os.environ/TOPIC
+  webhooks:
+    - { url: 'https://x.example/h', events: ['*'], secret: os.environ/UNSET_SECRET }
+";
+    let env = |name: &str| (name == "TOPIC").then(|| "svc-fleet-x".to_string());
+    let push = crate::load_push_str(text, "svc.yaml", &env).unwrap().unwrap();
+    assert_eq!((push.server.as_str(), push.topic.as_str()), ("http://127.0.0.1:8080", "svc-fleet-x"));
+    assert!(crate::load_str(text, "svc.yaml", ConfigSource::Builtin, &env).is_err(), "the whole file is not valid");
+    let err = crate::load_push_str(text, "svc.yaml", &|_| None).unwrap_err().to_string();
+    assert!(err.contains("svc.yaml:9:12: notifications.ntfy.topic: environment variable `TOPIC` is not set"), "{err}");
+    assert!(!err.contains("UNSET_"), "{err}");
+    assert!(crate::load_push_str("fleet: {name: a}\n", "svc.yaml", &|_| None).unwrap().is_none());
+    assert!(crate::load_push_builtin().is_ok());
+}
+
+/// Every problem of one entry is reported, not only the first; a team and a fallback naming the alias of an
+/// entry with errors are not told that the model does not exist.
+#[test]
+fn every_problem_of_a_model_entry_is_reported() {
+    let text = "\
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params:
+      model: opneai/gpt-4.1-mini
+      api_base: ftp://example.com
+      timeout_seconds: soon
+      input_cost_per_token: -0.000001
+      output_cost_per_token: cheap
+    fallbacks: [openai/gpt-4.1-nano, nothing]
+  - model_name: openai/gpt-4.1-nano
+    params:
+  - model_name: other
+    params: { model: mock/x }
+    fallbacks: [openai/gpt-4.1-mini]
+gateway_settings:
+  teams:
+    - team_id: executor
+      budget_limit: 10
+      models: [openai/gpt-4.1-mini, openai/gpt-4.1-nano]
+";
+    assert_eq!(
+        errors(text),
+        vec![
+            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic or mock",
+            "svc.yaml:5:17: model_list[0].params.api_base: `ftp://example.com` must be an http:// or https:// URL",
+            "svc.yaml:6:24: model_list[0].params.timeout_seconds: expected a whole number of the right size, found `soon`",
+            "svc.yaml:7:29: model_list[0].params.input_cost_per_token: `-0.000001` is negative; amounts and prices must be zero or more",
+            "svc.yaml:8:30: model_list[0].params.output_cost_per_token: `cheap` is not a decimal number",
+            "svc.yaml:9:38: model_list[0].fallbacks: unknown model `nothing`; it is not a `model_name` in model_list",
+            "svc.yaml:11:11: model_list[1].params: missing `model`",
+        ]
+    );
+}
+
+#[test]
+fn server_limits_have_defaults_and_are_checked() {
+    let c = load("server:\n  port: 0\n", &[]).unwrap_or_else(|e| panic!("{e}"));
+    let s = &c.server;
+    assert_eq!((s.header_read_timeout, s.keep_alive_timeout), (Duration::from_secs(10), Duration::from_secs(60)));
+    assert_eq!((s.max_connections, s.shutdown_timeout), (4096, Duration::from_secs(30)));
+    let text = "\
+server:
+  header_read_timeout_seconds: 5
+  keep_alive_timeout_seconds: 7
+  max_connections: 100
+  shutdown_timeout_seconds: 0
+";
+    let c = load(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let s = &c.server;
+    assert_eq!((s.header_read_timeout, s.keep_alive_timeout), (Duration::from_secs(5), Duration::from_secs(7)));
+    assert_eq!((s.max_connections, s.shutdown_timeout), (100, Duration::ZERO));
+    let text = "\
+server:
+  header_read_timeout_seconds: 0
+  keep_alive_timeout_seconds: -1
+  max_connections: 0
+  shutdown_timeout_seconds: later
+  max_conections: 5
+";
+    assert_eq!(
+        errors(text),
+        vec![
+            "svc.yaml:2:32: server.header_read_timeout_seconds: must be at least 1",
+            "svc.yaml:3:31: server.keep_alive_timeout_seconds: expected a whole number of the right size, found `-1`",
+            "svc.yaml:4:20: server.max_connections: must be at least 1",
+            "svc.yaml:5:29: server.shutdown_timeout_seconds: expected a whole number of the right size, found `later`",
+            "svc.yaml:6:3: server: unknown field `max_conections` (did you mean `max_connections`?)",
+        ]
+    );
+}
+
+/// A relative SQLite path (the default one included) is the config file's neighbour, whatever the working
+/// directory; the built-in demo's path is left to `load_builtin`.
+#[test]
+fn relative_store_paths_are_taken_from_the_config_files_folder() {
+    let env = |_: &str| None;
+    let file = ConfigSource::File("/srv/fleet/svc.yaml".into());
+    let load_at = |text: &str| load_str(text, "svc.yaml", file.clone(), &env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(load_at("server:\n  port: 1\n").server.database_url, "sqlite:///srv/fleet/svc.db");
+    let c = load_at("server:\n  database_url: sqlite://data/gw.db\n");
+    assert_eq!(c.server.database_url, "sqlite:///srv/fleet/data/gw.db");
+    let c = load_at("server:\n  database_url: sqlite:///var/lib/svc.db\n");
+    assert_eq!(c.server.database_url, "sqlite:///var/lib/svc.db");
+    let c = load_at("server:\n  database_url: postgres://u@h/db\n");
+    assert_eq!(c.server.database_url, "postgres://u@h/db");
 }

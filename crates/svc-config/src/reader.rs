@@ -71,6 +71,11 @@ impl<'a> Reader<'a> {
         Some(Fields { path: path.to_string(), entries: out })
     }
 
+    /// An environment variable, through the loader's lookup (tests inject their own).
+    pub fn env_var(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+    }
+
     /// A string field, with `os.environ/NAME` resolved.
     pub fn string(&mut self, f: &Fields, key: &str) -> Option<String> {
         let node = f.get(key)?;

@@ -63,28 +63,55 @@ pub struct ServerConfig {
     pub port: u16,
     /// The admin key: `server.master_key`, else `$SVC_MASTER_KEY`; `None` when neither is set.
     pub master_key: Option<Secret>,
-    /// `sqlite://…` (default `sqlite://svc.db`) or `postgres://…`.
+    /// `sqlite://…` or `postgres://…`. A relative SQLite path in a file is resolved against the file's folder
+    /// (default `sqlite://svc.db` beside the file); the built-in demo's store is in the user's data folder.
     pub database_url: String,
     /// Requests in flight beyond this get 503 with `Retry-After` (default 512).
     pub max_in_flight: usize,
     /// Request bodies over this many bytes get 413 (default 10 MiB).
     pub max_request_body_bytes: usize,
+    /// How long a client may take to send a request's headers, from its first byte (from the connection's
+    /// opening for its first request) before the connection is closed (default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a keep-alive connection may stay idle between requests before it is closed (default 60 s).
+    pub keep_alive_timeout: Duration,
+    /// Open connections beyond this are answered 503 with `Retry-After` and closed (default 4096).
+    pub max_connections: usize,
+    /// At shutdown, how long requests in flight may take to finish before the remaining connections are
+    /// closed (default 30 s).
+    pub shutdown_timeout: Duration,
 }
 
 /// `fleet:`.
 #[derive(Debug, Clone)]
 pub struct FleetConfig {
-    /// Fleet name (default `default`).
+    /// Fleet name (default `default`; `$SVC_FLEET` overrides).
     pub name: String,
-    /// Node name (default: the host name).
+    /// Node name (default: the host name; `$SVC_NODE` overrides).
     pub node: String,
+    /// The address other nodes and operators reach this node at (default `http://<node>:<port>`).
+    pub address: Option<String>,
+    /// A node whose heartbeats stop for this long is declared offline (default 30 s).
+    pub offline_after: Duration,
+    /// How often a node sends a heartbeat (default a sixth of `offline_after`, at least 1 s).
+    pub heartbeat: Duration,
+    /// How long a node's budget slice and its claim on an outbox destination last without renewal (default
+    /// `offline_after`): a node that dies keeps them no longer.
+    pub lease: Duration,
 }
 
 impl Default for FleetConfig {
     /// Fleet `default`, node = this machine's host name (`localhost` when it cannot be read).
     fn default() -> Self {
         let node = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into());
-        FleetConfig { name: "default".into(), node }
+        FleetConfig {
+            name: "default".into(),
+            node,
+            address: None,
+            offline_after: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(5),
+            lease: Duration::from_secs(30),
+        }
     }
 }
 
@@ -154,8 +181,58 @@ pub struct GatewaySettings {
     pub routing: RoutingSettings,
     /// Model health thresholds and the background probe.
     pub health: HealthSettings,
+    /// What happens when a request's worst case no longer fits a budget.
+    pub admission: AdmissionSettings,
+    /// Bounds on streams read from upstreams.
+    pub streams: StreamSettings,
     /// `teams:`.
     pub teams: Vec<TeamConfig>,
+}
+
+/// `budget_admission`: what happens when a request's worst-case cost no longer fits a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionMode {
+    /// Admit it with its completion capped to what the budget still pays for (at least
+    /// `budget_min_output_tokens`), else refuse (the default).
+    Cap,
+    /// Refuse it (429 `Budget exceeded`).
+    Refuse,
+}
+
+/// Budget admission settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// `budget_admission` (default `cap`).
+    pub mode: AdmissionMode,
+    /// `budget_min_output_tokens`: the smallest completion cap worth admitting a request with (default 1024).
+    pub min_output_tokens: u64,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        AdmissionSettings { mode: AdmissionMode::Cap, min_output_tokens: 1024 }
+    }
+}
+
+/// Bounds on a stream from an upstream, whatever the upstream does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// `stream_timeout_seconds`: the longest a stream may run in all (default 3600 s).
+    pub total: Duration,
+    /// `stream_idle_timeout_seconds`: the longest wait for the upstream's next chunk (default 300 s).
+    pub idle: Duration,
+    /// `stream_max_event_bytes`: the largest event (or unfinished line) read from an upstream (default 4 MiB).
+    pub max_event_bytes: usize,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            total: Duration::from_secs(3600),
+            idle: Duration::from_secs(300),
+            max_event_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// Retries across deployments and cooldowns of failing deployments (LiteLLM's router names).
@@ -306,6 +383,34 @@ pub struct WebhookConfig {
     pub timeout: Duration,
     /// Retries after the first attempt (default 3).
     pub retry: u32,
+}
+
+impl WebhookConfig {
+    /// The key of the Standard Webhooks signature (`webhook-signature`), see [`standard_webhooks_key`]. A
+    /// secret the loader would refuse falls back to its raw bytes.
+    pub fn standard_key(&self) -> Vec<u8> {
+        let secret = self.secret.expose();
+        standard_webhooks_key(secret).unwrap_or_else(|_| secret.as_bytes().to_vec())
+    }
+}
+
+/// The Standard Webhooks key of a webhook secret: `whsec_` followed by base64 (the convention of the Standard
+/// Webhooks libraries; padding optional) is the decoded bytes, any other secret its own bytes. An error when
+/// the rest of a `whsec_` secret is empty or not base64 (the message never shows the secret).
+pub fn standard_webhooks_key(secret: &str) -> Result<Vec<u8>, String> {
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use base64::Engine as _;
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    match secret.strip_prefix("whsec_") {
+        None => Ok(secret.as_bytes().to_vec()),
+        Some(rest) => match LENIENT.decode(rest) {
+            Ok(key) if !key.is_empty() => Ok(key),
+            _ => Err("starts with `whsec_` but the rest is not base64 (a Standard Webhooks secret is `whsec_` and the base64 of the key)".to_string()),
+        },
+    }
 }
 
 /// `notifications.hooks:`.

@@ -1,16 +1,22 @@
 //! Per-destination delivery, shared by both front ends: `svc-notify` calls these directly, the gateway's
-//! [`crate::OutboxWorker`] calls [`Deliverer::deliver`] once per outbox row and destination.
+//! [`crate::OutboxWorker`] calls [`Deliverer::deliver`] once per attempt of an outbox row at a destination.
+//! Every call here is one attempt; retrying is the caller's (`svc-notify` through [`RetryPolicy::run`], the
+//! outbox worker through the row's schedule).
 //!
-//! A destination is the push server (`push`), one webhook (`webhook:<url>`, `#2`, `#3` … appended when a URL is
-//! configured twice) or this node's shell hooks (`hooks`). These names are what the outbox stores, so they
-//! stay the same across restarts as long as the configuration does.
+//! A destination is the push server (`push`), one webhook (`webhook:<redacted url>`, see
+//! [`crate::sinks::webhook::redact_url`], with `#2`, `#3` … appended when two webhooks look the same once
+//! redacted) or this node's shell hooks (`hooks`). These names are what the outbox stores, so they stay the
+//! same across restarts as long as the configuration does, and never show a token a URL carries. Older
+//! versions named a webhook `webhook:<url>`; [`Deliverer::legacy_names`] lists those names so the gateway can
+//! move rows still queued under them.
 
 use crate::envelope::Envelope;
-use crate::retry::Transient;
+use crate::retry::{RetryPolicy, Transient};
 use crate::sinks::hooks::{HookRun, HookRunError, HookRunner};
 use crate::sinks::ntfy::{NtfySink, PushError, PushOverrides};
-use crate::sinks::webhook::{WebhookError, WebhookSink};
+use crate::sinks::webhook::{WebhookDelivery, WebhookError, WebhookSink};
 use bytes::Bytes;
+use std::time::Duration;
 use svc_config::{NotificationsConfig, Priority};
 
 /// Where an event goes.
@@ -30,6 +36,8 @@ pub struct Deliverer {
     push: Option<NtfySink>,
     webhooks: Vec<(String, WebhookSink)>,
     hooks: Option<HookRunner>,
+    /// The node of a fleet this runs on (names its hooks' rows).
+    node: Option<String>,
 }
 
 /// One event as a destination receives it.
@@ -43,8 +51,10 @@ pub struct Delivery<'a> {
     pub title: Option<&'a str>,
     /// Push priority override.
     pub priority: Option<Priority>,
-    /// Stable id of this event at this destination (`X-SVC-Delivery`).
+    /// Stable id of this event at this destination (`X-SVC-Delivery`, `webhook-id`).
     pub delivery_id: &'a str,
+    /// Who posted the event (`X-SVC-Origin`, `SVC_EVENT_ORIGIN`), when known.
+    pub origin: Option<&'a str>,
 }
 
 /// Why a delivery failed.
@@ -67,16 +77,23 @@ pub enum DeliveryError {
     NotConfigured(String),
 }
 
-impl DeliveryError {
-    /// Whether the outbox should try again later. A refused push token is retried too: fixing the token or
-    /// the server's access list makes the queued events go out.
-    pub fn is_transient(&self) -> bool {
+/// Whether the outbox should try again later. A refused push token is retried too: fixing the token or the
+/// server's access list makes the queued events go out. A webhook's `Retry-After` is passed on.
+impl Transient for DeliveryError {
+    fn is_transient(&self) -> bool {
         match self {
             DeliveryError::Push(e) => e.is_transient() || e.is_auth(),
             DeliveryError::Webhook(e) => e.is_transient(),
             DeliveryError::Hooks(HookRunError::DepthExceeded { .. }) => false,
             DeliveryError::Hooks(_) => true,
             DeliveryError::BadEnvelope(_) | DeliveryError::NotConfigured(_) => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            DeliveryError::Webhook(e) => e.retry_after(),
+            _ => None,
         }
     }
 }
@@ -93,21 +110,29 @@ impl Deliverer {
 
     /// A deliverer from explicit sinks (tests, custom policies).
     pub fn new(push: Option<NtfySink>, webhooks: Vec<WebhookSink>, hooks: Option<HookRunner>) -> Deliverer {
-        // `webhook:<url>`, then `#2`, `#3` … for the same URL configured again.
-        let mut named: Vec<(String, WebhookSink)> = Vec::new();
-        for w in webhooks {
-            let base = format!("webhook:{}", w.config().url);
-            let same = named.iter().filter(|(n, _)| n.split('#').next() == Some(base.as_str())).count();
-            let name = if same == 0 { base } else { format!("{base}#{}", same + 1) };
-            named.push((name, w));
-        }
-        Deliverer { push, webhooks: named, hooks }
+        let names = unique(webhooks.iter().map(|w| format!("webhook:{}", w.shown_url())));
+        Deliverer { push, webhooks: names.into_iter().zip(webhooks).collect(), hooks, node: None }
     }
 
-    /// The same deliverer with another backoff policy for every webhook (e.g. shorter waits for a command).
-    pub fn with_webhook_policy(mut self, policy: crate::retry::RetryPolicy) -> Deliverer {
-        self.webhooks = self.webhooks.into_iter().map(|(n, w)| (n, w.with_policy(policy))).collect();
+    /// The same deliverer on a node of a fleet: its hooks' rows are named `hooks@<node>`, so that only the
+    /// node that emitted (or received) an event runs the hooks for it (hooks are node-local; push and webhooks
+    /// are shared by the fleet).
+    pub fn on_node(mut self, node: &str) -> Deliverer {
+        self.node = Some(node.to_string());
         self
+    }
+
+    /// The names older versions stored for the webhooks (`webhook:<url>`, with `#2`, `#3` … for a URL
+    /// configured again), each with the name used now, in configuration order; only those that differ.
+    /// On a node of a fleet, the hooks' rows stored as `hooks` before move to `hooks@<node>` too.
+    pub fn legacy_names(&self) -> Vec<(String, String)> {
+        let old = unique(self.webhooks.iter().map(|(_, w)| format!("webhook:{}", w.config().url)));
+        let mut out: Vec<(String, String)> =
+            old.into_iter().zip(self.webhooks.iter().map(|(n, _)| n.clone())).filter(|(old, new)| old != new).collect();
+        if self.hooks.is_some() && self.node.is_some() {
+            out.push(("hooks".to_string(), self.name(Destination::Hooks)));
+        }
+        out
     }
 
     /// The push sink, when the push block is present and enabled.
@@ -157,7 +182,10 @@ impl Deliverer {
             Destination::Webhook(i) => {
                 self.webhooks.get(i).map(|(n, _)| n.clone()).unwrap_or_else(|| format!("webhook:#{i}"))
             }
-            Destination::Hooks => "hooks".to_string(),
+            Destination::Hooks => match &self.node {
+                Some(node) => format!("hooks@{node}"),
+                None => "hooks".to_string(),
+            },
         }
     }
 
@@ -173,53 +201,73 @@ impl Deliverer {
         Ok(push.publish(&msg).await?)
     }
 
-    /// Delivers to one webhook: the first attempt and its configured `retry` retries.
+    /// The retries after the first attempt a webhook is configured with (`retry`); `None` for the other
+    /// destinations.
+    pub fn retries(&self, dest: Destination) -> Option<u32> {
+        match dest {
+            Destination::Webhook(i) => self.webhooks.get(i).map(|(_, w)| w.config().retry),
+            Destination::Push | Destination::Hooks => None,
+        }
+    }
+
+    /// One attempt to deliver to one webhook.
     pub async fn deliver_webhook(
         &self,
         index: usize,
         body: Bytes,
-        kind: &str,
-        delivery_id: &str,
+        d: &WebhookDelivery<'_>,
     ) -> Result<(), DeliveryError> {
         let (_, sink) =
             self.webhooks.get(index).ok_or_else(|| DeliveryError::NotConfigured(format!("webhook #{index}")))?;
-        Ok(sink.deliver(body, kind, delivery_id).await?)
+        Ok(sink.attempt(body, d).await?)
     }
 
     /// Delivers `envelope_json` to every webhook that takes `kind`, concurrently (a slow endpoint holds back no
-    /// other), each with a fresh delivery id and its own retries. Returns (destination name, result) in
+    /// other), each with a fresh delivery id: one attempt, then up to its configured `retry` more on transient
+    /// failures, waiting per `policy` (`svc-notify`'s way). Returns (destination name, result) in
     /// configuration order.
     pub async fn deliver_to_webhooks(
         &self,
         kind: &str,
         envelope_json: &str,
+        origin: Option<&str>,
+        policy: &RetryPolicy,
     ) -> Vec<(String, Result<(), DeliveryError>)> {
         let body = Bytes::copy_from_slice(envelope_json.as_bytes());
-        let jobs = self.webhooks.iter().enumerate().filter(|(_, (_, w))| w.accepts(kind)).map(|(i, (name, _))| {
+        let jobs = self.webhooks.iter().enumerate().filter(|(_, (_, w))| w.accepts(kind)).map(|(i, (name, w))| {
             let body = body.clone();
-            async move { (name.clone(), self.deliver_webhook(i, body, kind, &new_delivery_id()).await) }
+            async move {
+                let id = new_delivery_id();
+                let d = WebhookDelivery { kind, delivery_id: &id, origin };
+                let attempt = || self.deliver_webhook(i, body.clone(), &d);
+                let on_retry = |e: &DeliveryError, wait: Duration| {
+                    tracing::warn!(error = %e, delivery = %id, ?wait, "webhook delivery failed, retrying");
+                };
+                (name.clone(), policy.run(w.config().retry, attempt, on_retry).await)
+            }
         });
         futures::future::join_all(jobs).await
     }
 
-    /// Runs this node's hooks for an envelope.
-    pub async fn run_hooks(&self, env: &Envelope) -> Result<Vec<HookRun>, DeliveryError> {
+    /// Runs this node's hooks for an envelope; `origin` becomes `SVC_EVENT_ORIGIN`.
+    pub async fn run_hooks(&self, env: &Envelope, origin: Option<&str>) -> Result<Vec<HookRun>, DeliveryError> {
         let hooks = self.hooks.as_ref().ok_or_else(|| DeliveryError::NotConfigured("hooks".into()))?;
-        Ok(hooks.run(env).await?)
+        Ok(hooks.run(env, origin).await?)
     }
 
-    /// One delivery round of a stored event to one destination (the outbox worker's unit of work).
+    /// One attempt to deliver a stored event to one destination (the outbox worker's unit of work).
     pub async fn deliver(&self, dest: Destination, d: &Delivery<'_>) -> Result<(), DeliveryError> {
         match dest {
             Destination::Webhook(i) => {
-                self.deliver_webhook(i, Bytes::copy_from_slice(d.envelope_json.as_bytes()), d.kind, d.delivery_id).await
+                let w = WebhookDelivery { kind: d.kind, delivery_id: d.delivery_id, origin: d.origin };
+                self.deliver_webhook(i, Bytes::copy_from_slice(d.envelope_json.as_bytes()), &w).await
             }
             Destination::Push => {
                 let env = parse(d.envelope_json)?;
                 let overrides = PushOverrides { title: d.title.map(str::to_string), priority: d.priority };
                 self.deliver_push(&env, &overrides).await
             }
-            Destination::Hooks => self.run_hooks(&parse(d.envelope_json)?).await.map(|_| ()),
+            Destination::Hooks => self.run_hooks(&parse(d.envelope_json)?, d.origin).await.map(|_| ()),
         }
     }
 }
@@ -227,6 +275,21 @@ impl Deliverer {
 /// A fresh delivery id (a UUID v4), for `X-SVC-Delivery`.
 pub fn new_delivery_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// `names` made unique in order: the second of a name gets `#2`, the third `#3` …
+fn unique(names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for base in names {
+        let mut name = base.clone();
+        let mut n = 1;
+        while out.contains(&name) {
+            n += 1;
+            name = format!("{base}#{n}");
+        }
+        out.push(name);
+    }
+    out
 }
 
 fn parse(json: &str) -> Result<Envelope, DeliveryError> {

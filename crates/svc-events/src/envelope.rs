@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn source_env_overrides() {
-        let fleet = FleetConfig { name: "cfg-fleet".into(), node: "cfg-node".into() };
+        let fleet = FleetConfig { name: "cfg-fleet".into(), node: "cfg-node".into(), ..FleetConfig::default() };
         let env = |name: &str| match name {
             "SVC_FLEET" => Some("env-fleet".to_string()),
             "SVC_AGENT" => Some("env-agent".to_string()),

@@ -1,10 +1,19 @@
-//! The HTTP client every sink shares, and short human descriptions of transport failures.
+//! The HTTP client every sink shares, bounded reads of what a receiver answers, and short human descriptions
+//! of transport failures.
 //!
-//! Redirects are never followed (a 3xx is a failed delivery, reference webhooks-and-hooks.md); per-attempt
-//! timeouts are set per request by each sink, not here.
+//! Redirects are never followed (a 3xx is a failed delivery: senders of webhooks treat it so); per-attempt
+//! timeouts are set per request by each sink, not here. A receiver or push server decides how much it sends
+//! back, so nothing here reads an answer body whole: [`read_error_body`] keeps at most [`ERROR_BODY_CAP`]
+//! bytes and reads for at most [`ERROR_BODY_TIME`], then drops the connection.
 
 use std::error::Error as _;
 use std::time::Duration;
+
+/// The most of an error answer's body that is read (the rest is never received: the connection is dropped).
+pub const ERROR_BODY_CAP: usize = 64 * 1024;
+
+/// The longest an error answer's body is read for (the attempt's own timeout may end it sooner).
+pub const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
 
 /// A client for event delivery: no redirects, a connect timeout, a recognisable user agent.
 pub fn client() -> reqwest::Client {
@@ -14,6 +23,33 @@ pub fn client() -> reqwest::Client {
         .user_agent(concat!("svc-events/", env!("CARGO_PKG_VERSION")))
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// The first [`ERROR_BODY_CAP`] bytes of an answer's body, read for at most [`ERROR_BODY_TIME`], as text
+/// (lossy UTF-8). A body cut short or failing midway gives what arrived; the response (and with it the
+/// connection) is dropped either way, so an endless body costs 64 KiB, not memory without bound.
+pub async fn read_error_body(resp: reqwest::Response) -> String {
+    let bytes = read_capped(resp, ERROR_BODY_CAP, ERROR_BODY_TIME).await;
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// At most `cap` bytes of `resp`'s body, read for at most `time`.
+pub async fn read_capped(mut resp: reqwest::Response, cap: usize, time: Duration) -> Vec<u8> {
+    let mut kept: Vec<u8> = Vec::new();
+    let read = async {
+        while kept.len() < cap {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    let room = cap - kept.len();
+                    kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+    };
+    // Running out of time keeps what arrived so far.
+    let _ = tokio::time::timeout(time, read).await;
+    kept
 }
 
 /// `connection refused`, `timed out`, … : the innermost cause of a transport error, without the URL.

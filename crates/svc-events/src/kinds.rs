@@ -108,6 +108,20 @@ impl EventKind {
         EventKind::ALL.into_iter().find(|k| k.as_str() == text).ok_or_else(|| UnknownKind { given: text.to_string() })
     }
 
+    /// Whether only the gateway emits this kind: `budget.*` (its budgets), `model.*` (its health checks) and
+    /// `node.*` (the fleet's health). Posting one of these through `POST /events` would forge an alarm, so
+    /// only the master key (a fleet monitor) may; a virtual key may not.
+    pub fn gateway_only(self) -> bool {
+        matches!(
+            self,
+            EventKind::BudgetAlert
+                | EventKind::BudgetExceeded
+                | EventKind::ModelDegraded
+                | EventKind::ModelUnavailable
+                | EventKind::NodeOffline
+        )
+    }
+
     /// The severity of spec 6.1. `test` is `Info` here, but its push priority is the configured one
     /// (see [`EventKind::push_priority`]).
     pub fn severity(self) -> Severity {
@@ -138,7 +152,7 @@ impl EventKind {
 }
 
 impl Severity {
-    /// The mapping of issue 4: info → `low`, warn → `default`, high → `high`, urgent → `urgent`.
+    /// The mapping the README documents: info → `low`, warn → `default`, high → `high`, urgent → `urgent`.
     pub fn push_priority(self) -> Priority {
         match self {
             Severity::Info => Priority::Low,
@@ -204,6 +218,16 @@ mod tests {
         }
         assert_eq!(EventKind::Test.push_priority(Min), Min);
         assert_eq!(EventKind::Test.push_priority(Urgent), Urgent);
+    }
+
+    #[test]
+    fn gateway_only_kinds() {
+        let only: Vec<&str> = EventKind::ALL.iter().filter(|k| k.gateway_only()).map(|k| k.as_str()).collect();
+        assert_eq!(only, ["budget.alert", "budget.exceeded", "model.degraded", "model.unavailable", "node.offline"]);
+        for k in EventKind::ALL {
+            let prefix = k.as_str().split('.').next().unwrap();
+            assert_eq!(k.gateway_only(), ["budget", "model", "node"].contains(&prefix), "{k}");
+        }
     }
 
     #[test]

@@ -1,16 +1,18 @@
-//! The durable outbox (issue 4, "The gateway's side"): events are stored before any delivery attempt and
-//! delivered by a background worker, one task per destination, in emission order, at least once.
+//! The durable outbox: events are stored before any delivery attempt and delivered by a background worker,
+//! one task per destination, in emission order, at least once.
 //!
 //! 1. [`emit`] builds the envelope and calls [`OutboxStore::enqueue`] with one delivery row per destination
 //!    that takes the kind (each with its own delivery id, reused on every retry). Nothing else happens on the
 //!    caller's path: no network call.
 //! 2. [`OutboxWorker`] runs one loop per configured destination. Each loop reads the oldest pending rows of
 //!    its destination ([`OutboxStore::pending`]) and delivers them one by one, in id order.
-//! 3. Success marks the row delivered. A transient failure (push or webhook unreachable, 5xx, 429, a refused
-//!    push token) records the attempt with a `next_attempt_at` from exponential backoff with jitter, and the
-//!    loop waits for that time before trying the same row again, so a later event never overtakes an earlier
-//!    one. A permanent failure (4xx other than 408/429, 410, a broken envelope) or running out of
-//!    `max_attempts` marks the row dead, and the loop moves on.
+//! 3. Each delivery is one attempt (the sinks never retry on their own). Success marks the row delivered. A
+//!    transient failure (push or webhook unreachable, 5xx, 429, a refused push token) records the attempt
+//!    with a `next_attempt_at` from the destination's [`crate::RetryPolicy`] (a webhook's `Retry-After`
+//!    honoured), and the loop waits for that time before trying the same row again, so a later event never
+//!    overtakes an earlier one. A permanent failure (4xx other than 408/429, 410, a broken envelope) or the
+//!    last allowed attempt marks the row dead, and the loop moves on. A webhook gets `1 + retry` attempts in
+//!    all; push and hooks get [`WorkerOptions::max_attempts`].
 //! 4. A crash between a successful delivery and `mark_delivered` sends that event again after the restart:
 //!    delivery is at-least-once, and receivers de-duplicate by `X-SVC-Delivery`.
 //!
@@ -21,11 +23,12 @@ mod memory;
 mod worker;
 
 pub use memory::{MemoryOutbox, RowState};
-pub use worker::{backoff, Emitter, OutboxWorker, Waker, WorkerOptions};
+pub use worker::{Emitter, OutboxWorker, Waker, WorkerOptions};
 
 use crate::deliver::Deliverer;
 use crate::envelope::{Envelope, EnvelopeError, Source};
 use crate::kinds::EventKind;
+use crate::origin::Origin;
 use crate::sinks::ntfy::PushOverrides;
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -41,6 +44,8 @@ pub struct NewOutboxEvent {
     pub title: Option<String>,
     /// Push priority override, as `min|low|default|high|urgent`.
     pub priority: Option<String>,
+    /// Who posted it ([`Origin`] as text).
+    pub origin: String,
     /// One row per destination.
     pub deliveries: Vec<NewDelivery>,
 }
@@ -67,6 +72,8 @@ pub struct OutboxItem {
     pub title: Option<String>,
     /// Push priority override.
     pub priority: Option<String>,
+    /// Who posted it; `None` for events stored before origins were recorded.
+    pub origin: Option<String>,
     /// Failed attempts so far at this destination.
     pub attempts: u32,
     /// The delivery id of this event at this destination.
@@ -122,6 +129,26 @@ pub trait OutboxStore: Send + Sync + 'static {
         next_attempt_at: DateTime<Utc>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
+    /// Claims the shared `destination` for `holder` until `until`, or renews `holder`'s claim; true when
+    /// `holder` holds it now. Several gateways on one store take turns this way: one node at a time delivers
+    /// a destination, and the claim of a node that died lapses at `until`. A store only one process uses may
+    /// always answer true (the default).
+    fn claim(
+        &self,
+        destination: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        let _ = (destination, holder, until);
+        async { Ok(true) }
+    }
+
+    /// Gives `holder`'s claim on `destination` up (a clean stop), so another node takes over at once.
+    fn release(&self, destination: &str, holder: &str) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (destination, holder);
+        async { Ok(()) }
+    }
+
     /// The delivery failed for good (permanent error or too many attempts); keep the row for inspection.
     fn mark_dead(
         &self,
@@ -149,13 +176,14 @@ impl<E: std::error::Error + 'static> crate::Transient for EmitError<E> {
     }
 }
 
-/// Builds the envelope of `kind` with `data` from `source` and stores it for every destination of `deliverer`
-/// that takes the kind. Returns the envelope and its outbox id. Call [`OutboxWorker::wake`] (or
+/// Builds the envelope of `kind` with `data` from `source` and stores it, with who posted it (`origin`), for
+/// every destination of `deliverer` that takes the kind. Returns the envelope and its outbox id. Call [`OutboxWorker::wake`] (or
 /// [`worker::Waker::wake`]) afterwards for prompt delivery; otherwise the worker finds it on its next poll.
 pub async fn emit<S: OutboxStore>(
     store: &S,
     deliverer: &Deliverer,
     source: &Source,
+    origin: &Origin,
     kind: EventKind,
     data: serde_json::Value,
     overrides: &PushOverrides,
@@ -171,6 +199,7 @@ pub async fn emit<S: OutboxStore>(
         kind: kind.as_str().to_string(),
         title: overrides.title.clone(),
         priority: overrides.priority.map(|p| p.as_str().to_string()),
+        origin: origin.to_string(),
         deliveries,
     };
     let id = store.enqueue(event).await.map_err(EmitError::Store)?;

@@ -1,4 +1,7 @@
-//! Bounded retries with exponential backoff and jitter (backon), shared by the push and webhook sinks.
+//! Bounded retries with exponential backoff and jitter (backon): the one source of waits between attempts on
+//! the event path. Sinks make one attempt each; their callers own the retries: `svc-notify` wraps single
+//! attempts in [`RetryPolicy::run`], the gateway's outbox worker asks [`RetryPolicy::delay_before`] when to try
+//! a stored row again.
 //!
 //! The policy decides how long to wait; the error decides whether to retry at all ([`Transient`]) and may ask
 //! for a specific wait (`Retry-After`). This module does not know HTTP; the sinks classify their own errors.
@@ -42,6 +45,26 @@ impl RetryPolicy {
         jitter: true,
     };
 
+    /// The gateway's outbox for the push server and hooks: 1 s, 2 s, 4 s … up to 5 minutes (each plus up to as
+    /// much again at random), for as many rounds as the worker allows.
+    pub const OUTBOX: RetryPolicy = RetryPolicy {
+        min_delay: Duration::from_secs(1),
+        max_delay: Duration::from_secs(300),
+        factor: 2.0,
+        max_retry_after: Duration::from_secs(300),
+        jitter: true,
+    };
+
+    /// A gateway request asking the same upstream deployment again: 50 ms doubling, jittered up to twice the
+    /// wait, so at most 1 s.
+    pub const UPSTREAM: RetryPolicy = RetryPolicy {
+        min_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(500),
+        factor: 2.0,
+        max_retry_after: Duration::from_secs(1),
+        jitter: true,
+    };
+
     /// `svc-notify`'s short bounded retry of the push server: 250 ms, 500 ms …, at most 2 s each.
     pub const PUSH_CLI: RetryPolicy = RetryPolicy {
         min_delay: Duration::from_millis(250),
@@ -72,6 +95,23 @@ impl RetryPolicy {
         self.backoff(u32::MAX).build()
     }
 
+    /// The wait before attempt `attempt` (the first attempt is 1 and has none): the policy's backoff step for
+    /// it, or the server's `Retry-After` (capped by `max_retry_after`) when it asked for one. For a caller that
+    /// schedules attempts itself, such as the outbox worker, which keeps the time of the next attempt in the
+    /// store.
+    pub fn delay_before(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if attempt <= 1 {
+            return Duration::ZERO;
+        }
+        let planned = self.backoff(u32::MAX).build().nth((attempt - 2) as usize).unwrap_or(self.max_delay);
+        self.honour(planned, retry_after)
+    }
+
+    /// A planned wait, replaced by the server's `Retry-After` (up to `max_retry_after`) when it sent one.
+    fn honour(&self, planned: Duration, retry_after: Option<Duration>) -> Duration {
+        retry_after.map_or(planned, |ra| ra.min(self.max_retry_after))
+    }
+
     fn backoff(&self, retries: u32) -> ExponentialBuilder {
         let b = ExponentialBuilder::new()
             .with_min_delay(self.min_delay)
@@ -98,12 +138,11 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let cap = self.max_retry_after;
         attempt
             .retry(self.backoff(retries))
             .when(|e: &E| e.is_transient())
             // backon passes `None` once the retries are used up; keep it so, otherwise prefer the server's wait.
-            .adjust(move |e: &E, planned| planned.map(|d| e.retry_after().map_or(d, |ra| ra.min(cap))))
+            .adjust(|e: &E, planned| planned.map(|d| self.honour(d, e.retry_after())))
             .notify(|e: &E, wait| on_retry(e, wait))
             .await
     }
@@ -192,6 +231,23 @@ mod tests {
     async fn retry_after_is_honoured_and_capped() {
         let (_, at) = script(POLICY, 5, vec![Err(E::After(20)), Err(E::After(3600))]).await;
         assert_eq!(at, vec![0, 20_000, 50_000]);
+    }
+
+    #[test]
+    fn delay_before_each_attempt() {
+        let waits: Vec<u64> = (1..=7).map(|n| POLICY.delay_before(n, None).as_millis() as u64).collect();
+        assert_eq!(waits, vec![0, 1000, 2000, 4000, 8000, 8000, 8000]);
+        assert_eq!(POLICY.delay_before(3, Some(Duration::from_secs(20))), Duration::from_secs(20));
+        assert_eq!(POLICY.delay_before(3, Some(Duration::from_secs(3600))), Duration::from_secs(30), "capped");
+        assert_eq!(POLICY.delay_before(200, None), Duration::from_secs(8));
+        let jittered = RetryPolicy { jitter: true, ..POLICY };
+        for _ in 0..50 {
+            let d = jittered.delay_before(3, None);
+            assert!(d >= Duration::from_secs(2) && d <= Duration::from_secs(4), "{d:?}");
+        }
+        let w = RetryPolicy::WEBHOOK;
+        assert!(w.delay_before(2, None) >= Duration::from_secs(1) && w.delay_before(2, None) <= Duration::from_secs(2));
+        assert_eq!(w.delay_before(2, Some(Duration::from_secs(900))), Duration::from_secs(300), "5 minutes at most");
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
 use svc_events::sinks::ntfy::{NtfySink, PushOverrides};
 use svc_events::sinks::webhook::WebhookSink;
-use svc_events::{Deliverer, EventKind, MemoryOutbox, Meta, OutboxWorker, Source, WorkerOptions};
+use svc_events::{Deliverer, EventKind, MemoryOutbox, Meta, Origin, OutboxWorker, Source, WorkerOptions};
 use svc_testkit::ntfy::NtfyServer;
 use svc_testkit::webhook::WebhookReceiver;
 use tokio_util::sync::CancellationToken;
@@ -48,7 +48,7 @@ async fn two_thousand_events_arrive_in_order_at_both_destinations() {
     let handle = tokio::spawn(worker.run(token.clone()));
     for i in 0..N {
         let data = serde_json::json!({"message": format!("event {i}")});
-        emitter.emit(&source, EventKind::Test, data, &PushOverrides::default()).await.unwrap();
+        emitter.emit(&source, &Origin::Gateway, EventKind::Test, data, &PushOverrides::default()).await.unwrap();
     }
     ntfy.wait_for_messages(N, Duration::from_secs(120)).await;
     rx.wait_for(N, Duration::from_secs(120)).await;

@@ -1,17 +1,18 @@
 //! The push and webhook sinks against the testkit servers: how every answer is classified, that the ntfy
-//! test server accepts what the sink sends (RFC 2047 headers, the 4095-byte body), and the subscription
-//! used by `svc events tail`.
+//! test server accepts what the sink sends (RFC 2047 headers, the 4095-byte body), the subscription used by
+//! `svc events tail`, and that a misbehaving server (an endless or silent answer) costs bounded memory and
+//! time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ops::ControlFlow;
 use std::time::Duration;
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
 use svc_events::retry::Transient;
-use svc_events::sinks::ntfy::{subscribe, NtfySink, PushError, PushOverrides};
-use svc_events::sinks::webhook::{WebhookError, WebhookSink};
+use svc_events::sinks::ntfy::{subscribe, subscribe_with, NtfySink, PushError, PushOverrides};
+use svc_events::sinks::webhook::{WebhookDelivery, WebhookError, WebhookSink};
 use svc_events::{Envelope, EventKind, Meta, Source};
 use svc_testkit::ntfy::{Access, NtfyServer};
-use svc_testkit::webhook::WebhookReceiver;
+use svc_testkit::webhook::{signature, standard_signature, EndlessBody, WebhookReceiver};
 
 fn cfg(server: &str, token: Option<&str>) -> NtfyConfig {
     NtfyConfig {
@@ -129,31 +130,99 @@ async fn subscribe_reads_the_topic_with_the_token() {
     assert!(matches!(err, PushError::AuthFailed { status: 401, .. }), "{err:?}");
 }
 
+fn webhook_sink(url: &str, secret: &str, timeout: Duration) -> WebhookSink {
+    let wcfg = WebhookConfig {
+        url: url.to_string(),
+        events: vec!["*".into()],
+        secret: Secret::new(secret),
+        timeout,
+        retry: 0,
+    };
+    WebhookSink::new(svc_events::http::client(), wcfg)
+}
+
+const DELIVERY: WebhookDelivery<'static> = WebhookDelivery { kind: "test", delivery_id: "d-1", origin: Some("master") };
+
 #[tokio::test]
 async fn webhook_answers_are_classified() {
     let rx = WebhookReceiver::start().await;
-    let wcfg = WebhookConfig {
-        url: rx.url(),
-        events: vec!["*".into()],
-        secret: Secret::new("k"),
-        timeout: Duration::from_secs(2),
-        retry: 0,
-    };
-    let sink = WebhookSink::new(svc_events::http::client(), wcfg);
+    let sink = webhook_sink(&rx.url(), "k", Duration::from_secs(5));
     let body = bytes::Bytes::from_static(b"{}");
-    let headers = sink.headers(&body, "test", "d-1");
     let cases: [(u16, bool); 8] =
         [(408, true), (429, true), (500, true), (503, true), (410, false), (400, false), (401, false), (301, false)];
     for (status, transient) in cases {
         rx.respond_with(&[status]);
-        let err = sink.attempt(body.clone(), &headers).await.unwrap_err();
+        let err = sink.attempt(body.clone(), &DELIVERY).await.unwrap_err();
         assert_eq!(err.is_transient(), transient, "{status}: {err}");
         if status == 410 {
             assert!(matches!(err, WebhookError::Gone { .. }));
         }
     }
     rx.respond_once_with_headers(429, &[("Retry-After", "7")]);
-    let err = sink.attempt(body.clone(), &headers).await.unwrap_err();
+    let err = sink.attempt(body.clone(), &DELIVERY).await.unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
-    sink.attempt(body.clone(), &headers).await.unwrap();
+    sink.attempt(body.clone(), &DELIVERY).await.unwrap();
+}
+
+/// Every attempt carries both signatures; the Standard Webhooks key of a `whsec_` secret is its base64-decoded
+/// rest, of any other secret its raw bytes. Checked against the testkit's independent HMAC.
+#[tokio::test]
+async fn webhook_attempts_carry_both_signatures_and_the_origin() {
+    use base64::Engine as _;
+    let rx = WebhookReceiver::start().await;
+    let body = bytes::Bytes::from_static(br#"{"event":"test"}"#);
+    let key = b"0123456789abcdef0123456789abcdef";
+    let whsec = format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(key));
+    for (secret, standard_key) in [(whsec.as_str(), &key[..]), ("plain-secret", &b"plain-secret"[..])] {
+        webhook_sink(&rx.url(), secret, Duration::from_secs(5)).attempt(body.clone(), &DELIVERY).await.unwrap();
+        let r = rx.received().pop().unwrap();
+        assert_eq!(r.header("x-svc-signature"), Some(signature(secret.as_bytes(), &r.body).as_str()));
+        assert_eq!((r.header("webhook-id"), r.header("x-svc-delivery")), (Some("d-1"), Some("d-1")));
+        assert_eq!(r.header("x-svc-origin"), Some("master"));
+        let ts = r.header("webhook-timestamp").unwrap();
+        assert!((chrono::Utc::now().timestamp() - ts.parse::<i64>().unwrap()).abs() < 60);
+        let expected = standard_signature(standard_key, "d-1", ts, &r.body);
+        assert_eq!(r.header("webhook-signature"), Some(expected.as_str()), "{secret}");
+    }
+}
+
+/// A receiver answering 500 with a body that never ends: the attempt reads at most 64 KiB of it and returns
+/// long before its timeout (the body arrives at 1 MiB/s here, so reading it to the timeout would take 20 s).
+#[tokio::test]
+async fn an_endless_error_body_is_cut_at_64_kib() {
+    let rx = WebhookReceiver::start().await;
+    rx.set_default_status(500);
+    rx.set_endless_body(Some(EndlessBody { chunk: 1024, every: Duration::from_millis(1) }));
+    let sink = webhook_sink(&rx.url(), "k", Duration::from_secs(20));
+    let started = std::time::Instant::now();
+    let err = sink.attempt(bytes::Bytes::from_static(b"{}"), &DELIVERY).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(matches!(err, WebhookError::Unavailable { status: 500, .. }), "{err}");
+    assert!(err.to_string().len() < 400, "the reason is one short line: {err}");
+    // The push sink reads error answers the same way.
+    let push =
+        NtfySink::new(svc_events::http::client(), cfg(&rx.base_url(), None)).with_timeout(Duration::from_secs(20));
+    let started = std::time::Instant::now();
+    let err = publish(&push, &envelope(EventKind::Test, serde_json::json!({}))).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(matches!(err, PushError::ServerError { status: 500, .. }), "{err}");
+}
+
+/// A push server that sends one endless line, or nothing at all: the subscription ends with an error instead
+/// of keeping everything or waiting forever.
+#[tokio::test]
+async fn a_subscription_bounds_its_lines_and_its_silences() {
+    let rx = WebhookReceiver::start().await;
+    rx.set_endless_body(Some(EndlessBody { chunk: 1024, every: Duration::from_millis(1) }));
+    let client = svc_events::http::client();
+    let reader = cfg(&rx.base_url(), None);
+    let read = subscribe(&client, &reader, None, false, |_| ControlFlow::Continue(()));
+    let err = tokio::time::timeout(Duration::from_secs(10), read).await.unwrap().unwrap_err();
+    assert!(matches!(err, PushError::Protocol { .. }), "{err}");
+    assert!(err.to_string().contains("longer than 256 KiB"), "{err}");
+    // One chunk every 10 s is silence past an idle timeout of 300 ms.
+    rx.set_endless_body(Some(EndlessBody { chunk: 10, every: Duration::from_secs(10) }));
+    let read = subscribe_with(&client, &reader, None, false, Duration::from_millis(300), |_| ControlFlow::Continue(()));
+    let err = tokio::time::timeout(Duration::from_secs(5), read).await.unwrap().unwrap_err();
+    assert!(matches!(err, PushError::Unreachable { .. }) && err.to_string().contains("silent"), "{err}");
 }

@@ -1,7 +1,7 @@
-//! Event pipeline throughput through the real outbox (issue 4's benchmark): events are emitted into the SQLite
-//! store's outbox and delivered by the outbox worker to a local ntfy-compatible server and a local webhook
-//! receiver, with HMAC signing on. Prints the emission cost (what a caller waits for: one store transaction)
-//! and the delivery rate per destination of the worker draining the stored events.
+//! Event pipeline throughput through the real outbox (the event benchmark of BENCHMARKS.md): events are
+//! emitted into the SQLite store's outbox and delivered by the outbox worker to a local ntfy-compatible server
+//! and a local webhook receiver, with HMAC signing on. Prints the emission cost (what a caller waits for: one
+//! store transaction) and the delivery rate per destination of the worker draining the stored events.
 //!
 //! Run: `cargo run --release -p svc-gateway --example outbox_throughput [-- EVENTS [RATE]]` (default 5000 events,
 //! emitted as fast as the callers can). With RATE, the events are emitted at that steady rate (events/s) and the
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
 use svc_events::sinks::ntfy::{NtfySink, PushOverrides};
 use svc_events::sinks::webhook::WebhookSink;
-use svc_events::{Deliverer, EventKind, Meta, OutboxWorker, Source, WorkerOptions};
+use svc_events::{Deliverer, EventKind, Meta, Origin, OutboxWorker, Source, WorkerOptions};
 use svc_gateway::outbox::StoreOutbox;
 use svc_testkit::ntfy::NtfyServer;
 use svc_testkit::webhook::WebhookReceiver;
@@ -74,7 +74,9 @@ async fn main() -> anyhow::Result<()> {
                 }
                 let data = serde_json::json!({"task_title": format!("event {i}")});
                 let t = Instant::now();
-                emitter.emit(&source, EventKind::TaskCreated, data, &PushOverrides::default()).await?;
+                emitter
+                    .emit(&source, &Origin::Gateway, EventKind::TaskCreated, data, &PushOverrides::default())
+                    .await?;
                 us.push(t.elapsed().as_secs_f64() * 1e6);
             }
             Ok::<_, anyhow::Error>(us)

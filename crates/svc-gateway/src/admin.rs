@@ -2,7 +2,6 @@
 //! both enforce the same rules: a key belongs to a configured team, may only name models its team may use,
 //! is shown once at creation and keeps its identity across rotation.
 
-use crate::error::ApiError;
 use crate::keys::{generate_secret, hash_secret, hint_of, looks_like_key, KeyCache};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -10,6 +9,31 @@ use serde_json::{Map, Value};
 use svc_budget::{BudgetDuration, Money};
 use svc_config::Config;
 use svc_store::{now_ms, KeyRow, Store};
+
+/// Why an administration rule refused, whoever asked (mapped to HTTP in `error.rs`, to exit codes by the CLI).
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// A field is missing or wrong; `param` names it.
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// The field.
+        param: String,
+    },
+    /// No key has that secret, alias or id.
+    #[error("no such key (give the key, its alias or its id)")]
+    KeyNotFound,
+    /// The store failed, or a unique value (an alias) is taken.
+    #[error(transparent)]
+    Store(#[from] svc_store::StoreError),
+}
+
+impl AdminError {
+    fn invalid(message: impl Into<String>, param: &str) -> AdminError {
+        AdminError::Invalid { message: message.into(), param: param.to_string() }
+    }
+}
 
 /// Body of `POST /key/generate` (LiteLLM's names; `duration` is accepted for `expires`).
 #[derive(Debug, Default, Deserialize)]
@@ -23,6 +47,9 @@ pub struct CreateKey {
     pub key_alias: Option<String>,
     /// Aliases of its own, a subset of the team's.
     pub models: Option<Vec<String>>,
+    /// Event patterns it may post on `POST /events` (`task.*`, `agent.started`; empty or absent: every kind a
+    /// virtual key may post).
+    pub events: Option<Vec<String>>,
     /// Key budget (same unit as prices).
     pub max_budget: Option<serde_json::Number>,
     /// Key budget period (`30d`).
@@ -52,6 +79,8 @@ pub struct UpdateKey {
     pub agent_role: Option<String>,
     /// New model list.
     pub models: Option<Vec<String>>,
+    /// New event patterns (`[]`: every kind a virtual key may post).
+    pub events: Option<Vec<String>>,
     /// New budget.
     pub max_budget: Option<serde_json::Number>,
     /// New budget period.
@@ -87,6 +116,8 @@ pub struct KeyInfo {
     pub agent_role: Option<String>,
     /// Own model list.
     pub models: Vec<String>,
+    /// Event patterns it may post (empty: every kind a virtual key may post).
+    pub events: Vec<String>,
     /// Budget.
     pub max_budget: Option<f64>,
     /// Budget period.
@@ -120,7 +151,8 @@ impl KeyInfo {
             team_id: r.team_id.clone(),
             agent_role: r.agent_role.clone(),
             models: r.models.clone(),
-            max_budget: r.max_budget.map(|b| Money(b).as_f64()),
+            events: r.events.clone(),
+            max_budget: r.max_budget.map(|b| Money::from_nanos(b).as_f64()),
             budget_duration: r.budget_duration.clone(),
             rpm_limit: r.rpm_limit,
             tpm_limit: r.tpm_limit,
@@ -142,61 +174,78 @@ pub struct Admin<'a> {
     pub cache: Option<&'a KeyCache>,
 }
 
-fn parse_money(n: &serde_json::Number, param: &str) -> Result<Money, ApiError> {
-    Money::parse(&n.to_string()).map_err(|e| ApiError::bad_request(format!("`{param}`: {e}"), Some(param.into())))
+fn parse_money(n: &serde_json::Number, param: &str) -> Result<Money, AdminError> {
+    Money::parse(&n.to_string()).map_err(|e| AdminError::invalid(format!("`{param}`: {e}"), param))
 }
 
-fn parse_duration(text: &str, param: &str) -> Result<BudgetDuration, ApiError> {
-    BudgetDuration::parse(text).map_err(|e| ApiError::bad_request(format!("`{param}`: {e}"), Some(param.into())))
+fn parse_duration(text: &str, param: &str) -> Result<BudgetDuration, AdminError> {
+    BudgetDuration::parse(text).map_err(|e| AdminError::invalid(format!("`{param}`: {e}"), param))
+}
+
+/// A key's `events`: each an event pattern that takes at least one kind a virtual key may post (the kinds only
+/// the gateway emits are never posted with a virtual key, whatever its list says).
+fn check_events(events: &[String]) -> Result<(), AdminError> {
+    for e in events {
+        if let Some(why) = svc_config::event_pattern_error(e) {
+            return Err(AdminError::invalid(format!("`events`: {why}"), "events"));
+        }
+        let postable = svc_events::EventKind::ALL
+            .iter()
+            .any(|k| !k.gateway_only() && svc_config::event_pattern_matches(e, k.as_str()));
+        if !postable {
+            return Err(AdminError::invalid(
+                format!("`events`: `{e}` takes only kinds the gateway emits itself; a virtual key never posts those"),
+                "events",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The instant `text` (a duration such as `30d`) from `now`.
-fn expiry(text: &str, now: DateTime<Utc>) -> Result<i64, ApiError> {
+fn expiry(text: &str, now: DateTime<Utc>) -> Result<i64, AdminError> {
     let d = parse_duration(text, "expires")?;
     Ok(d.period_at(now, now).end.timestamp_millis())
 }
 
 impl Admin<'_> {
-    async fn changed(&self) -> Result<(), ApiError> {
+    async fn changed(&self) -> Result<(), AdminError> {
         if let Some(c) = self.cache {
             c.refresh(self.store, true).await?;
         }
         Ok(())
     }
 
-    fn check_models(&self, team_id: &str, models: &[String]) -> Result<(), ApiError> {
+    fn check_models(&self, team_id: &str, models: &[String]) -> Result<(), AdminError> {
         let Some(team) = self.config.team(team_id) else {
             let known: Vec<&str> = self.config.gateway.teams.iter().map(|t| t.team_id.as_str()).collect();
-            return Err(ApiError::bad_request(
+            return Err(AdminError::invalid(
                 format!(
                     "unknown team `{team_id}`; configured teams: {}",
                     if known.is_empty() { "none".into() } else { known.join(", ") }
                 ),
-                Some("team_id".into()),
+                "team_id",
             ));
         };
         for m in models {
             if !self.config.models.iter().any(|d| &d.alias == m) {
-                return Err(ApiError::bad_request(format!("unknown model `{m}`"), Some("models".into())));
+                return Err(AdminError::invalid(format!("unknown model `{m}`"), "models"));
             }
             if !team.models.is_empty() && !team.models.contains(m) {
-                return Err(ApiError::bad_request(
-                    format!("team `{team_id}` may not use model `{m}`"),
-                    Some("models".into()),
-                ));
+                return Err(AdminError::invalid(format!("team `{team_id}` may not use model `{m}`"), "models"));
             }
         }
         Ok(())
     }
 
     /// Creates a key; the answer carries its secret, shown this once.
-    pub async fn create(&self, req: CreateKey) -> Result<KeyInfo, ApiError> {
-        let team_id = req
-            .team_id
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| ApiError::bad_request("missing `team_id`", Some("team_id".into())))?;
+    pub async fn create(&self, req: CreateKey) -> Result<KeyInfo, AdminError> {
+        let team_id =
+            req.team_id.filter(|t| !t.is_empty()).ok_or_else(|| AdminError::invalid("missing `team_id`", "team_id"))?;
         let models = req.models.unwrap_or_default();
         self.check_models(&team_id, &models)?;
+        let events = req.events.unwrap_or_default();
+        check_events(&events)?;
         let now = Utc::now();
         let max_budget = req.max_budget.as_ref().map(|n| parse_money(n, "max_budget")).transpose()?;
         if let Some(d) = &req.budget_duration {
@@ -216,7 +265,8 @@ impl Admin<'_> {
             team_id,
             agent_role: req.agent_role.filter(|a| !a.is_empty()),
             models,
-            max_budget: max_budget.map(|m| m.0),
+            events,
+            max_budget: max_budget.map(|m| m.nanos()),
             budget_duration: req.budget_duration,
             rpm_limit: req.rpm_limit.map(i64::from),
             tpm_limit: req.tpm_limit.and_then(|v| i64::try_from(v).ok()),
@@ -233,19 +283,25 @@ impl Admin<'_> {
     }
 
     /// Finds a key by secret, alias or id.
-    pub async fn find(&self, needle: &str) -> Result<KeyRow, ApiError> {
-        let lookup = if looks_like_key(needle) { hex::encode(hash_secret(needle)) } else { needle.to_string() };
-        self.store.find_key(&lookup).await?.ok_or_else(|| {
-            ApiError::not_found("key_not_found", "no such key (give the key, its alias or its id)").with_param("key")
-        })
+    pub async fn find(&self, needle: &str) -> Result<KeyRow, AdminError> {
+        let found = if looks_like_key(needle) {
+            self.store.find_key_by_hash(&hex::encode(hash_secret(needle))).await?
+        } else {
+            self.store.find_key(needle).await?
+        };
+        found.ok_or_else(|| AdminError::KeyNotFound)
     }
 
     /// Changes a key.
-    pub async fn update(&self, req: UpdateKey) -> Result<KeyInfo, ApiError> {
+    pub async fn update(&self, req: UpdateKey) -> Result<KeyInfo, AdminError> {
         let mut row = self.find(&req.key).await?;
         if let Some(models) = req.models {
             self.check_models(&row.team_id, &models)?;
             row.models = models;
+        }
+        if let Some(events) = req.events {
+            check_events(&events)?;
+            row.events = events;
         }
         if let Some(a) = req.key_alias {
             row.key_alias = Some(a).filter(|a| !a.is_empty());
@@ -254,7 +310,7 @@ impl Admin<'_> {
             row.agent_role = Some(r).filter(|r| !r.is_empty());
         }
         if let Some(b) = &req.max_budget {
-            row.max_budget = Some(parse_money(b, "max_budget")?.0);
+            row.max_budget = Some(parse_money(b, "max_budget")?.nanos());
         }
         if let Some(d) = req.budget_duration {
             parse_duration(&d, "budget_duration")?;
@@ -282,12 +338,12 @@ impl Admin<'_> {
     }
 
     /// Revokes (blocks) a key: it stays on record for audit, and every request with it gets 401.
-    pub async fn revoke(&self, needle: &str) -> Result<KeyInfo, ApiError> {
+    pub async fn revoke(&self, needle: &str) -> Result<KeyInfo, AdminError> {
         self.update(UpdateKey { key: needle.to_string(), blocked: Some(true), ..Default::default() }).await
     }
 
     /// Rotates a key: a new secret for the same record (id, alias, budgets and spend stay).
-    pub async fn regenerate(&self, needle: &str) -> Result<KeyInfo, ApiError> {
+    pub async fn regenerate(&self, needle: &str) -> Result<KeyInfo, AdminError> {
         let mut row = self.find(needle).await?;
         let secret = generate_secret();
         row.key_hash = hex::encode(hash_secret(&secret));
@@ -299,7 +355,7 @@ impl Admin<'_> {
     }
 
     /// Deletes keys; returns the ids deleted.
-    pub async fn delete(&self, needles: &[String]) -> Result<Vec<String>, ApiError> {
+    pub async fn delete(&self, needles: &[String]) -> Result<Vec<String>, AdminError> {
         let mut ids = Vec::new();
         for n in needles {
             ids.push(self.find(n).await?.id);
@@ -310,7 +366,7 @@ impl Admin<'_> {
     }
 
     /// Every key.
-    pub async fn list(&self) -> Result<Vec<KeyInfo>, ApiError> {
+    pub async fn list(&self) -> Result<Vec<KeyInfo>, AdminError> {
         Ok(self.store.list_keys().await?.iter().map(|r| KeyInfo::from_row(r, None)).collect())
     }
 }
@@ -324,7 +380,7 @@ pub async fn sync_teams(store: &Store, config: &Config) -> Result<(), svc_store:
         .map(|t| {
             let row = svc_store::TeamRow {
                 team_id: t.team_id.clone(),
-                budget_limit: t.budget_limit.map(|m| m.0),
+                budget_limit: t.budget_limit.map(|m| m.nanos()),
                 models: t.models.clone(),
                 budget_duration: t.budget_duration.to_string(),
                 anchor_ms: t.budget_start.map(|s| s.timestamp_millis()).unwrap_or(0),
@@ -336,4 +392,26 @@ pub async fn sync_teams(store: &Store, config: &Config) -> Result<(), svc_store:
         })
         .collect();
     store.sync_teams(&rows).await
+}
+
+/// The teams of `config` as one JSON object (id → limit, period, models, rate limits, anchor), what a node
+/// stores about itself so that nodes whose configurations disagree can be found.
+pub fn teams_fingerprint(config: &Config) -> String {
+    let teams: serde_json::Map<String, Value> = config
+        .gateway
+        .teams
+        .iter()
+        .map(|t| {
+            let v = serde_json::json!({
+                "budget_limit": t.budget_limit.map(|m| m.to_string()),
+                "budget_duration": t.budget_duration.to_string(),
+                "budget_start": t.budget_start.map(|d| d.to_rfc3339()),
+                "models": t.models,
+                "rpm_limit": t.rpm_limit,
+                "tpm_limit": t.tpm_limit,
+            });
+            (t.team_id.clone(), v)
+        })
+        .collect();
+    Value::Object(teams).to_string()
 }

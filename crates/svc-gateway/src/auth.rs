@@ -63,7 +63,7 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
 }
 
 /// Resolves headers to a principal.
-pub fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+pub async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
     let secret = presented(headers)?;
     let digest = hash_secret(secret);
     if let Some(master) = &state.master_hash {
@@ -72,7 +72,7 @@ pub fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiEr
         }
     }
     let invalid = || ApiError::unauthorized("Invalid API key.");
-    let key = state.keys.get(&digest).ok_or_else(invalid)?;
+    let key = state.keys.resolve(&digest, &state.store).await.ok_or_else(invalid)?;
     if key.revoked {
         return Err(ApiError::unauthorized("This API key has been revoked."));
     }
@@ -84,7 +84,7 @@ pub fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiEr
 
 /// Middleware: puts the [`Principal`] in the request extensions or answers 401.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    match resolve(&state, req.headers()) {
+    match resolve(&state, req.headers()).await {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

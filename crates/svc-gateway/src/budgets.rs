@@ -3,11 +3,16 @@
 //! requests can never together pass a limit.
 //!
 //! 1. `admit`: for each budget that applies (the team's when it has `budget_limit`, the key's when it has
-//!    `max_budget`), lock the accounts in a fixed order (team, then key), check every one, then hold the
-//!    amount in every one. A refusal is 429 `Budget exceeded` with details and `Retry-After`.
-//! 2. `Reservation::settle`: actual cost replaces the hold; thresholds crossed become `budget.alert`,
-//!    reaching the limit `budget.exceeded`, each announced once per period (deduplicated in the store, so
-//!    also across restarts).
+//!    `max_budget`), lock the accounts in a fixed order (team, then key) and take the smallest room left.
+//!    When the request's worst case (its prompt estimate and completion cap, on the dearest deployment it
+//!    may try) fits, hold it in every account. When it does not and `budget_admission` is `cap` (the
+//!    default), lower the completion cap to what the room still pays for, if that is at least
+//!    `budget_min_output_tokens`, and hold that. Otherwise refuse: 429 `Budget exceeded` with details and
+//!    `Retry-After`, and `budget.exceeded` once per period.
+//! 2. `Reservation::settle`: the actual cost (never more than was held) replaces the hold; thresholds
+//!    crossed become `budget.alert`, reaching the limit `budget.exceeded`, each announced once per period
+//!    (deduplicated in the store, so also across restarts). Once "exceeded" is announced in a period, the
+//!    alerts not announced yet are folded into it (an alert after "exceeded" is noise).
 //! 3. Dropping a `Reservation` unsettled releases it (a failed call costs nothing).
 //!
 //! Accounts are created on first use from the store: the current period's spend is the sum of the spend
@@ -16,15 +21,17 @@
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::{EventSink, GatewayEvent};
-use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use svc_budget::{Account, BudgetDuration, Money, Notice, Refusal};
-use svc_config::Config;
+use svc_budget::{
+    affordable_completion_tokens, Account, BudgetDuration, Money, Notice, NoticeKind, Price, Refusal, Usage,
+};
+use svc_config::{AdmissionMode, Config};
 use svc_store::{SpendFilter, Store};
 use tokio::sync::OnceCell;
+use tokio_util::task::TaskTracker;
 
 /// A clock, injectable for tests.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -69,6 +76,52 @@ pub struct Budgets {
     notices: tokio::sync::mpsc::UnboundedSender<(Scope, Notice, Who)>,
 }
 
+type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
+
+/// What a request asks of its budgets: its worst case is `prompt_tokens` at `input` plus `choices` ×
+/// `completion_tokens` at `output` (the dearest prices of the deployments it may try).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    /// The conservative prompt estimate.
+    pub prompt_tokens: u64,
+    /// The completion cap per choice.
+    pub completion_tokens: u64,
+    /// How many choices (`n`).
+    pub choices: u64,
+    /// Price of a prompt token.
+    pub input: Price,
+    /// Price of a completion token.
+    pub output: Price,
+}
+
+impl Ask {
+    /// The worst-case cost with a completion cap of `completion_tokens` per choice.
+    pub fn cost_with(&self, completion_tokens: u64) -> Money {
+        let usage = Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: completion_tokens.saturating_mul(self.choices.max(1)),
+        };
+        usage.cost(self.input, self.output)
+    }
+
+    /// The worst-case cost as asked.
+    pub fn worst_case(&self) -> Money {
+        self.cost_with(self.completion_tokens)
+    }
+}
+
+/// An admitted request: what it holds, and the completion cap per choice it was admitted with (lower than it
+/// asked when the budget could not pay for more).
+#[must_use]
+pub struct Grant {
+    /// The holds in the budgets.
+    pub reservation: Reservation,
+    /// The completion cap per choice the holds pay for.
+    pub completion_tokens: u64,
+    /// Whether that cap is lower than the request's own.
+    pub capped: bool,
+}
+
 /// What an admitted request holds in each budget.
 #[must_use]
 pub struct Reservation {
@@ -108,12 +161,14 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 }
 
 impl Budgets {
-    /// Budgets over `store`, with the teams' anchors as stored.
+    /// Budgets over `store`, with the teams' anchors as stored. The announcer of budget events runs on `tasks`
+    /// (shutdown waits for it: it ends once every notice queued before the budgets were dropped is announced).
     pub async fn new(
         store: Store,
         config: Arc<Config>,
         events: Arc<dyn EventSink>,
         clock: Clock,
+        tasks: &TaskTracker,
     ) -> Result<Budgets, svc_store::StoreError> {
         let team_anchors = store
             .list_teams()
@@ -121,13 +176,9 @@ impl Budgets {
             .into_iter()
             .map(|t| (t.team_id, DateTime::<Utc>::from_timestamp_millis(t.anchor_ms).unwrap_or_default()))
             .collect();
-        let (notices, mut queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
-        let announcer_store = store.clone();
-        tokio::spawn(async move {
-            while let Some((scope, notice, who)) = queue.recv().await {
-                announce(&announcer_store, events.as_ref(), scope, notice, who).await;
-            }
-        });
+        let (notices, queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
+        let thresholds = config.gateway.budget_alert_thresholds_permille.clone();
+        tasks.spawn(announcer(store.clone(), events, queue, thresholds));
         Ok(Budgets {
             accounts: RwLock::new(HashMap::new()),
             team_anchors,
@@ -189,54 +240,84 @@ impl Budgets {
                 Scope::Team(t) => filter.team_id = Some(t.clone()),
                 Scope::Key(k) => filter.key_id = Some(k.clone()),
             }
-            let spent = Money(self.store.sum_spend(&filter).await?);
+            let spent = Money::from_nanos_i128(self.store.sum_spend(&filter).await?);
             let mut account = Account::new(limit, duration, anchor, spent, now);
             let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
-            let alerted: Vec<u32> = notices.iter().filter_map(|n| n.strip_prefix("alert:")?.parse().ok()).collect();
-            account.restore_notices(&alerted, notices.iter().any(|n| n == "exceeded"));
+            let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
+            account.restore_notices(&announced);
             Ok::<_, ApiError>(Mutex::new(account))
         })
         .await?;
         Ok(cell)
     }
 
-    /// Reserves `amount` in every budget of the caller, or refuses with 429 `Budget exceeded`.
-    pub async fn admit(self: &Arc<Self>, principal: &Principal, amount: Money) -> Result<Reservation, ApiError> {
+    /// Reserves the worst case of `ask` in every budget of the caller — or, when it does not fit and
+    /// `budget_admission` is `cap`, a lower completion cap that does (at least `budget_min_output_tokens`) —
+    /// or refuses with 429 `Budget exceeded`.
+    pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
         let who = who(principal);
         let applicable = self.applicable(principal);
+        let full = ask.worst_case();
         if applicable.is_empty() {
-            return Ok(Reservation { holds: Vec::new(), budgets: None, who });
+            let reservation = Reservation { holds: Vec::new(), budgets: None, who };
+            return Ok(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false });
         }
         let mut cells = Vec::with_capacity(applicable.len());
         for (scope, limit, duration, anchor) in &applicable {
             cells.push((scope.clone(), self.account(scope, *limit, *duration, *anchor).await?));
         }
         let now = self.now();
-        // Lock every account (team before key, always), check all, then hold in all.
+        // Lock every account (team before key, always), find the tightest room, then hold in all.
         let mut guards = Vec::with_capacity(cells.len());
         for (_, cell) in &cells {
             let Some(m) = cell.get() else { return Err(ApiError::internal("budget account missing")) };
             guards.push(m.lock().map_err(|_| ApiError::internal("budget account poisoned"))?);
         }
+        let mut tightest = 0;
+        let mut room = Money::MAX;
         for (i, g) in guards.iter_mut().enumerate() {
-            if let Err(refusal) = g.check(amount, now) {
-                drop(guards);
-                let scope = cells[i].0.clone();
-                if refusal.first_of_period {
-                    self.announce_refusal(&scope, &refusal, &who, now);
-                }
-                return Err(refused(&scope, &refusal, &who, now));
+            let r = g.room(now);
+            if r < room {
+                (tightest, room) = (i, r);
             }
         }
+        let (amount, completion_tokens) = if full <= room {
+            (full, ask.completion_tokens)
+        } else {
+            match self.capped(ask, room) {
+                Some(k) => (ask.cost_with(k), k),
+                None => {
+                    let refusal = guards[tightest].refuse(full);
+                    drop(guards);
+                    let scope = cells[tightest].0.clone();
+                    if refusal.first_of_period {
+                        self.announce_refusal(&scope, &refusal, &who, now);
+                    }
+                    return Err(refused(&scope, &refusal, &who, now));
+                }
+            }
+        };
         for g in guards.iter_mut() {
             g.hold(amount);
         }
         drop(guards);
-        Ok(Reservation {
+        let reservation = Reservation {
             holds: cells.into_iter().map(|(s, c)| (s, c, amount)).collect(),
             budgets: Some(self.clone()),
             who,
-        })
+        };
+        Ok(Grant { reservation, completion_tokens, capped: completion_tokens < ask.completion_tokens })
+    }
+
+    /// The lower completion cap `room` pays for, when `budget_admission` is `cap` and it is a useful one.
+    fn capped(&self, ask: &Ask, room: Money) -> Option<u64> {
+        let settings = self.config.gateway.admission;
+        if settings.mode != AdmissionMode::Cap {
+            return None;
+        }
+        let affordable = affordable_completion_tokens(room, ask.prompt_tokens, ask.input, ask.output, ask.choices)?;
+        let k = affordable.min(ask.completion_tokens);
+        (k >= settings.min_output_tokens.max(1) && ask.cost_with(k) <= room).then_some(k)
     }
 
     fn announce_refusal(&self, scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) {
@@ -248,10 +329,11 @@ impl Budgets {
             .and_then(|c| c.get().and_then(|m| m.lock().ok().map(|a| a.period.start)))
             .unwrap_or(now);
         let notice = Notice::Exceeded {
-            spent: r.spent.plus(r.reserved),
+            spent: r.spent,
             limit: r.limit,
             period: svc_budget::Period { start: period_start, end: r.reset },
             requested: Some(r.requested),
+            remaining: Some(r.remaining),
         };
         self.announce(scope.clone(), notice, who.clone());
     }
@@ -295,20 +377,45 @@ impl Budgets {
     }
 }
 
-/// Announces a notice once per period: the store decides who is first, then the event is emitted.
-async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: Notice, who: Who) {
-    let (label, kind, period, spent, limit, threshold) = match &notice {
+/// The announcer task: announces queued notices one at a time, in order, until the queue closes.
+async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queue: NoticeQueue, thresholds: Vec<u32>) {
+    while let Some((scope, notice, who)) = queue.recv().await {
+        announce(&store, events.as_ref(), &thresholds, scope, notice, who).await;
+    }
+}
+
+/// Announces a notice once per period: the store decides who is first, then the event is emitted. An alert
+/// of a period whose "exceeded" was already announced is dropped (folded into it), and announcing
+/// "exceeded" records every alert threshold as announced, so none comes after it (also after a restart).
+async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
+    let (kind, event, period, spent, limit, threshold) = match &notice {
         Notice::Alert { threshold_permille, spent, limit, period } => {
-            (format!("alert:{threshold_permille}"), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
+            (notice.kind(), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
         }
         Notice::Exceeded { spent, limit, period, .. } => {
-            ("exceeded".to_string(), "budget.exceeded", *period, *spent, *limit, None)
+            (notice.kind(), "budget.exceeded", *period, *spent, *limit, None)
         }
     };
-    match store.notice_once(&scope.label(), period.start.timestamp_millis(), &label).await {
+    let label = scope.label();
+    let period_ms = period.start.timestamp_millis();
+    if matches!(kind, NoticeKind::Alert(_)) {
+        match store.notices(&label, period_ms).await {
+            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
+        }
+    }
+    match store.notice_once(&label, period_ms, &kind.label()).await {
         Ok(true) => {}
         Ok(false) => return,
         Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
+    }
+    if kind == NoticeKind::Exceeded {
+        for t in thresholds {
+            if let Err(e) = store.notice_once(&label, period_ms, &NoticeKind::Alert(*t).label()).await {
+                tracing::warn!(error = %e, "cannot record a budget alert as folded into `budget.exceeded`");
+            }
+        }
     }
     let mut data = budget_fields(&scope, &who);
     data.insert("agent_role".into(), json!(who.agent_role));
@@ -317,10 +424,11 @@ async fn announce(store: &Store, events: &dyn EventSink, scope: Scope, notice: N
     data.insert("period_start".into(), json!(rfc3339(period.start)));
     data.insert("period_end".into(), json!(rfc3339(period.end)));
     data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
-    if let Notice::Exceeded { requested, .. } = notice {
+    if let Notice::Exceeded { requested, remaining, .. } = notice {
         data.insert("requested".into(), json!(requested.map(Money::as_f64)));
+        data.insert("remaining".into(), json!(remaining.map(Money::as_f64)));
     }
-    events.emit(GatewayEvent { kind, agent: who.agent.clone(), data: Value::Object(data) });
+    events.emit(GatewayEvent { kind: event, agent: who.agent.clone(), data: Value::Object(data) });
 }
 
 fn who(principal: &Principal) -> Who {
@@ -346,16 +454,15 @@ fn budget_fields(scope: &Scope, who: &Who) -> Map<String, Value> {
 
 /// The 429 of a refused reservation: `Budget exceeded` plus machine-readable detail (spec 4.1 rule 1).
 fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) -> ApiError {
-    let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
     let mut extra = budget_fields(scope, who);
     extra.insert("limit".into(), json!(r.limit.as_f64()));
     extra.insert("spent".into(), json!(r.spent.as_f64()));
     extra.insert("reserved".into(), json!(r.reserved.as_f64()));
     extra.insert("requested".into(), json!(r.requested.as_f64()));
+    extra.insert("remaining".into(), json!(r.remaining.as_f64()));
     extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
-    e.extra = Some(extra);
-    e.retry_after = Some((r.reset - now).num_seconds().max(1) as u64);
-    e
+    let retry_after = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1);
+    ApiError::budget_exceeded(extra, retry_after)
 }
 
 impl Reservation {
@@ -364,13 +471,25 @@ impl Reservation {
         Reservation { holds: Vec::new(), budgets: None, who: Who::default() }
     }
 
-    /// Replaces the holds by the actual cost and announces crossed thresholds.
+    /// What each budget holds for the request (zero when no budget applies).
+    pub fn held(&self) -> Money {
+        self.holds.first().map(|(_, _, m)| *m).unwrap_or(Money::ZERO)
+    }
+
+    /// Whether any budget applies.
+    pub fn is_budgeted(&self) -> bool {
+        !self.holds.is_empty()
+    }
+
+    /// Replaces the holds by the actual cost and announces crossed thresholds. A cost above what was held is
+    /// charged only up to the hold (the guarantee: a budget never passes its limit); the caller logs it.
     pub fn settle(mut self, actual: Money) {
         let Some(budgets) = self.budgets.take() else { return };
         let now = budgets.now();
         for (scope, cell, held) in std::mem::take(&mut self.holds) {
+            let charged = actual.min(held);
             let notices = match cell.get().map(|m| m.lock()) {
-                Some(Ok(mut a)) => a.settle(held, actual, &budgets.thresholds, now),
+                Some(Ok(mut a)) => a.settle(held, charged, &budgets.thresholds, now),
                 _ => Vec::new(),
             };
             for n in notices {

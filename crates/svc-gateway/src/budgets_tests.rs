@@ -31,17 +31,37 @@ struct Rig {
     _dir: tempfile::TempDir,
 }
 
+/// An ask whose worst case is `nanos` (prompt only, one nano-unit a token).
+fn nanos(n: i64) -> Ask {
+    Ask {
+        prompt_tokens: u64::try_from(n).unwrap(),
+        completion_tokens: 0,
+        choices: 1,
+        input: Price::from_picos(1_000),
+        output: Price::from_picos(1_000),
+    }
+}
+
+fn m(n: i64) -> Money {
+    Money::from_nanos(n)
+}
+
 async fn rig(dir: Option<tempfile::TempDir>, now: DateTime<Utc>) -> Rig {
+    rig_with(CONFIG, dir, now).await
+}
+
+async fn rig_with(config: &str, dir: Option<tempfile::TempDir>, now: DateTime<Utc>) -> Rig {
     let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
     let store = Store::connect(&format!("sqlite://{}", dir.path().join("b.db").display())).await.unwrap();
-    let config = svc_config::load_str(CONFIG, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
+    let config = svc_config::load_str(config, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
     crate::admin::sync_teams(&store, &config).await.unwrap();
     let clock_now = Arc::new(AtomicI64::new(now.timestamp_millis()));
     let c = clock_now.clone();
     let clock: Clock = Arc::new(move || DateTime::<Utc>::from_timestamp_millis(c.load(Ordering::SeqCst)).unwrap());
     let events = MemorySink::default();
+    let tasks = tokio_util::task::TaskTracker::new();
     let budgets =
-        Arc::new(Budgets::new(store.clone(), Arc::new(config), Arc::new(events.clone()), clock).await.unwrap());
+        Arc::new(Budgets::new(store.clone(), Arc::new(config), Arc::new(events.clone()), clock, &tasks).await.unwrap());
     Rig { budgets, store, now: clock_now, events, _dir: dir }
 }
 
@@ -53,6 +73,7 @@ fn principal() -> Principal {
         team_id: "t".into(),
         agent_role: Some("coder".into()),
         models: vec![],
+        events: vec![],
         max_budget: None,
         budget_duration: None,
         rpm_limit: None,
@@ -65,6 +86,8 @@ fn principal() -> Principal {
 
 async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
     let r = SpendRecord {
+        record_id: uuid::Uuid::new_v4().to_string(),
+        node: None,
         request_id: uuid::Uuid::new_v4().to_string(),
         ts_ms: when.timestamp_millis(),
         key_id: Some("k1".into()),
@@ -92,7 +115,7 @@ async fn restart_across_a_month_end_boundary_starts_the_new_period_at_zero() {
         (v.spent, v.period_start.as_str(), v.reset_at.as_str()),
         (0.9, "2026-01-31T00:00:00Z", "2026-02-28T00:00:00Z")
     );
-    assert!(r.budgets.admit(&principal(), Money(200_000_000)).await.is_err());
+    assert!(r.budgets.admit(&principal(), &nanos(200_000_000)).await.is_err());
     // A gateway started after the reset (it was down across it) begins the new period at zero.
     let dir = r._dir;
     let r = rig(Some(dir), at(2026, 3, 2, 0)).await;
@@ -101,20 +124,20 @@ async fn restart_across_a_month_end_boundary_starts_the_new_period_at_zero() {
         (v.spent, v.period_start.as_str(), v.reset_at.as_str()),
         (0.0, "2026-02-28T00:00:00Z", "2026-03-31T00:00:00Z")
     );
-    assert!(r.budgets.admit(&principal(), Money(200_000_000)).await.is_ok());
+    assert!(r.budgets.admit(&principal(), &nanos(200_000_000)).await.is_ok());
 }
 
 #[tokio::test]
 async fn a_running_gateway_resets_exactly_at_the_boundary() {
     let r = rig(None, at(2026, 2, 27, 23)).await;
-    let res = r.budgets.admit(&principal(), Money(900_000_000)).await.unwrap();
-    res.settle(Money(950_000_000));
-    assert!(r.budgets.admit(&principal(), Money(100_000_000)).await.is_err());
+    let res = r.budgets.admit(&principal(), &nanos(950_000_000)).await.unwrap();
+    res.reservation.settle(m(950_000_000));
+    assert!(r.budgets.admit(&principal(), &nanos(100_000_000)).await.is_err());
     // One millisecond before the reset: still refused; at the reset: admitted.
     r.now.store(at(2026, 2, 28, 0).timestamp_millis() - 1, Ordering::SeqCst);
-    assert!(r.budgets.admit(&principal(), Money(100_000_000)).await.is_err());
+    assert!(r.budgets.admit(&principal(), &nanos(100_000_000)).await.is_err());
     r.now.store(at(2026, 2, 28, 0).timestamp_millis(), Ordering::SeqCst);
-    let ok = r.budgets.admit(&principal(), Money(100_000_000)).await;
+    let ok = r.budgets.admit(&principal(), &nanos(100_000_000)).await;
     assert!(ok.is_ok());
     drop(ok);
     let v = r.budgets.team_view("t").await.unwrap().unwrap();
@@ -127,18 +150,18 @@ async fn budget_events_are_announced_once_per_period() {
     let p = principal();
     // 0.6 of the budget: crosses 0.5.
     // (The pipeline writes the spend record as it settles; here the test does.)
-    r.budgets.admit(&p, Money(600_000_000)).await.unwrap().settle(Money(600_000_000));
+    r.budgets.admit(&p, &nanos(600_000_000)).await.unwrap().reservation.settle(m(600_000_000));
     spend(&r.store, at(2026, 2, 10, 0), 600_000_000).await;
     // 0.85: crosses 0.8.
-    r.budgets.admit(&p, Money(250_000_000)).await.unwrap().settle(Money(250_000_000));
+    r.budgets.admit(&p, &nanos(250_000_000)).await.unwrap().reservation.settle(m(250_000_000));
     spend(&r.store, at(2026, 2, 10, 0), 250_000_000).await;
     // Refused twice: budget.exceeded once.
-    let refusal = r.budgets.admit(&p, Money(200_000_000)).await.err().unwrap();
+    let refusal = r.budgets.admit(&p, &nanos(200_000_000)).await.err().unwrap();
     assert_eq!(
-        (refusal.status.as_u16(), refusal.message.as_str(), refusal.kind),
+        (refusal.status().as_u16(), refusal.message(), refusal.kind()),
         (429, "Budget exceeded", "budget_exceeded")
     );
-    assert!(r.budgets.admit(&p, Money(200_000_000)).await.is_err());
+    assert!(r.budgets.admit(&p, &nanos(200_000_000)).await.is_err());
     let mut kinds = Vec::new();
     for _ in 0..100 {
         kinds = r.events.events().iter().map(|e| e.kind).collect::<Vec<_>>();
@@ -162,7 +185,94 @@ async fn budget_events_are_announced_once_per_period() {
     // A restart in the same period does not announce them again.
     let dir = r._dir;
     let r2 = rig(Some(dir), at(2026, 2, 11, 0)).await;
-    assert!(r2.budgets.admit(&p, Money(200_000_000)).await.is_err());
+    assert!(r2.budgets.admit(&p, &nanos(200_000_000)).await.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
+}
+
+/// An agent's worst case (prompt plus 128,000 completion tokens at 1,000 nano-units each) on a team budget
+/// of 1.00 that has 0.05 left.
+fn agent_ask() -> Ask {
+    Ask {
+        prompt_tokens: 100,
+        completion_tokens: 128_000,
+        choices: 1,
+        input: Price::from_picos(1_000_000),
+        output: Price::from_picos(1_000_000),
+    }
+}
+
+/// Waits until the sink holds `n` events (or a deadline), then returns them.
+async fn events_after(r: &Rig, n: usize) -> Vec<GatewayEvent> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while r.events.events().len() < n && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    r.events.events()
+}
+
+#[tokio::test]
+async fn the_last_part_of_a_budget_is_usable_with_a_capped_completion() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let p = principal();
+    r.budgets.admit(&p, &nanos(950_000_000)).await.unwrap().reservation.settle(m(950_000_000));
+    // 0.128 does not fit in the 0.05 left: admitted with what 0.05 pays for after the prompt.
+    let g = r.budgets.admit(&p, &agent_ask()).await.unwrap();
+    assert!(g.capped);
+    assert_eq!(g.completion_tokens, 49_900);
+    assert!(g.reservation.held() <= m(50_000_000));
+    let v = r.budgets.team_view("t").await.unwrap().unwrap();
+    assert!(v.spent + v.reserved <= 1.0, "{v:?}");
+    // While it holds the rest, nothing useful fits: refused, and the refusal says what is left.
+    let refusal = r.budgets.admit(&p, &agent_ask()).await.err().unwrap();
+    assert_eq!(refusal.status().as_u16(), 429);
+    let body = refusal.body();
+    assert_eq!(body["error"]["requested"], 0.1281);
+    assert!(body["error"]["remaining"].as_f64().unwrap() < 0.001, "{body}");
+    drop(g);
+    // Less than `budget_min_output_tokens` (1024 by default) left: refused.
+    r.budgets.admit(&p, &nanos(49_000_000)).await.unwrap().reservation.settle(m(49_000_000));
+    assert!(r.budgets.admit(&p, &agent_ask()).await.is_err());
+}
+
+#[tokio::test]
+async fn strict_admission_refuses_what_does_not_fit_whole() {
+    let strict = CONFIG.replace("gateway_settings:\n", "gateway_settings:\n  budget_admission: refuse\n");
+    let r = rig_with(&strict, None, at(2026, 2, 10, 0)).await;
+    let p = principal();
+    r.budgets.admit(&p, &nanos(950_000_000)).await.unwrap().reservation.settle(m(950_000_000));
+    assert!(r.budgets.admit(&p, &agent_ask()).await.is_err());
+    let fits = Ask { completion_tokens: 1_000, ..agent_ask() };
+    let g = r.budgets.admit(&p, &fits).await.unwrap();
+    assert!(!g.capped && g.completion_tokens == 1_000);
+}
+
+#[tokio::test]
+async fn a_settlement_is_never_charged_above_its_reservation() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let g = r.budgets.admit(&principal(), &nanos(100)).await.unwrap();
+    g.reservation.settle(m(i64::MAX));
+    let v = r.budgets.team_view("t").await.unwrap().unwrap();
+    assert_eq!((v.spent, v.reserved), (0.0000001, 0.0));
+}
+
+#[tokio::test]
+async fn exceeded_before_any_alert_folds_the_alerts_in() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let p = principal();
+    // A burst: a worst case that does not fit is refused while settled spend is still low ...
+    assert!(r.budgets.admit(&p, &nanos(1_500_000_000)).await.is_err());
+    // ... then spend crosses 0.5 and 0.8: no alert comes after "exceeded".
+    r.budgets.admit(&p, &nanos(900_000_000)).await.unwrap().reservation.settle(m(900_000_000));
+    let events = events_after(&r, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let kinds: Vec<&str> = r.events.events().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["budget.exceeded"], "{events:?}");
+    // Also after a restart in the same period.
+    let dir = r._dir;
+    let r2 = rig(Some(dir), at(2026, 2, 11, 0)).await;
+    spend(&r2.store, at(2026, 2, 10, 0), 900_000_000).await;
+    r2.budgets.admit(&p, &nanos(10_000_000)).await.unwrap().reservation.settle(m(10_000_000));
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
 }

@@ -1,5 +1,10 @@
 //! `ApiError`: the one error type of the HTTP surface, and the only place that knows HTTP statuses and the
 //! OpenAI error shape `{"error":{"message","type","param","code"}}`. Every crate's error converts here.
+//!
+//! An `ApiError` is built only by the named constructors below and is read-only afterwards (apart from
+//! `with_param` / `code` while it is built), so the status table lives in this file alone. Building one never
+//! logs: a 5xx answer carries its detail in the response extensions ([`LoggedError`]) and the request
+//! middleware logs it once.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -8,44 +13,29 @@ use svc_providers::ProviderError;
 
 /// An error answered to a client (boxed: errors are rare, `Result`s on the hot path stay small).
 #[derive(Debug, Clone)]
-pub struct ApiError(Box<ErrorParts>);
+pub struct ApiError(Box<Parts>);
 
-/// The parts of an [`ApiError`].
 #[derive(Debug, Clone)]
-pub struct ErrorParts {
-    /// HTTP status.
-    pub status: StatusCode,
+struct Parts {
+    status: StatusCode,
     /// OpenAI-style `type` (e.g. `invalid_request_error`, `budget_exceeded`).
-    pub kind: &'static str,
+    kind: &'static str,
     /// Human message, never containing a secret.
-    pub message: String,
-    /// The offending request field.
-    pub param: Option<String>,
+    message: String,
+    param: Option<String>,
     /// Seconds for `Retry-After` (429, 503).
-    pub retry_after: Option<u64>,
+    retry_after: Option<u64>,
     /// Extra machine-readable fields placed inside `error` (budget details).
-    pub extra: Option<Map<String, Value>>,
+    extra: Option<Map<String, Value>>,
     /// Overrides `code` (default: the status as a string, as LiteLLM does).
-    pub code: Option<String>,
-}
-
-impl std::ops::Deref for ApiError {
-    type Target = ErrorParts;
-    fn deref(&self) -> &ErrorParts {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for ApiError {
-    fn deref_mut(&mut self) -> &mut ErrorParts {
-        &mut self.0
-    }
+    code: Option<String>,
+    /// What the log gets for a 5xx and the client does not (a store failure's cause).
+    detail: Option<String>,
 }
 
 impl ApiError {
-    /// An error with a status, type and message.
-    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError(Box::new(ErrorParts {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError(Box::new(Parts {
             status,
             kind,
             message: message.into(),
@@ -53,13 +43,14 @@ impl ApiError {
             retry_after: None,
             extra: None,
             code: None,
+            detail: None,
         }))
     }
 
     /// 400 for a bad request field.
     pub fn bad_request(message: impl Into<String>, param: Option<String>) -> ApiError {
         let mut e = ApiError::new(StatusCode::BAD_REQUEST, "invalid_request_error", message);
-        e.param = param;
+        e.0.param = param;
         e
     }
 
@@ -78,33 +69,122 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, kind, message)
     }
 
-    /// 503 with `Retry-After`.
-    pub fn overloaded(message: impl Into<String>, retry_after: u64) -> ApiError {
-        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded_error", message);
-        e.retry_after = Some(retry_after);
+    /// 413 for a body over the limit.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!("request body is larger than the limit of {limit} bytes (server.max_request_body_bytes)"),
+        )
+    }
+
+    /// 429 `Budget exceeded` (spec 4.1 rule 1) with machine-readable `details` and `Retry-After`.
+    pub fn budget_exceeded(details: Map<String, Value>, retry_after_secs: u64) -> ApiError {
+        let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
+        e.0.extra = Some(details);
+        e.0.retry_after = Some(retry_after_secs.max(1));
         e
     }
 
-    /// 500 for a failure of the gateway itself (the store); the detail goes to the log, not the client.
+    /// 429 over a rate limit (`what`: which one), with `Retry-After`.
+    pub fn rate_limited(what: &str, retry_after_secs: u64) -> ApiError {
+        let mut e =
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_exceeded", format!("Rate limit exceeded: {what}"));
+        e.0.retry_after = Some(retry_after_secs.max(1));
+        e
+    }
+
+    /// 503 with `Retry-After`.
+    pub fn overloaded(message: impl Into<String>, retry_after: u64) -> ApiError {
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded_error", message);
+        e.0.retry_after = Some(retry_after);
+        e
+    }
+
+    /// 504 for a stream the upstream stopped feeding, or that ran past its time.
+    pub fn upstream_timeout(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", message)
+    }
+
+    /// 405 for a known path asked with a method it does not take.
+    pub fn method_not_allowed(method: &str, path: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("`{path}` does not take {method} (see the `allow` header)"),
+        )
+    }
+
+    /// 400 for a query string that does not fit the route's parameters.
+    pub fn bad_query(param: Option<String>, reason: impl std::fmt::Display) -> ApiError {
+        let message = match &param {
+            Some(p) => format!("invalid query parameter `{p}`: {reason}"),
+            None => format!("invalid query string: {reason}"),
+        };
+        ApiError::bad_request(message, param)
+    }
+
+    /// The answer to a request the server could not read at all (hyper's 400, 414 and 431).
+    pub fn unreadable_request(status: StatusCode) -> ApiError {
+        match status {
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => ApiError::new(
+                status,
+                "request_headers_too_large",
+                "the request headers are too large: at most 100 headers and about 400 KiB in all",
+            ),
+            StatusCode::URI_TOO_LONG => {
+                ApiError::new(status, "uri_too_long", "the request URI is too long: at most 65534 bytes")
+            }
+            _ => ApiError::new(
+                status,
+                "invalid_request_error",
+                "the request could not be read: it is not valid HTTP/1.1 (request line or headers)",
+            ),
+        }
+    }
+
+    /// 500 for a failure of the gateway itself; `what` goes to the client, nothing more.
     pub fn internal(what: &str) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", format!("internal error: {what}"))
     }
 
     /// Sets `param`.
     pub fn with_param(mut self, param: impl Into<String>) -> ApiError {
-        self.param = Some(param.into());
+        self.0.param = Some(param.into());
         self
+    }
+
+    /// Sets `code`.
+    pub fn code(mut self, code: &str) -> ApiError {
+        self.0.code = Some(code.to_string());
+        self
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.0.status
+    }
+
+    /// The OpenAI-style `type`.
+    pub fn kind(&self) -> &'static str {
+        self.0.kind
+    }
+
+    /// The message the client reads.
+    pub fn message(&self) -> &str {
+        &self.0.message
     }
 
     /// The JSON body.
     pub fn body(&self) -> Value {
+        let p = &self.0;
         let mut error = Map::new();
-        error.insert("message".into(), Value::String(self.message.clone()));
-        error.insert("type".into(), Value::String(self.kind.to_string()));
-        error.insert("param".into(), self.param.clone().map(Value::String).unwrap_or(Value::Null));
-        let code = self.code.clone().unwrap_or_else(|| self.status.as_u16().to_string());
+        error.insert("message".into(), Value::String(p.message.clone()));
+        error.insert("type".into(), Value::String(p.kind.to_string()));
+        error.insert("param".into(), p.param.clone().map(Value::String).unwrap_or(Value::Null));
+        let code = p.code.clone().unwrap_or_else(|| p.status.as_u16().to_string());
         error.insert("code".into(), Value::String(code));
-        if let Some(extra) = &self.extra {
+        if let Some(extra) = &p.extra {
             for (k, v) in extra {
                 error.insert(k.clone(), v.clone());
             }
@@ -113,18 +193,29 @@ impl ApiError {
     }
 }
 
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.0.status.as_u16(), self.0.kind, self.0.message)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
-        let mut resp =
-            (self.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
-        if let Some(secs) = self.retry_after {
+        let mut resp = (self.0.status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body)
+            .into_response();
+        if let Some(secs) = self.0.retry_after {
             if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
-        if self.status.is_server_error() {
-            resp.extensions_mut().insert(LoggedError(self.0.message));
+        if self.0.status.is_server_error() {
+            let parts = *self.0;
+            let logged = match parts.detail {
+                Some(detail) => format!("{}: {detail}", parts.message),
+                None => parts.message,
+            };
+            resp.extensions_mut().insert(LoggedError(logged));
         }
         resp
     }
@@ -140,9 +231,7 @@ impl From<ProviderError> for ApiError {
             ProviderError::Unreachable { .. } | ProviderError::BadResponse { .. } => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "upstream_unreachable", e.to_string())
             }
-            ProviderError::Timeout { .. } => {
-                ApiError::new(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", e.to_string())
-            }
+            ProviderError::Timeout { .. } => ApiError::upstream_timeout(e.to_string()),
             ProviderError::Status { status, message, kind, param, retry_after, .. } => {
                 // Anthropic's 529 "overloaded" has no standard meaning to OpenAI clients: it is a 503.
                 let code = if status == 529 { 503 } else { status };
@@ -157,12 +246,10 @@ impl From<ProviderError> for ApiError {
                     _ if status.is_client_error() => "invalid_request_error",
                     _ => "api_error",
                 };
-                {
-                    let mut e = ApiError::new(status, kind, message);
-                    e.param = param;
-                    e.retry_after = retry_after;
-                    e
-                }
+                let mut e = ApiError::new(status, kind, message);
+                e.0.param = param;
+                e.0.retry_after = retry_after;
+                e
             }
             ProviderError::Unsupported { message, param } => ApiError::bad_request(message, param),
         }
@@ -175,14 +262,49 @@ impl From<svc_providers::RequestError> for ApiError {
     }
 }
 
+impl From<crate::admin::AdminError> for ApiError {
+    fn from(e: crate::admin::AdminError) -> ApiError {
+        use crate::admin::AdminError;
+        match e {
+            AdminError::Invalid { message, param } => ApiError::bad_request(message, Some(param)),
+            AdminError::KeyNotFound => ApiError::not_found("key_not_found", e.to_string()).with_param("key"),
+            AdminError::Store(s) => ApiError::from(s),
+        }
+    }
+}
+
 impl From<svc_store::StoreError> for ApiError {
     fn from(e: svc_store::StoreError) -> ApiError {
         match e {
             svc_store::StoreError::Conflict(what) => ApiError::bad_request(format!("{what} already exists"), None),
             other => {
-                tracing::error!(error = %other, "store failure");
-                ApiError::internal("the store failed")
+                let mut e = ApiError::internal("the store failed");
+                e.0.detail = Some(other.to_string());
+                e
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_failures_keep_their_cause_for_the_log_only() {
+        let e = ApiError::from(svc_store::StoreError::Corrupt("spend_log.cost"));
+        assert_eq!(e.message(), "internal error: the store failed");
+        let resp = e.into_response();
+        let logged = resp.extensions().get::<LoggedError>().map(|l| l.0.clone()).unwrap_or_default();
+        assert!(logged.contains("spend_log.cost"), "{logged}");
+    }
+
+    #[test]
+    fn budget_and_rate_refusals_carry_retry_after() {
+        let resp = ApiError::rate_limited("key requests per minute", 0).into_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"1"[..]));
+        let e = ApiError::budget_exceeded(Map::from_iter([("budget".to_string(), json!("team"))]), 30);
+        assert_eq!((e.message(), e.body()["error"]["budget"].as_str()), ("Budget exceeded", Some("team")));
     }
 }

@@ -3,10 +3,14 @@
 //!
 //! The cache is a whole map swapped atomically (`arc-swap`): lookups take no lock. It is rebuilt after
 //! every change this process makes, and a poller notices changes made elsewhere (the `svc keys` CLI,
-//! another node on the fleet store) through the store's key generation counter within a second.
+//! another node on the fleet store) through the store's key generation counter within a second. A key the
+//! map does not know is looked up in the store before it is refused ([`KeyCache::resolve`]), at most
+//! [`MISS_LOOKUPS_PER_SECOND`] times a second, so a key used right after `svc keys create` works at once
+//! and unknown keys cannot hammer the store.
 
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -38,6 +42,8 @@ pub struct VirtualKey {
     pub agent_role: Option<String>,
     /// Aliases of its own (empty: all of the team's).
     pub models: Vec<String>,
+    /// Event patterns it may post on `POST /events` (empty: every kind a virtual key may post).
+    pub events: Vec<String>,
     /// Key budget.
     pub max_budget: Option<Money>,
     /// Key budget period length, else the team's.
@@ -65,7 +71,8 @@ impl VirtualKey {
             team_id: r.team_id.clone(),
             agent_role: r.agent_role.clone(),
             models: r.models.clone(),
-            max_budget: r.max_budget.map(Money),
+            events: r.events.clone(),
+            max_budget: r.max_budget.map(Money::from_nanos),
             budget_duration: r.budget_duration.as_deref().and_then(|d| BudgetDuration::parse(d).ok()),
             rpm_limit: r.rpm_limit.and_then(|v| u32::try_from(v).ok()),
             tpm_limit: r.tpm_limit.and_then(|v| u64::try_from(v).ok()),
@@ -110,24 +117,72 @@ pub fn looks_like_key(text: &str) -> bool {
         .is_some_and(|rest| rest.len() >= 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
+/// Store lookups of keys the cache does not know, per second at most (the whole process).
+pub const MISS_LOOKUPS_PER_SECOND: u32 = 20;
+
 /// All virtual keys by hash, swapped whole on change.
-#[derive(Debug, Default)]
 pub struct KeyCache {
     map: ArcSwap<HashMap<KeyHash, Arc<VirtualKey>>>,
     generation: AtomicI64,
+    misses: DefaultDirectRateLimiter,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        let per_second = std::num::NonZeroU32::new(MISS_LOOKUPS_PER_SECOND).unwrap_or(std::num::NonZeroU32::MIN);
+        KeyCache {
+            map: ArcSwap::default(),
+            generation: AtomicI64::new(0),
+            misses: RateLimiter::direct(Quota::per_second(per_second)),
+        }
+    }
+}
+
+impl std::fmt::Debug for KeyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCache").field("keys", &self.len()).finish_non_exhaustive()
+    }
 }
 
 impl KeyCache {
-    /// The key with this hash.
+    /// The key with this hash, from the map.
     pub fn get(&self, hash: &KeyHash) -> Option<Arc<VirtualKey>> {
         self.map.load().get(hash).cloned()
     }
 
-    /// Reloads every key from the store when its generation moved (or `force`).
-    pub async fn refresh(&self, store: &Store, force: bool) -> Result<(), StoreError> {
+    /// The key with this hash: from the map, else (within the rate of [`MISS_LOOKUPS_PER_SECOND`]) from the
+    /// store, adding it to the map. A store failure counts as not found (and is logged).
+    pub async fn resolve(&self, hash: &KeyHash, store: &Store) -> Option<Arc<VirtualKey>> {
+        if let Some(k) = self.get(hash) {
+            return Some(k);
+        }
+        self.misses.check().ok()?;
+        let row = match store.find_key_by_hash(&hex::encode(hash)).await {
+            Ok(row) => row?,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look a key up in the store");
+                return None;
+            }
+        };
+        let key = Arc::new(VirtualKey::from_row(&row));
+        self.map.rcu(|m| {
+            let mut m = HashMap::clone(m);
+            m.insert(*hash, key.clone());
+            m
+        });
+        Some(key)
+    }
+
+    /// The ids of every cached key.
+    pub fn ids(&self) -> std::collections::HashSet<String> {
+        self.map.load().values().map(|k| k.id.clone()).collect()
+    }
+
+    /// Reloads every key from the store when its generation moved (or `force`); returns whether it did.
+    pub async fn refresh(&self, store: &Store, force: bool) -> Result<bool, StoreError> {
         let generation = store.keys_generation().await?;
         if !force && generation == self.generation.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(false);
         }
         let rows = store.list_keys().await?;
         let mut map = HashMap::with_capacity(rows.len());
@@ -135,11 +190,13 @@ impl KeyCache {
             let mut hash = [0u8; 32];
             if hex::decode_to_slice(&r.key_hash, &mut hash).is_ok() {
                 map.insert(hash, Arc::new(VirtualKey::from_row(r)));
+            } else {
+                tracing::error!(key_id = %r.id, "a stored key hash is not 64 hex digits: the key cannot be used");
             }
         }
         self.map.store(Arc::new(map));
         self.generation.store(generation, Ordering::Release);
-        Ok(())
+        Ok(true)
     }
 
     /// Number of keys cached.

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod budgets;
 pub mod error;
 pub mod events;
+pub mod fleet;
 pub mod handlers;
 pub mod health;
 pub mod keys;
@@ -17,13 +18,14 @@ pub mod pipeline;
 pub mod rate;
 pub mod readiness;
 mod routes;
+mod server;
 pub mod state;
 
 pub use error::ApiError;
 pub use state::{AppState, StateError};
 
 use axum::extract::Request;
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -36,9 +38,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct RequestId(pub Arc<str>, pub Instant);
 
-/// The router with every route and the request-context middleware.
+/// The router with every route and the request-context middleware. An unknown path is a 404 and a known
+/// path asked with a method it does not take a 405 (with `allow`), both in the OpenAI error shape.
 pub fn app(state: AppState) -> Router {
     routes::table(&state)
+        .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
+            ApiError::method_not_allowed(method.as_str(), uri.path()).into_response()
+        })
         .fallback(|| async { ApiError::not_found("not_found_error", "no such route").into_response() })
         .layer(axum::middleware::from_fn(request_context))
         .with_state(state)
@@ -73,7 +79,8 @@ async fn request_context(mut req: Request, next: Next) -> Response {
     resp
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves, then waits for streams in flight and for the
+/// Serves `state` on `listener` until `shutdown` resolves (see `server` for the limits on what clients may
+/// hold), then waits for the requests under way (at most `server.shutdown_timeout_seconds`), and for the
 /// settlement tasks and spend writer to finish.
 pub async fn serve(
     state: AppState,
@@ -81,20 +88,69 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let poller = spawn_key_poller(state.clone());
+    let listener_task = spawn_key_listener(state.clone());
     let tasks = state.tasks.clone();
     let stop = state.shutdown.clone();
-    let router = app(state);
-    // Nagle's algorithm would hold a stream's last small write (`[DONE]`) until the client's delayed ACK, about
-    // 40 ms: every accepted connection gets TCP_NODELAY.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let result = axum::serve(listener, router).with_graceful_shutdown(shutdown).await;
+    let node = state.node.clone();
+    let address = advertised_address(&state.config.server.host, &state.config.fleet.node, &listener)?;
+    if let Err(e) = node.register(&address).await {
+        tracing::warn!(error = %e, "cannot register the node in the store");
+    }
+    node.spawn(state.events.clone(), &tasks, stop.clone());
+    let limits = server::Limits::from_config(&state.config.server);
+    let result = server::run(app(state), listener, limits, shutdown).await;
     poller.abort();
+    listener_task.abort();
     stop.cancel();
+    node.stop().await;
     tasks.close();
     tasks.wait().await;
     result
+}
+
+/// The address a node is reached at when `fleet.address` is not set: `http://<host>:<port>` when it listens on
+/// one address, `http://<node name>:<port>` when it listens on all (a fleet's overlay network reaches nodes by
+/// name, spec 1).
+fn advertised_address(host: &str, node: &str, listener: &tokio::net::TcpListener) -> std::io::Result<String> {
+    let port = listener.local_addr()?.port();
+    let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    let host = if unspecified || host.is_empty() { node } else { host };
+    Ok(if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") })
+}
+
+/// On a PostgreSQL store, hears of every key change in the fleet as it commits (`LISTEN`), so a key created,
+/// revoked or rotated on any node takes effect on this one within moments; the poller stays as the fallback.
+fn spawn_key_listener(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut waits =
+            svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
+        loop {
+            match state.store.key_changes().await {
+                Ok(None) => return,
+                Ok(Some(mut changes)) => {
+                    waits = svc_events::RetryPolicy::OUTBOX
+                        .with_delays(Duration::from_millis(200), Duration::from_secs(10))
+                        .delays();
+                    // Changes made while this node was not listening.
+                    refresh_keys(&state).await;
+                    while changes.next().await.is_ok() {
+                        refresh_keys(&state).await;
+                    }
+                    tracing::warn!("lost the key-change channel of the store; listening again");
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot listen for key changes; the poller covers them meanwhile"),
+            }
+            tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(10))).await;
+        }
+    })
+}
+
+async fn refresh_keys(state: &AppState) {
+    match state.keys.refresh(&state.store, false).await {
+        Ok(true) => state.rates.retain_keys(&state.keys.ids()),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
+    }
 }
 
 /// Notices key changes made by other processes (CLI, other nodes) within a second.
@@ -104,9 +160,7 @@ fn spawn_key_poller(state: AppState) -> tokio::task::JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if let Err(e) = state.keys.refresh(&state.store, false).await {
-                tracing::warn!(error = %e, "cannot refresh virtual keys from the store");
-            }
+            refresh_keys(&state).await;
         }
     })
 }

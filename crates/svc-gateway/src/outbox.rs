@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::Duration;
 use svc_config::FleetConfig;
 use svc_events::{
-    EmitError, Emitter, EventKind, NewOutboxEvent, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source,
+    EmitError, Emitter, EventKind, NewOutboxEvent, Origin, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source,
     Transient,
 };
 use svc_store::{NewEvent, Store, StoreError};
@@ -42,6 +42,7 @@ impl StoreOutbox {
                         envelope: &e.envelope_json,
                         title: e.title.as_deref(),
                         priority: e.priority.as_deref(),
+                        origin: Some(e.origin.as_str()),
                         deliveries: e
                             .deliveries
                             .iter()
@@ -63,6 +64,14 @@ impl StoreOutbox {
 
 impl OutboxStore for StoreOutbox {
     type Error = StoreError;
+
+    async fn claim(&self, destination: &str, holder: &str, until: DateTime<Utc>) -> Result<bool, StoreError> {
+        self.store.outbox_claim(destination, holder, until.timestamp_millis(), svc_store::now_ms()).await
+    }
+
+    async fn release(&self, destination: &str, holder: &str) -> Result<(), StoreError> {
+        self.store.outbox_release(destination, holder).await
+    }
 
     async fn enqueue(&self, event: NewOutboxEvent) -> Result<i64, StoreError> {
         let (done, wait) = oneshot::channel();
@@ -86,6 +95,7 @@ impl OutboxStore for StoreOutbox {
                     kind: r.kind,
                     title: r.title,
                     priority: r.priority,
+                    origin: r.origin,
                     attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
                     delivery_id: r.delivery_id,
                     next_attempt_at: (r.next_attempt_ms > 0)
@@ -181,7 +191,7 @@ impl EventSink for OutboxSink {
         self.tasks.spawn(async move {
             let attempt = || async {
                 emitter
-                    .emit(&source, kind, event.data.clone(), &PushOverrides::default())
+                    .emit(&source, &Origin::Gateway, kind, event.data.clone(), &PushOverrides::default())
                     .await
                     .map_err(|error| EmitFailure { error, shutting_down: tasks.is_closed() })
             };

@@ -2,7 +2,7 @@
 //! at the root and under `/v1`.
 
 use crate::auth::authenticate;
-use crate::handlers::{admin, chat, events, health, models, spend};
+use crate::handlers::{admin, chat, events, fleet, health, models, spend};
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
@@ -25,6 +25,7 @@ fn protected(state: &AppState) -> Router<AppState> {
         .route("/team/info", get(admin::team_info))
         .route("/spend/logs", get(spend::logs))
         .route("/events", post(events::post))
+        .route("/fleet/nodes", get(fleet::nodes))
         .route("/health/models", get(health::models))
         .route_layer(from_fn_with_state(state.clone(), authenticate))
 }

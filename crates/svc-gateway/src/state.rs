@@ -53,6 +53,26 @@ pub struct Inner {
     pub outbox: Emitter<StoreOutbox>,
     /// Cancelled at shutdown: stops the outbox worker (pending rows stay for the next start).
     pub shutdown: CancellationToken,
+    /// This gateway as a node of its fleet.
+    pub node: Arc<crate::fleet::FleetNode>,
+}
+
+/// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
+/// Rows still pending under an old name move to the new one before the worker starts, so queued events are
+/// delivered, not orphaned. An old name that is also a current name is left alone (its rows already belong to
+/// a configured destination).
+async fn rename_legacy_destinations(store: &Store, deliverer: &Deliverer) -> Result<(), svc_store::StoreError> {
+    let current: Vec<String> = deliverer.destinations().into_iter().map(|d| deliverer.name(d)).collect();
+    for (old, new) in deliverer.legacy_names() {
+        if current.contains(&old) {
+            continue;
+        }
+        let moved = store.outbox_rename_destination(&old, &new).await?;
+        if moved > 0 {
+            tracing::info!(destination = %new, rows = moved, "queued deliveries moved to the destination's new name");
+        }
+    }
+    Ok(())
 }
 
 impl std::ops::Deref for AppState {
@@ -110,15 +130,32 @@ impl AppState {
         let shutdown = CancellationToken::new();
         // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
         let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
-        let deliverer = Arc::new(Deliverer::from_config(&config.notifications, hooks));
-        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let deliverer = Arc::new(Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node));
+        rename_legacy_destinations(&store, &deliverer).await?;
+        // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
+        // node's own.
+        let options = WorkerOptions {
+            holder: Some(config.fleet.node.clone()),
+            lease: config.fleet.lease,
+            ..WorkerOptions::default()
+        };
+        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
         let outbox = worker.emitter();
         worker.spawn(&tasks, shutdown.clone());
         let events =
             events.unwrap_or_else(|| Arc::new(OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone())));
-        let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock).await?);
+        let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
+        let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
+        let node = Arc::new(crate::fleet::FleetNode::new(
+            config.fleet.clone(),
+            store.clone(),
+            in_flight.clone(),
+            config.server.max_in_flight,
+            crate::admin::teams_fingerprint(&config),
+        ));
         let state = AppState(Arc::new(Inner {
-            in_flight: Arc::new(Semaphore::new(config.server.max_in_flight)),
+            in_flight,
+            node,
             config,
             store,
             keys,

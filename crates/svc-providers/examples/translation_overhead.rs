@@ -29,14 +29,16 @@ async fn main() -> anyhow::Result<()> {
         id: "bench".into(),
         upstream_model: "m".into(),
         timeout: Duration::from_secs(10),
+        max_event_bytes: 1 << 20,
         upstream,
     };
     let oa = dep(Upstream::OpenAi(Arc::new(OpenAi::new(client.clone(), &openai.base_url, None))));
-    let an = dep(Upstream::Anthropic(Arc::new(Anthropic::new(client, anthropic.base_url(), Some("k".into()), 1024))));
+    let an = dep(Upstream::Anthropic(Arc::new(Anthropic::new(client, anthropic.base_url(), Some("k"), 1024))));
     let body = br#"{"model":"m","max_tokens":64,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello to the fleet."}],"tools":[{"type":"function","function":{"name":"lookup","description":"look up","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]}"#;
     let plain = ChatRequest::parse(body)?;
-    let mut streamed = plain.clone();
-    streamed.body.insert("stream".into(), serde_json::Value::Bool(true));
+    let mut body = plain.body().clone();
+    body.insert("stream".into(), serde_json::Value::Bool(true));
+    let mut streamed = ChatRequest::from_body(body);
     streamed.force_stream_usage();
 
     let (mut oa_full, mut an_full, mut oa_first, mut an_first) = (vec![], vec![], vec![], vec![]);

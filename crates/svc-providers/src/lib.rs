@@ -6,15 +6,22 @@
 
 mod anthropic;
 mod error;
+pub mod estimate;
+pub mod http;
 mod mock;
 mod openai;
 mod provider;
 mod request;
 pub mod sse;
+pub mod usage;
 
+/// The translations without HTTP, for the fuzz targets in `fuzz/`. Not a stable API.
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub use anthropic::fuzzing;
 pub use anthropic::Anthropic;
 pub use error::ProviderError;
-pub use mock::{count_tokens, Mock};
+pub use mock::Mock;
 pub use openai::OpenAi;
 pub use provider::{ChunkStream, Deployment, Reply, Upstream};
-pub use request::{ChatRequest, RequestError};
+pub use request::{ChatRequest, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS};

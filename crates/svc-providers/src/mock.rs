@@ -16,8 +16,9 @@ pub struct Mock;
 
 const ECHO_LIMIT: usize = 64;
 
-/// Counts tokens by the mock's rule (see the module docs).
-pub fn count_tokens(text: &str) -> u64 {
+/// Counts tokens by the mock's rule (see the module docs). This is the mock upstream's own tokenizer, what it
+/// reports as usage; the gateway's estimates are `crate::estimate`.
+fn count_tokens(text: &str) -> u64 {
     pieces(text).len() as u64
 }
 
@@ -154,6 +155,7 @@ mod tests {
             id: "m".into(),
             upstream_model: "gpt-x".into(),
             timeout: Duration::from_secs(1),
+            max_event_bytes: 1 << 20,
             upstream: crate::Upstream::Mock(Arc::new(Mock)),
         }
     }
@@ -172,8 +174,9 @@ mod tests {
         assert_eq!(r["choices"][0]["message"]["content"], "[mock gpt-x] Say hi");
         // "[", "mock", "gpt", "-", "x", "]", "Say", "hi" = 8; prompt: 2 + 4 + 3 = 9.
         assert_eq!(r["usage"], json!({"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}));
-        let mut req2 = req.clone();
-        req2.body.insert("stream_options".into(), json!({"include_usage": true}));
+        let mut body = req.body().clone();
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        let req2 = ChatRequest::from_body(body);
         let chunks: Vec<_> = dep().chat_stream(req2).await.unwrap().collect().await;
         let text: String = chunks
             .iter()

@@ -1,6 +1,9 @@
 //! OpenAI-compatible upstreams (OpenAI, vLLM, Ollama, Groq, …): the request is forwarded as it is, with
-//! only `model` (and, for streams, `stream_options.include_usage`) changed by the caller.
+//! only `model` (and, for streams, `stream_options.include_usage`) changed by the caller. An answer is
+//! checked before it is believed: a 200 whose body is an error object, or has no `choices`, is
+//! [`ProviderError::BadResponse`] (a 502 the gateway may retry), never a completion.
 
+use crate::http::{error_body, raw_message, ApiKey};
 use crate::{sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -12,20 +15,37 @@ pub struct OpenAi {
     api_base: String,
     /// `{api_base}/chat/completions`, parsed once (not per request).
     chat_url: Option<reqwest::Url>,
-    api_key: Option<String>,
+    /// `Authorization: Bearer …`; `Err` when the configured key is not a valid header value.
+    api_key: Option<Result<ApiKey, ()>>,
 }
 
 /// How long a readiness probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most of an error body that is read.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 
 impl OpenAi {
     /// An endpoint at `api_base` (e.g. `https://api.openai.com/v1`), sharing the pooled `client`.
-    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<String>) -> OpenAi {
+    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<&str>) -> OpenAi {
         let api_base = api_base.trim_end_matches('/').to_string();
         let chat_url = reqwest::Url::parse(&format!("{api_base}/chat/completions")).ok();
+        let api_key = api_key.map(|k| ApiKey::bearer(k).ok_or(()));
         OpenAi { client, api_base, chat_url, api_key }
+    }
+
+    /// Adds `Authorization` when a key is configured.
+    fn authorize(
+        &self,
+        rb: reqwest::RequestBuilder,
+        deployment: &str,
+    ) -> Result<reqwest::RequestBuilder, ProviderError> {
+        match &self.api_key {
+            None => Ok(rb),
+            Some(Ok(key)) => Ok(rb.header(reqwest::header::AUTHORIZATION, key.header())),
+            // The key itself is never part of the message.
+            Some(Err(())) => Err(ProviderError::Unreachable {
+                deployment: deployment.to_string(),
+                detail: "the configured api key is not a valid HTTP header value".into(),
+            }),
+        }
     }
 
     /// The base URL.
@@ -33,10 +53,10 @@ impl OpenAi {
         &self.api_base
     }
 
-    fn post(&self, body: &ChatRequest) -> Result<reqwest::RequestBuilder, ProviderError> {
-        let bytes = serde_json::to_vec(&body.body)
+    fn post(&self, d: &Deployment, body: &ChatRequest) -> Result<reqwest::RequestBuilder, ProviderError> {
+        let bytes = serde_json::to_vec(body.body())
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        let mut rb = self
+        let rb = self
             .client
             .post(self.chat_url.clone().ok_or_else(|| ProviderError::Unsupported {
                 message: format!("`{}` is not a valid api_base", self.api_base),
@@ -44,15 +64,12 @@ impl OpenAi {
             })?)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(bytes);
-        if let Some(key) = &self.api_key {
-            rb = rb.bearer_auth(key);
-        }
-        Ok(rb)
+        self.authorize(rb, &d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let resp = self
-            .post(&req)?
+            .post(d, &req)?
             .timeout(d.timeout)
             .send()
             .await
@@ -61,18 +78,20 @@ impl OpenAi {
             return Err(status_error(&d.id, resp).await);
         }
         let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(body)) => Ok(Reply { body }),
-            _ => Err(ProviderError::BadResponse {
-                deployment: d.id.clone(),
-                detail: "response is not a JSON object".into(),
-            }),
-        }
+        let body = match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(body)) => body,
+            _ => {
+                let detail = "response is not a JSON object".to_string();
+                return Err(ProviderError::BadResponse { deployment: d.id.clone(), detail });
+            }
+        };
+        check_completion(&body).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+        Ok(Reply { body })
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         // The timeout bounds the wait for the upstream's headers only: a stream may legitimately run longer.
-        let send = self.post(&req)?.send();
+        let send = self.post(d, &req)?.send();
         let resp = match tokio::time::timeout(d.timeout, send).await {
             Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
             Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
@@ -80,15 +99,16 @@ impl OpenAi {
         if !resp.status().is_success() {
             return Err(status_error(&d.id, resp).await);
         }
-        Ok(Box::pin(sse::json_events(d.id.clone(), resp.bytes_stream())))
+        Ok(Box::pin(sse::json_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes)))
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
-        let mut rb = self.client.get(format!("{}/models", self.api_base)).timeout(PROBE_TIMEOUT);
-        if let Some(key) = &self.api_key {
-            rb = rb.bearer_auth(key);
-        }
-        let resp = rb.send().await.map_err(|e| ProviderError::from_reqwest(&d.id, PROBE_TIMEOUT, &e))?;
+        let rb = self.client.get(format!("{}/models", self.api_base)).timeout(PROBE_TIMEOUT);
+        let resp = self
+            .authorize(rb, &d.id)?
+            .send()
+            .await
+            .map_err(|e| ProviderError::from_reqwest(&d.id, PROBE_TIMEOUT, &e))?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -97,22 +117,22 @@ impl OpenAi {
     }
 }
 
+/// Whether a 200 body is a chat completion: not an error object, and a `choices` array of objects. The
+/// error says what is wrong.
+fn check_completion(body: &Map<String, Value>) -> Result<(), String> {
+    if body.contains_key("error") {
+        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(body)));
+    }
+    match body.get("choices") {
+        Some(Value::Array(choices)) if choices.iter().all(Value::is_object) => Ok(()),
+        Some(_) => Err("`choices` is not an array of objects".into()),
+        None => Err("the response has no `choices`".into()),
+    }
+}
+
 /// Turns an upstream HTTP error into [`ProviderError::Status`], keeping the upstream's own message.
 async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderError {
-    let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let mut body = Vec::new();
-    let mut resp = resp;
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            break;
-        }
-    }
+    let (status, retry_after, body) = error_body(resp).await;
     let parsed: Option<Map<String, Value>> = serde_json::from_slice::<Value>(&body).ok().and_then(|v| match v {
         Value::Object(mut m) => match m.remove("error") {
             Some(Value::Object(e)) => Some(e),
@@ -122,15 +142,7 @@ async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderErro
         _ => None,
     });
     let text = |k: &str| parsed.as_ref().and_then(|e| e.get(k)).and_then(Value::as_str).map(String::from);
-    let message = text("message").unwrap_or_else(|| {
-        let raw = String::from_utf8_lossy(&body);
-        let raw = raw.trim();
-        if raw.is_empty() {
-            format!("upstream returned HTTP {status}")
-        } else {
-            raw.chars().take(500).collect()
-        }
-    });
+    let message = text("message").unwrap_or_else(|| raw_message(status, &body));
     ProviderError::Status {
         deployment: deployment.to_string(),
         status,
@@ -138,5 +150,26 @@ async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderErro
         kind: text("type"),
         param: text("param"),
         retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_completion_must_have_choices_and_no_error() {
+        let ok = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]});
+        let obj = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert_eq!(check_completion(&obj(ok)), Ok(()));
+        for bad in [
+            json!({"error": {"message": "quota exceeded", "type": "insufficient_quota"}}),
+            json!({"object": "chat.completion"}),
+            json!({"choices": "no"}),
+            json!({"choices": [1]}),
+        ] {
+            assert!(check_completion(&obj(bad.clone())).is_err(), "{bad}");
+        }
     }
 }

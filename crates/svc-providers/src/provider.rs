@@ -29,6 +29,8 @@ pub struct Deployment {
     pub upstream_model: String,
     /// Time bound for one call (until the last byte of a non-streaming answer, or the first of a stream).
     pub timeout: Duration,
+    /// The longest stream event (or unfinished line) read from the upstream; a longer one ends the stream.
+    pub max_event_bytes: usize,
     /// The provider that speaks to it.
     pub upstream: Upstream,
 }

@@ -1,14 +1,20 @@
 //! The chat-completions request as the gateway acts on it: a JSON object whose `model`, `messages`,
-//! `stream`, `stream_options` and `max_tokens` are checked, and whose every other field (tools,
-//! tool_choice, response_format, n, stop, seed, user, logprobs, …) passes through untouched.
+//! `stream`, `stream_options`, `max_tokens` / `max_completion_tokens` and `n` are checked, and whose every
+//! other field (tools, tool_choice, response_format, stop, seed, user, logprobs, …) passes through untouched.
 
 use serde_json::{Map, Value};
+
+/// The largest completion cap a request may ask for (`max_tokens`, `max_completion_tokens`). No model
+/// writes anywhere near this much; a larger number is a client bug, answered 400 rather than reserved.
+pub const MAX_COMPLETION_TOKENS: u64 = 16_777_216;
+/// The most choices (`n`) a request may ask for, as OpenAI allows.
+pub const MAX_CHOICES: u64 = 128;
 
 /// A validated chat-completions request body.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     /// The whole body, in the client's key order.
-    pub body: Map<String, Value>,
+    body: Map<String, Value>,
 }
 
 /// A body that is not a valid chat-completions request; `param` names the field.
@@ -61,11 +67,43 @@ impl ChatRequest {
         for field in ["max_tokens", "max_completion_tokens"] {
             match body.get(field) {
                 None | Some(Value::Null) => {}
-                Some(v) if v.as_u64().is_some() => {}
-                Some(_) => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
+                Some(v) => match v.as_u64() {
+                    Some(n) if n <= MAX_COMPLETION_TOKENS => {}
+                    Some(_) => {
+                        return Err(bad(format!("`{field}` must be at most {MAX_COMPLETION_TOKENS}"), field));
+                    }
+                    None => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
+                },
             }
         }
+        match body.get("n") {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=MAX_CHOICES).contains(&n) => {}
+                _ => return Err(bad(format!("`n` must be an integer from 1 to {MAX_CHOICES}"), "n")),
+            },
+        }
         Ok(ChatRequest { body })
+    }
+
+    /// A request made from a body the caller built (translations, tests); not checked.
+    pub fn from_body(body: Map<String, Value>) -> ChatRequest {
+        ChatRequest { body }
+    }
+
+    /// The whole body, in the client's key order.
+    pub fn body(&self) -> &Map<String, Value> {
+        &self.body
+    }
+
+    /// One field of the body.
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        self.body.get(name)
+    }
+
+    /// How many choices were asked for (`n`, default 1).
+    pub fn choices(&self) -> u64 {
+        self.body.get("n").and_then(Value::as_u64).unwrap_or(1).max(1)
     }
 
     /// The alias (or model id) in `model`.
@@ -91,6 +129,19 @@ impl ChatRequest {
     /// The messages.
     pub fn messages(&self) -> &[Value] {
         self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Lowers the completion cap to `tokens`: the field the client set (`max_completion_tokens`, else
+    /// `max_tokens`) when it asked for more, else `max_tokens`, the one every OpenAI-compatible server knows.
+    pub fn cap_completion_tokens(&mut self, tokens: u64) {
+        let field = if self.body.get("max_completion_tokens").is_some_and(|v| !v.is_null()) {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        if self.max_tokens().is_none_or(|asked| asked > tokens) {
+            self.body.insert(field.into(), Value::from(tokens));
+        }
     }
 
     /// Replaces `model` with the upstream id.
@@ -127,6 +178,14 @@ mod tests {
             ("{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", Some("messages[0]")),
             ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"stream\":\"yes\"}", Some("stream")),
             ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"max_tokens\":-1}", Some("max_tokens")),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"max_tokens\":1e18}", Some("max_tokens")),
+            (
+                "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"max_completion_tokens\":1000000000000000000}",
+                Some("max_completion_tokens"),
+            ),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"n\":0}", Some("n")),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"n\":129}", Some("n")),
+            ("{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"n\":1.5}", Some("n")),
         ];
         for (body, param) in cases {
             let err = ChatRequest::parse(body.as_bytes()).err();
@@ -146,5 +205,40 @@ mod tests {
         assert_eq!(out["seed"], 7);
         assert_eq!(out["tools"][0]["type"], "function");
         assert_eq!(out["stream_options"], serde_json::json!({"x":1,"include_usage":true}));
+    }
+
+    #[test]
+    fn caps_lower_the_field_the_client_used() {
+        let parse = |b: &str| ChatRequest::parse(b.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let mut r = parse(r#"{"model":"a","messages":[{"role":"user"}],"max_completion_tokens":9000}"#);
+        r.cap_completion_tokens(1024);
+        assert_eq!((r.field("max_completion_tokens"), r.field("max_tokens")), (Some(&1024.into()), None));
+        let mut r = parse(r#"{"model":"a","messages":[{"role":"user"}],"max_tokens":100}"#);
+        r.cap_completion_tokens(1024);
+        assert_eq!(r.max_tokens(), Some(100), "a smaller cap of the client's stays");
+        let mut r = parse(r#"{"model":"a","messages":[{"role":"user"}],"n":2}"#);
+        r.cap_completion_tokens(1024);
+        assert_eq!((r.field("max_tokens"), r.choices()), (Some(&1024.into()), 2));
+    }
+
+    /// A number of the client's body is forwarded with its exact value: it is parsed to the nearest double
+    /// (serde_json's `float_roundtrip`; its default parser may be one unit in the last place off) and written
+    /// back as text that parses to the same double. Found by the `anthropic_request` fuzz target.
+    #[test]
+    fn numbers_keep_their_exact_value() {
+        for text in [
+            "0.000000000000000000000000000000000000000000000000000000000000000000000000000002049638230412172402",
+            "2222222222222226222222222222222222222",
+            "0.1",
+            "1e-300",
+        ] {
+            let body = format!(r#"{{"model":"m","messages":[{{"role":"user"}}],"top_p":{text}}}"#);
+            let r = ChatRequest::parse(body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            let nearest: f64 = text.parse().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.field("top_p").and_then(Value::as_f64), Some(nearest), "{text}");
+            let forwarded = serde_json::to_string(r.body()).unwrap_or_default();
+            let again: Value = serde_json::from_str(&forwarded).unwrap_or_default();
+            assert_eq!(again["top_p"].as_f64(), Some(nearest), "{text} through {forwarded}");
+        }
     }
 }

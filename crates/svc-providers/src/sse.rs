@@ -1,23 +1,87 @@
-//! Reading an upstream's server-sent events into JSON chunks, with the `eventsource-stream` crate doing the
-//! SSE framing (multi-line data, comments, CRLF).
+//! Reading an upstream's server-sent events: [`events`] frames a byte stream into SSE events with the
+//! `sse-parse` crate's sans-IO parser (the WHATWG algorithm in time linear in the bytes, whatever the
+//! chunking), and ends the stream with an error as soon as one event grows past the deployment's limit, so a
+//! hostile upstream can neither grow a buffer without end nor make the reader quadratic. [`json_events`]
+//! reads OpenAI chunks on top of it; the Anthropic stream translation reads its events too.
 
 use crate::ProviderError;
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
+use sse_parse::{Event, SseParser};
 
-/// Turns an SSE byte stream into a stream of JSON objects, ending at `data: [DONE]` or at the end of the
-/// body. An unparseable event ends the stream with [`ProviderError::BadResponse`].
+/// Why an event stream stopped before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    /// The transport failed.
+    #[error("stream broken: {0}")]
+    Transport(String),
+    /// One event (or one unfinished line) grew past the limit.
+    #[error("an event is longer than {0} bytes")]
+    TooLong(usize),
+}
+
+impl SseError {
+    /// The provider error of a stream that stopped so: an over-long event is the upstream breaking the
+    /// protocol, anything else a broken transport.
+    pub fn into_provider_error(self, deployment: &str) -> ProviderError {
+        let deployment = deployment.to_string();
+        match self {
+            SseError::TooLong(_) => ProviderError::BadResponse { deployment, detail: self.to_string() },
+            SseError::Transport(_) => ProviderError::Unreachable { deployment, detail: self.to_string() },
+        }
+    }
+}
+
+/// Frames an SSE byte stream into events. An event whose bytes exceed `max_event` ends the stream with
+/// [`SseError::TooLong`]; a transport error with [`SseError::Transport`]. A block left without its closing
+/// blank line at the end of the body is dropped, as the WHATWG algorithm says.
+pub fn events<S, B, E>(bytes: S, max_event: usize) -> impl Stream<Item = Result<Event, SseError>> + Send
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let parser = SseParser::new().max_buffer(max_event);
+    futures::stream::unfold((Box::pin(bytes), parser, false), move |(mut bytes, mut parser, mut ended)| async move {
+        loop {
+            if let Some(event) = parser.next_event() {
+                return Some((Ok(event), (bytes, parser, ended)));
+            }
+            if ended {
+                return None;
+            }
+            match bytes.next().await {
+                Some(Ok(chunk)) => {
+                    parser.feed(chunk.as_ref());
+                    if parser.overflows() > 0 {
+                        return Some((Err(SseError::TooLong(max_event)), (bytes, parser, true)));
+                    }
+                }
+                Some(Err(e)) => return Some((Err(SseError::Transport(e.to_string())), (bytes, parser, true))),
+                None => {
+                    parser.finish();
+                    ended = true;
+                }
+            }
+        }
+    })
+}
+
+/// Turns an SSE byte stream of OpenAI chunks into a stream of JSON objects, ending at `data: [DONE]` or at
+/// the end of the body. An unparseable event, a chunk that is an error object (`{"error": …}`) or an event
+/// longer than `max_event` bytes ends the stream with [`ProviderError::BadResponse`]; a broken transport with
+/// [`ProviderError::Unreachable`].
 pub fn json_events<S, B, E>(
     deployment: String,
     bytes: S,
+    max_event: usize,
 ) -> impl Stream<Item = Result<Map<String, Value>, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let events = bytes.eventsource();
+    let events = events(bytes, max_event);
     futures::stream::unfold((Box::pin(events), deployment, false), |(mut events, dep, done)| async move {
         if done {
             return None;
@@ -26,11 +90,7 @@ where
             let item = events.next().await?;
             let event = match item {
                 Ok(ev) => ev,
-                Err(e) => {
-                    let err =
-                        ProviderError::Unreachable { deployment: dep.clone(), detail: format!("stream broken: {e}") };
-                    return Some((Err(err), (events, dep, true)));
-                }
+                Err(e) => return Some((Err(e.into_provider_error(&dep)), (events, dep, true))),
             };
             let data = event.data.trim();
             if data.is_empty() {
@@ -40,6 +100,10 @@ where
                 return None;
             }
             return match serde_json::from_str::<Value>(data) {
+                Ok(Value::Object(m)) if m.contains_key("error") => {
+                    let detail = format!("the stream sent an error: {}", error_message(&m));
+                    Some((Err(ProviderError::BadResponse { deployment: dep.clone(), detail }), (events, dep, true)))
+                }
                 Ok(Value::Object(m)) => Some((Ok(m), (events, dep, false))),
                 _ => {
                     let detail = format!("unparseable stream event: {}", truncate(data, 200));
@@ -51,9 +115,50 @@ where
     })
 }
 
+/// The message of an OpenAI-style error object (`{"error": {"message": …}}` or `{"error": "…"}`).
+pub(crate) fn error_message(body: &Map<String, Value>) -> String {
+    let message = match body.get("error") {
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(e) => e.get("message").and_then(Value::as_str),
+        None => None,
+    };
+    truncate(message.unwrap_or("no message"), 500).to_string()
+}
+
 fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    async fn collect(chunks: Vec<&'static str>, max_event: usize) -> Vec<Result<Map<String, Value>, ProviderError>> {
+        let bytes = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));
+        json_events("d".into(), bytes, max_event).collect().await
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_ends_the_stream() {
+        let out =
+            collect(vec!["data: {\"a\":1}\n\n", "data: {\"b\":\"", "xxxxxxxxxxxxxxxxxxxx", "xxxxxxxxxxxxxxxxx"], 32)
+                .await;
+        assert_eq!(out.len(), 2);
+        assert!(out[0].is_ok());
+        assert!(matches!(&out[1], Err(ProviderError::BadResponse { detail, .. }) if detail.contains("longer than 32")));
+        // Long events in short chunks are fine as long as each line fits.
+        let out = collect(vec!["data: {\"a\":", "1}\n", "\n", "data: [DONE]\n\n"], 32).await;
+        assert_eq!(out.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_error_chunk_is_an_error() {
+        let out = collect(vec!["data: {\"error\":{\"message\":\"quota\"}}\n\n", "data: {\"a\":1}\n\n"], 1024).await;
+        assert_eq!(out.len(), 1);
+        assert!(matches!(&out[0], Err(ProviderError::BadResponse { detail, .. }) if detail.contains("quota")));
     }
 }

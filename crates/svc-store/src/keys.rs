@@ -1,7 +1,7 @@
 //! Virtual-key records. The store keeps only the SHA-256 hash of a key and a short hint of it; generating,
 //! hashing and checking keys is the gateway's job.
 
-use crate::{conflict, Store, StoreError};
+use crate::{conflict, Backend, Store, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
@@ -22,6 +22,9 @@ pub struct KeyRow {
     pub agent_role: Option<String>,
     /// Aliases this key may use (JSON array text); empty means all of its team's.
     pub models: Vec<String>,
+    /// Event patterns this key may post on `POST /events` (JSON array text); empty means every kind a key may
+    /// post.
+    pub events: Vec<String>,
     /// Key budget in nano-units.
     pub max_budget: Option<i64>,
     /// Key budget duration (`30d`), else the team's.
@@ -45,10 +48,11 @@ pub struct KeyRow {
 }
 
 const COLUMNS: &str = "id, key_hash, key_hint, key_alias, team_id, agent_role, models, max_budget, budget_duration, \
-     rpm_limit, tpm_limit, metadata, expires_ms, revoked_ms, created_ms, updated_ms, anchor_ms";
+     rpm_limit, tpm_limit, metadata, expires_ms, revoked_ms, created_ms, updated_ms, anchor_ms, events";
 
 fn from_row(r: &AnyRow) -> Result<KeyRow, StoreError> {
     let models: String = r.try_get("models")?;
+    let events: String = r.try_get("events")?;
     Ok(KeyRow {
         id: r.try_get("id")?,
         key_hash: r.try_get("key_hash")?,
@@ -57,6 +61,7 @@ fn from_row(r: &AnyRow) -> Result<KeyRow, StoreError> {
         team_id: r.try_get("team_id")?,
         agent_role: r.try_get("agent_role")?,
         models: serde_json::from_str(&models).map_err(|_| StoreError::Corrupt("virtual_keys.models"))?,
+        events: serde_json::from_str(&events).map_err(|_| StoreError::Corrupt("virtual_keys.events"))?,
         max_budget: r.try_get("max_budget")?,
         budget_duration: r.try_get("budget_duration")?,
         rpm_limit: r.try_get("rpm_limit")?,
@@ -70,20 +75,54 @@ fn from_row(r: &AnyRow) -> Result<KeyRow, StoreError> {
     })
 }
 
-async fn bump(tx: &mut Transaction<'_, Any>) -> Result<(), StoreError> {
+/// Moves the key generation on, and on PostgreSQL tells every listening node at commit (`NOTIFY`), so a key
+/// change reaches the whole fleet at once instead of at its next poll.
+async fn bump(tx: &mut Transaction<'_, Any>, backend: Backend) -> Result<(), StoreError> {
     sqlx::query("UPDATE counters SET value = value + 1 WHERE name = 'keys_generation'").execute(&mut **tx).await?;
+    if backend == Backend::Postgres {
+        sqlx::query(&format!("NOTIFY {KEYS_CHANNEL}")).execute(&mut **tx).await?;
+    }
     Ok(())
 }
 
+/// The PostgreSQL channel key changes are announced on.
+const KEYS_CHANNEL: &str = "svc_keys";
+
+/// Key changes announced by the store (PostgreSQL `LISTEN`); see [`Store::key_changes`].
+pub struct KeyChanges(sqlx::postgres::PgListener);
+
+impl KeyChanges {
+    /// Waits for the next key change anywhere in the fleet. An error means the connection broke (listen again).
+    pub async fn next(&mut self) -> Result<(), StoreError> {
+        self.0.recv().await?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for KeyChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyChanges")
+    }
+}
+
 impl Store {
+    /// Listens for key changes made anywhere in the fleet (PostgreSQL); `None` on SQLite, where polling the
+    /// key generation is enough (one machine).
+    pub async fn key_changes(&self) -> Result<Option<KeyChanges>, StoreError> {
+        let Some(url) = self.url() else { return Ok(None) };
+        let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+        listener.listen(KEYS_CHANNEL).await?;
+        Ok(Some(KeyChanges(listener)))
+    }
+
     /// Inserts a new key. A taken alias is [`StoreError::Conflict`].
     pub async fn insert_key(&self, k: &KeyRow) -> Result<(), StoreError> {
         let mut tx = self.pool().begin().await?;
         let sql = format!(
-            "INSERT INTO virtual_keys ({COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17)"
+            "INSERT INTO virtual_keys ({COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)"
         );
         bind_all(sqlx::query(&sql), k).execute(&mut *tx).await.map_err(|e| conflict(e, "key alias"))?;
-        bump(&mut tx).await?;
+        bump(&mut tx, self.backend()).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -94,9 +133,9 @@ impl Store {
         let sql =
             "UPDATE virtual_keys SET key_hash=$2, key_hint=$3, key_alias=$4, team_id=$5, agent_role=$6, models=$7, \
                    max_budget=$8, budget_duration=$9, rpm_limit=$10, tpm_limit=$11, metadata=$12, expires_ms=$13, \
-                   revoked_ms=$14, created_ms=$15, updated_ms=$16, anchor_ms=$17 WHERE id=$1";
+                   revoked_ms=$14, created_ms=$15, updated_ms=$16, anchor_ms=$17, events=$18 WHERE id=$1";
         let done = bind_all(sqlx::query(sql), k).execute(&mut *tx).await.map_err(|e| conflict(e, "key alias"))?;
-        bump(&mut tx).await?;
+        bump(&mut tx, self.backend()).await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }
@@ -111,7 +150,7 @@ impl Store {
                 deleted.push(id.clone());
             }
         }
-        bump(&mut tx).await?;
+        bump(&mut tx, self.backend()).await?;
         tx.commit().await?;
         Ok(deleted)
     }
@@ -123,10 +162,21 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
-    /// The key whose id, alias or hash is `needle`.
+    /// The key whose id or alias is `needle` (two indexed lookups, id first).
     pub async fn find_key(&self, needle: &str) -> Result<Option<KeyRow>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM virtual_keys WHERE id = $1 OR key_alias = $1 OR key_hash = $1");
-        let row = sqlx::query(&sql).bind(needle).fetch_optional(self.pool()).await?;
+        for column in ["id", "key_alias"] {
+            let sql = format!("SELECT {COLUMNS} FROM virtual_keys WHERE {column} = $1");
+            if let Some(row) = sqlx::query(&sql).bind(needle).fetch_optional(self.pool()).await? {
+                return from_row(&row).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The key whose secret hashes to `key_hash` (lowercase hex SHA-256).
+    pub async fn find_key_by_hash(&self, key_hash: &str) -> Result<Option<KeyRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM virtual_keys WHERE key_hash = $1");
+        let row = sqlx::query(&sql).bind(key_hash).fetch_optional(self.pool()).await?;
         row.as_ref().map(from_row).transpose()
     }
 }
@@ -152,4 +202,5 @@ fn bind_all<'q>(
         .bind(k.created_ms)
         .bind(k.updated_ms)
         .bind(k.anchor_ms)
+        .bind(serde_json::to_string(&k.events).unwrap_or_else(|_| "[]".into()))
 }

@@ -9,16 +9,22 @@
 //!
 //! What this crate does not do: hash or generate keys, decide who may do what, or compute budget periods.
 
+mod file;
+mod fleet;
 mod keys;
+mod leases;
 mod meta;
 mod outbox;
 mod spend;
 mod teams;
 mod wal;
 
-pub use keys::KeyRow;
+pub use file::sqlite_path;
+pub use fleet::{NodeRow, NodeState};
+pub use keys::{KeyChanges, KeyRow};
+pub use leases::{Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{NewEvent, OutboxItem, OutboxStats};
-pub use spend::{SpendFilter, SpendRecord, SpendTotal};
+pub use spend::{SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
 pub use teams::TeamRow;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -42,6 +48,8 @@ pub struct Store {
     backend: Backend,
     /// WAL upkeep (SQLite only).
     wal: Option<std::sync::Arc<wal::Wal>>,
+    /// The URL, for the connections a pool cannot give (PostgreSQL `LISTEN`); `None` on SQLite.
+    pg_url: Option<std::sync::Arc<str>>,
 }
 
 /// Which database a [`Store`] talks to.
@@ -71,13 +79,25 @@ pub enum StoreError {
     /// A write batched with others failed (the batch's error, as text).
     #[error("batched write failed: {0}")]
     Batch(String),
+    /// A fleet operation (budget leases, fleet rate buckets) on SQLite, which serves one node only.
+    #[error("this needs a PostgreSQL store (fleet mode)")]
+    FleetOnly,
     /// A stored value could not be decoded.
     #[error("corrupt stored value in {0}")]
     Corrupt(&'static str),
+    /// The SQLite database file could not be created.
+    #[error("cannot create the database file `{}`: {source}", path.display())]
+    Create {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Store {
-    /// Opens (creating when needed) the database at `url` and applies migrations.
+    /// Opens (creating when needed, readable by its owner only) the database at `url` and applies migrations.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
@@ -87,6 +107,9 @@ impl Store {
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
+        if backend == Backend::Sqlite {
+            file::prepare(url).await?;
+        }
         let url = match backend {
             Backend::Sqlite if !url.contains("mode=") => {
                 let sep = if url.contains('?') { '&' } else { '?' };
@@ -146,7 +169,8 @@ impl Store {
                 (pool.clone(), None)
             }
         };
-        Ok(Store { pool, writer, backend, wal })
+        let pg_url = (backend == Backend::Postgres).then(|| std::sync::Arc::from(url.as_str()));
+        Ok(Store { pool, writer, backend, wal, pg_url })
     }
 
     /// The backend in use.
@@ -168,6 +192,11 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The PostgreSQL URL (`None` on SQLite).
+    pub(crate) fn url(&self) -> Option<&str> {
+        self.pg_url.as_deref()
     }
 
     /// The pool of the steady writes (see the field's docs).

@@ -1,6 +1,7 @@
 //! The event outbox: an event is stored with one delivery row per destination before any attempt, and a
 //! destination's row is marked delivered only after it succeeded, so a crash or an outage loses nothing
-//! (at-least-once). Destinations are names such as `push`, `webhook:<url>`, `hooks`.
+//! (at-least-once). Destinations are names such as `push`, `webhook:<redacted url>`, `hooks`. Each event keeps
+//! who posted it (`origin`) beside its envelope.
 
 use crate::{now_ms, Store, StoreError};
 use sqlx::Row;
@@ -18,6 +19,9 @@ pub struct OutboxItem {
     pub title: Option<String>,
     /// Push priority override.
     pub priority: Option<String>,
+    /// Who posted it (`gateway`, `master`, `key:<id>`, `svc-notify`); `None` for events stored before it was
+    /// recorded.
+    pub origin: Option<String>,
     /// Stable id of this (event, destination) delivery, the same across retries.
     pub delivery_id: String,
     /// Failed attempts so far.
@@ -37,6 +41,8 @@ pub struct NewEvent<'a> {
     pub title: Option<&'a str>,
     /// Push priority override.
     pub priority: Option<&'a str>,
+    /// Who posted it.
+    pub origin: Option<&'a str>,
     /// (destination, delivery id) pairs.
     pub deliveries: Vec<(String, String)>,
 }
@@ -62,7 +68,7 @@ impl Store {
     /// INSERTs per chunk of events (the events, then all their deliveries), not one statement per row: each
     /// statement is a round trip to the database (for SQLite, to its connection's thread).
     pub async fn outbox_enqueue_many(&self, events: &[NewEvent<'_>]) -> Result<Vec<i64>, StoreError> {
-        // 5 parameters an event (1,280 a statement) and 3 a delivery row (8,192 rows, 24,576 a statement): under
+        // 6 parameters an event (1,536 a statement) and 3 a delivery row (8,192 rows, 24,576 a statement): under
         // SQLite's 32,766 and PostgreSQL's 65,535 bind parameters.
         const EVENTS: usize = 256;
         const DELIVERIES: usize = 8192;
@@ -71,12 +77,13 @@ impl Store {
         let mut tx = self.writer().begin().await?;
         let mut ids = Vec::with_capacity(events.len());
         for chunk in events.chunks(EVENTS) {
-            let mut sql = String::from("INSERT INTO outbox (created_ms, kind, envelope, title, priority) VALUES ");
-            crate::push_values(&mut sql, self.backend(), chunk.len(), 5);
+            let mut sql =
+                String::from("INSERT INTO outbox (created_ms, kind, envelope, title, priority, origin) VALUES ");
+            crate::push_values(&mut sql, self.backend(), chunk.len(), 6);
             sql.push_str(" RETURNING id");
             let mut q = sqlx::query(&sql);
             for e in chunk {
-                q = q.bind(now).bind(e.kind).bind(e.envelope).bind(e.title).bind(e.priority);
+                q = q.bind(now).bind(e.kind).bind(e.envelope).bind(e.title).bind(e.priority).bind(e.origin);
             }
             let mut chunk_ids =
                 q.fetch_all(&mut *tx).await?.iter().map(|r| r.try_get::<i64, _>(0)).collect::<Result<Vec<_>, _>>()?;
@@ -114,7 +121,7 @@ impl Store {
     /// attempt time: the worker waits for the head itself, so order per destination holds).
     pub async fn outbox_pending(&self, destination: &str, limit: i64) -> Result<Vec<OutboxItem>, StoreError> {
         let rows = sqlx::query(
-            "SELECT o.id, o.envelope, o.kind, o.title, o.priority, d.delivery_id, d.attempts, d.next_attempt_ms \
+            "SELECT o.id, o.envelope, o.kind, o.title, o.priority, o.origin, d.delivery_id, d.attempts, d.next_attempt_ms \
              FROM outbox_delivery d JOIN outbox o ON o.id = d.outbox_id \
              WHERE d.destination = $1 AND d.delivered_ms IS NULL AND d.failed_ms IS NULL ORDER BY o.id LIMIT $2",
         )
@@ -130,12 +137,27 @@ impl Store {
                     kind: r.try_get(2)?,
                     title: r.try_get(3)?,
                     priority: r.try_get(4)?,
-                    delivery_id: r.try_get(5)?,
-                    attempts: r.try_get(6)?,
-                    next_attempt_ms: r.try_get(7)?,
+                    origin: r.try_get(5)?,
+                    delivery_id: r.try_get(6)?,
+                    attempts: r.try_get(7)?,
+                    next_attempt_ms: r.try_get(8)?,
                 })
             })
             .collect()
+    }
+
+    /// Moves the undelivered, not given-up rows of destination `from` to destination `to` (a destination was
+    /// renamed); returns how many moved. Rows already delivered or dead keep their old name, as history.
+    pub async fn outbox_rename_destination(&self, from: &str, to: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE outbox_delivery SET destination = $2 \
+             WHERE destination = $1 AND delivered_ms IS NULL AND failed_ms IS NULL",
+        )
+        .bind(from)
+        .bind(to)
+        .execute(self.writer())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Marks a delivery done.
@@ -217,5 +239,40 @@ impl Store {
         .fetch_one(self.pool())
         .await?;
         Ok(OutboxStats { pending: row.try_get(0)?, delivered: row.try_get(1)?, failed: row.try_get(2)? })
+    }
+}
+
+impl Store {
+    /// Claims the shared outbox `destination` for `holder` until `until_ms`, or renews `holder`'s claim; true
+    /// when `holder` holds it. A claim another holder let lapse (`expires_ms` before `now_ms`) is taken over.
+    pub async fn outbox_claim(
+        &self,
+        destination: &str,
+        holder: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO outbox_leases (destination, node, expires_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (destination) DO UPDATE SET node = $2, expires_ms = $3 \
+             WHERE outbox_leases.node = $2 OR outbox_leases.expires_ms < $4 RETURNING node",
+        )
+        .bind(destination)
+        .bind(holder)
+        .bind(until_ms)
+        .bind(now_ms)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// Gives `holder`'s claim on `destination` up.
+    pub async fn outbox_release(&self, destination: &str, holder: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM outbox_leases WHERE destination = $1 AND node = $2")
+            .bind(destination)
+            .bind(holder)
+            .execute(self.pool())
+            .await?;
+        Ok(())
     }
 }

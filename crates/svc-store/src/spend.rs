@@ -3,12 +3,17 @@
 //! them back for `/spend/logs`, `svc spend` and for rebuilding period spend at start.
 
 use crate::{Store, StoreError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 /// One request's spend.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpendRecord {
+    /// The record's own id, unique in the store: a record written twice (a batch retried after a commit whose
+    /// answer was lost, a journal replayed) is kept once.
+    pub record_id: String,
+    /// The node that served the request.
+    pub node: Option<String>,
     /// The request id (`x-request-id`).
     pub request_id: String,
     /// Completion time.
@@ -52,6 +57,27 @@ pub struct SpendFilter {
     pub end_ms: Option<i64>,
 }
 
+/// What [`Store::spend_totals`] groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendGroup {
+    /// Per team (`(master key)` for the master key's records).
+    Team,
+    /// Per key id.
+    Key,
+    /// Per alias.
+    Model,
+}
+
+impl SpendGroup {
+    fn column(self) -> &'static str {
+        match self {
+            SpendGroup::Team => "team_id",
+            SpendGroup::Key => "key_id",
+            SpendGroup::Model => "model_alias",
+        }
+    }
+}
+
 /// A sum of spend over a group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpendTotal {
@@ -63,21 +89,105 @@ pub struct SpendTotal {
     pub prompt_tokens: i64,
     /// Output tokens.
     pub completion_tokens: i64,
-    /// Cost in nano-units.
+    /// Cost in nano-units (summed exactly, clamped to what an `i64` holds).
     pub cost: i64,
 }
 
-const WHERE: &str =
-    "($1 IS NULL OR team_id = $1) AND ($2 IS NULL OR key_id = $2) AND ($3 IS NULL OR model_alias = $3) \
-     AND ($4 IS NULL OR ts_ms >= $4) AND ($5 IS NULL OR ts_ms < $5)";
+/// The most tokens of one kind a spend record may hold (the store refuses more).
+pub const MAX_RECORD_TOKENS: i64 = 1_000_000_000;
+/// The largest cost one spend record may hold, in nano-units (1,000,000 units; the store refuses more).
+pub const MAX_RECORD_COST: i64 = 1_000_000_000_000_000;
+
+/// Nano-units per unit: sums are taken in two parts (whole units and the rest), so that no sum of sane
+/// records can overflow the database's 64-bit integers, and put together in `i128`.
+const NANOS: i64 = 1_000_000_000;
+
+impl SpendRecord {
+    /// The record with every number in the range the store accepts: tokens in `0..=MAX_RECORD_TOKENS`, cost
+    /// in `0..=MAX_RECORD_COST`, latency at least 0. Returns whether anything had to change.
+    pub fn clamp(&mut self) -> bool {
+        let before = (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms);
+        self.prompt_tokens = self.prompt_tokens.clamp(0, MAX_RECORD_TOKENS);
+        self.completion_tokens = self.completion_tokens.clamp(0, MAX_RECORD_TOKENS);
+        self.cost = self.cost.clamp(0, MAX_RECORD_COST);
+        self.latency_ms = self.latency_ms.max(0);
+        before != (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms)
+    }
+}
+
+/// A `WHERE` clause of the filters that are set, with `$n` parameters from `$first` on, so each query can
+/// use the index that fits (a catch-all `($1 IS NULL OR …)` would defeat them all).
+struct Where<'f> {
+    sql: String,
+    binds: Vec<Bind<'f>>,
+}
+
+enum Bind<'f> {
+    Text(&'f str),
+    Int(i64),
+}
+
+impl<'f> Where<'f> {
+    fn of(f: &'f SpendFilter) -> Where<'f> {
+        let mut w = Where { sql: String::new(), binds: Vec::new() };
+        if let Some(t) = &f.team_id {
+            w.push("team_id =", Bind::Text(t));
+        }
+        if let Some(k) = &f.key_id {
+            w.push("key_id =", Bind::Text(k));
+        }
+        if let Some(m) = &f.model {
+            w.push("model_alias =", Bind::Text(m));
+        }
+        if let Some(t) = f.start_ms {
+            w.push("ts_ms >=", Bind::Int(t));
+        }
+        if let Some(t) = f.end_ms {
+            w.push("ts_ms <", Bind::Int(t));
+        }
+        w
+    }
+
+    fn push(&mut self, condition: &str, bind: Bind<'f>) {
+        self.sql.push_str(if self.binds.is_empty() { " WHERE " } else { " AND " });
+        self.sql.push_str(condition);
+        self.binds.push(bind);
+        self.sql.push_str(&format!(" ${}", self.binds.len()));
+    }
+
+    /// The next free parameter number.
+    fn next(&self) -> usize {
+        self.binds.len() + 1
+    }
+
+    fn bind<'q>(
+        &'q self,
+        mut q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        for b in &self.binds {
+            q = match b {
+                Bind::Text(t) => q.bind(*t),
+                Bind::Int(i) => q.bind(*i),
+            };
+        }
+        q
+    }
+}
+
+/// The exact sum of a cost column summed in two parts (`units`, `rest`).
+fn join_sum(units: i64, rest: i64) -> i128 {
+    i128::from(units) * i128::from(NANOS) + i128::from(rest)
+}
 
 impl Store {
-    /// Writes many records in one transaction (group commit), as multi-row INSERTs of bound parameters.
+    /// Writes many records in one transaction (group commit), as multi-row INSERTs of bound parameters. A
+    /// record with a number outside what the store accepts is clamped into range and logged, never refused,
+    /// so one bad record cannot hold back the others.
     pub async fn insert_spend_batch(&self, records: &[SpendRecord]) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
         }
-        // 13 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
+        // 15 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
         // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
         // round trip each to the database.
         const ROWS: usize = 512;
@@ -86,26 +196,34 @@ impl Store {
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in records.chunks(ROWS) {
             let mut sql = String::from(
-                "INSERT INTO spend_log (request_id, ts_ms, key_id, team_id, agent_role, model_alias, upstream_model, deployment, \
-                 prompt_tokens, completion_tokens, cost, status, latency_ms) VALUES ",
+                "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
+                 upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms) VALUES ",
             );
-            crate::push_values(&mut sql, self.backend(), chunk.len(), 13);
+            crate::push_values(&mut sql, self.backend(), chunk.len(), 15);
+            sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
             let mut q = sqlx::query(&sql);
             for r in chunk {
+                let mut sane = r.clone();
+                if sane.clamp() {
+                    tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,
+                        cost = r.cost, "a spend record out of range was clamped before it was stored");
+                }
                 q = q
-                    .bind(&r.request_id)
-                    .bind(r.ts_ms)
-                    .bind(r.key_id.as_deref())
-                    .bind(r.team_id.as_deref())
-                    .bind(r.agent_role.as_deref())
-                    .bind(&r.model_alias)
-                    .bind(&r.upstream_model)
-                    .bind(&r.deployment)
-                    .bind(r.prompt_tokens)
-                    .bind(r.completion_tokens)
-                    .bind(r.cost)
-                    .bind(r.status)
-                    .bind(r.latency_ms);
+                    .bind(sane.record_id)
+                    .bind(sane.node)
+                    .bind(sane.request_id)
+                    .bind(sane.ts_ms)
+                    .bind(sane.key_id)
+                    .bind(sane.team_id)
+                    .bind(sane.agent_role)
+                    .bind(sane.model_alias)
+                    .bind(sane.upstream_model)
+                    .bind(sane.deployment)
+                    .bind(sane.prompt_tokens)
+                    .bind(sane.completion_tokens)
+                    .bind(sane.cost)
+                    .bind(sane.status)
+                    .bind(sane.latency_ms);
             }
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
@@ -120,14 +238,21 @@ impl Store {
 
     /// Records matching `f`, newest first, `limit` from `offset`.
     pub async fn query_spend(&self, f: &SpendFilter, limit: i64, offset: i64) -> Result<Vec<SpendRecord>, StoreError> {
+        let w = Where::of(f);
+        let n = w.next();
         let sql = format!(
-            "SELECT request_id, ts_ms, key_id, team_id, agent_role, model_alias, upstream_model, deployment, prompt_tokens, \
-             completion_tokens, cost, status, latency_ms FROM spend_log WHERE {WHERE} ORDER BY ts_ms DESC, id DESC LIMIT $6 OFFSET $7"
+            "SELECT COALESCE(record_id, CAST(id AS TEXT)) AS record_id, node, request_id, ts_ms, key_id, team_id, agent_role, \
+             model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms \
+             FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
+            w.sql,
+            n + 1
         );
-        let rows = bind_filter(sqlx::query(&sql), f).bind(limit).bind(offset).fetch_all(self.pool()).await?;
+        let rows = w.bind(sqlx::query(&sql)).bind(limit).bind(offset).fetch_all(self.pool()).await?;
         rows.iter()
             .map(|r| {
                 Ok(SpendRecord {
+                    record_id: r.try_get("record_id")?,
+                    node: r.try_get("node")?,
                     request_id: r.try_get("request_id")?,
                     ts_ms: r.try_get("ts_ms")?,
                     key_id: r.try_get("key_id")?,
@@ -146,44 +271,44 @@ impl Store {
             .collect()
     }
 
-    /// Sum of cost of records matching `f` (the period spend of a team or key).
-    pub async fn sum_spend(&self, f: &SpendFilter) -> Result<i64, StoreError> {
-        // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot decode: cast back.
-        let sql = format!("SELECT CAST(COALESCE(SUM(cost), 0) AS BIGINT) FROM spend_log WHERE {WHERE}");
-        let row = bind_filter(sqlx::query(&sql), f).fetch_one(self.pool()).await?;
-        Ok(row.try_get::<i64, _>(0)?)
+    /// Sum of cost of records matching `f` (the period spend of a team or key), in nano-units, exact.
+    pub async fn sum_spend(&self, f: &SpendFilter) -> Result<i128, StoreError> {
+        let w = Where::of(f);
+        // PostgreSQL sums BIGINT as NUMERIC, which the Any driver cannot decode: cast back (each part fits).
+        let sql = format!(
+            "SELECT CAST(COALESCE(SUM(cost / {NANOS}), 0) AS BIGINT), CAST(COALESCE(SUM(cost % {NANOS}), 0) AS BIGINT) \
+             FROM spend_log{}",
+            w.sql
+        );
+        let row = w.bind(sqlx::query(&sql)).fetch_one(self.pool()).await?;
+        Ok(join_sum(row.try_get(0)?, row.try_get(1)?))
     }
 
-    /// Totals grouped by `team_id`, `key_id` or `model_alias`, for records matching `f`.
-    pub async fn spend_totals(&self, group_by: &str, f: &SpendFilter) -> Result<Vec<SpendTotal>, StoreError> {
-        let column = match group_by {
-            "team" => "team_id",
-            "key" => "key_id",
-            _ => "model_alias",
-        };
+    /// Totals grouped by team, key or alias, for records matching `f`, dearest first.
+    pub async fn spend_totals(&self, group: SpendGroup, f: &SpendFilter) -> Result<Vec<SpendTotal>, StoreError> {
+        let w = Where::of(f);
+        let column = group.column();
         let sql = format!(
             "SELECT COALESCE({column}, '(master key)') AS g, COUNT(*) AS n, CAST(COALESCE(SUM(prompt_tokens),0) AS BIGINT) AS p, \
-             CAST(COALESCE(SUM(completion_tokens),0) AS BIGINT) AS c, CAST(COALESCE(SUM(cost),0) AS BIGINT) AS s \
-             FROM spend_log WHERE {WHERE} GROUP BY g ORDER BY s DESC, g"
+             CAST(COALESCE(SUM(completion_tokens),0) AS BIGINT) AS c, CAST(COALESCE(SUM(cost / {NANOS}),0) AS BIGINT) AS su, \
+             CAST(COALESCE(SUM(cost % {NANOS}),0) AS BIGINT) AS sr FROM spend_log{} GROUP BY g",
+            w.sql
         );
-        let rows = bind_filter(sqlx::query(&sql), f).fetch_all(self.pool()).await?;
-        rows.iter()
+        let rows = w.bind(sqlx::query(&sql)).fetch_all(self.pool()).await?;
+        let mut totals = rows
+            .iter()
             .map(|r| {
+                let cost = join_sum(r.try_get("su")?, r.try_get("sr")?);
                 Ok(SpendTotal {
                     group: r.try_get("g")?,
                     requests: r.try_get("n")?,
                     prompt_tokens: r.try_get("p")?,
                     completion_tokens: r.try_get("c")?,
-                    cost: r.try_get("s")?,
+                    cost: i64::try_from(cost).unwrap_or(i64::MAX),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        totals.sort_by(|a, b| b.cost.cmp(&a.cost).then_with(|| a.group.cmp(&b.group)));
+        Ok(totals)
     }
-}
-
-fn bind_filter<'q>(
-    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    f: &'q SpendFilter,
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-    q.bind(f.team_id.as_deref()).bind(f.key_id.as_deref()).bind(f.model.as_deref()).bind(f.start_ms).bind(f.end_ms)
 }

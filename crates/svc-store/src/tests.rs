@@ -11,12 +11,21 @@ pub struct TestDb {
 }
 
 async fn sqlite() -> TestDb {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let (url, dir) = sqlite_url();
     TestDb { store: Store::connect(&url).await.unwrap(), _dir: Some(dir) }
 }
 
-async fn postgres() -> TestDb {
+fn sqlite_url() -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    (format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display()), dir)
+}
+
+pub(crate) async fn postgres() -> TestDb {
+    TestDb { store: Store::connect(&postgres_url().await).await.unwrap(), _dir: None }
+}
+
+/// A fresh, empty PostgreSQL database.
+async fn postgres_url() -> String {
     let admin =
         std::env::var("SVC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     sqlx::any::install_default_drivers();
@@ -38,7 +47,7 @@ async fn postgres() -> TestDb {
     let name = format!("svc_test_{now}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
     let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    TestDb { store: Store::connect(&format!("{base}/{name}")).await.unwrap(), _dir: None }
+    format!("{base}/{name}")
 }
 
 fn key(id: &str, alias: Option<&str>) -> KeyRow {
@@ -50,6 +59,7 @@ fn key(id: &str, alias: Option<&str>) -> KeyRow {
         team_id: "executor".into(),
         agent_role: Some("coder".into()),
         models: vec!["m1".into()],
+        events: vec!["task.*".into()],
         max_budget: Some(5),
         budget_duration: Some("1d".into()),
         rpm_limit: None,
@@ -70,9 +80,11 @@ async fn keys_round_trip(s: &Store) {
     s.insert_key(&key("k2", None)).await.unwrap();
     assert!(s.keys_generation().await.unwrap() > g0);
     assert_eq!(s.find_key("alpha").await.unwrap().unwrap().id, "k1");
-    assert_eq!(s.find_key("hash-k2").await.unwrap().unwrap().id, "k2");
+    assert_eq!(s.find_key_by_hash("hash-k2").await.unwrap().unwrap().id, "k2");
+    assert!(s.find_key("hash-k2").await.unwrap().is_none(), "a hash is not an id or alias");
     let mut k = key("k1", Some("alpha"));
     k.revoked_ms = Some(9);
+    k.events = vec!["agent.*".into(), "swarm.complete".into()];
     assert!(s.update_key(&k).await.unwrap());
     assert_eq!(s.find_key("k1").await.unwrap().unwrap(), k);
     assert_eq!(s.list_keys().await.unwrap().len(), 2);
@@ -105,6 +117,8 @@ async fn teams_keep_anchor(s: &Store) {
 /// Spend record number `i` of `team`: 10 + 5 tokens, cost 100.
 fn rec(i: i64, team: &str) -> SpendRecord {
     SpendRecord {
+        record_id: format!("{team}-{i}"),
+        node: Some("n1".into()),
         request_id: format!("r{i}"),
         ts_ms: i,
         key_id: Some("k".into()),
@@ -128,7 +142,7 @@ async fn spend_and_outbox(s: &Store) {
     assert_eq!(s.sum_spend(&f).await.unwrap(), 500);
     let page = s.query_spend(&SpendFilter::default(), 3, 1).await.unwrap();
     assert_eq!(page.iter().map(|r| r.ts_ms).collect::<Vec<_>>(), vec![8, 7, 6]);
-    let totals = s.spend_totals("team", &SpendFilter::default()).await.unwrap();
+    let totals = s.spend_totals(SpendGroup::Team, &SpendFilter::default()).await.unwrap();
     assert_eq!((totals[0].group.as_str(), totals[0].cost, totals[0].requests), ("a", 700, 7));
     // A batch larger than one statement goes in one transaction of several statements.
     let big: Vec<_> = (100..700).map(|i| rec(i, "c")).collect();
@@ -140,6 +154,7 @@ async fn spend_and_outbox(s: &Store) {
         envelope: n,
         title: Some("t"),
         priority: None,
+        origin: Some("key:k-1"),
         deliveries: vec![("ntfy".to_string(), format!("d-{n}-1")), ("webhook:0".to_string(), format!("d-{n}-2"))],
     };
     let a = s.outbox_enqueue(&event("1")).await.unwrap();
@@ -147,6 +162,7 @@ async fn spend_and_outbox(s: &Store) {
     let p = s.outbox_pending("ntfy", 10).await.unwrap();
     assert_eq!(p.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
     assert_eq!((p[0].title.as_deref(), p[0].delivery_id.as_str()), (Some("t"), "d-1-1"));
+    assert_eq!(p[0].origin.as_deref(), Some("key:k-1"));
     s.outbox_attempt_failed(a, "ntfy", "down", 1234).await.unwrap();
     let again = s.outbox_pending("ntfy", 10).await.unwrap();
     assert_eq!((again[0].attempts, again[0].next_attempt_ms, &again[0].delivery_id), (1, 1234, &p[0].delivery_id));
@@ -155,6 +171,17 @@ async fn spend_and_outbox(s: &Store) {
     assert_eq!(s.outbox_pending("ntfy", 10).await.unwrap().len(), 1);
     let st = s.outbox_stats(None).await.unwrap();
     assert_eq!(st, OutboxStats { pending: 2, delivered: 1, failed: 1 });
+    // A renamed destination takes its pending rows along; delivered and dead rows keep the old name.
+    let c = s.outbox_enqueue(&event("3")).await.unwrap();
+    assert_eq!(s.outbox_rename_destination("webhook:0", "webhook:new").await.unwrap(), 2);
+    let moved = s.outbox_pending("webhook:new", 10).await.unwrap();
+    assert_eq!(
+        moved.iter().map(|i| (i.id, i.delivery_id.as_str())).collect::<Vec<_>>(),
+        vec![(a, "d-1-2"), (c, "d-3-2")]
+    );
+    assert!(s.outbox_pending("webhook:0", 10).await.unwrap().is_empty());
+    assert_eq!(s.outbox_stats(Some("webhook:0")).await.unwrap(), OutboxStats { pending: 0, delivered: 0, failed: 1 });
+    assert_eq!(s.outbox_rename_destination("webhook:0", "webhook:new").await.unwrap(), 0);
 }
 
 /// A group-committed batch: ids come back in emission order, each delivery row belongs to its own event (even
@@ -169,6 +196,7 @@ async fn outbox_batches(s: &Store) {
             envelope: b,
             title: None,
             priority: None,
+            origin: None,
             // Every third event skips the webhook, as a filtered kind would.
             deliveries: std::iter::once(("push".to_string(), format!("p-{i}")))
                 .chain((i % 3 != 0).then(|| ("webhook:0".to_string(), format!("w-{i}"))))
@@ -205,7 +233,132 @@ macro_rules! both_backends {
     };
 }
 
-both_backends!(keys_round_trip, teams_keep_anchor, spend_and_outbox, outbox_batches, meta);
+/// Sums cannot overflow: many records at the largest cost a record may hold add up exactly, records out of
+/// range are clamped on the way in, and the database itself refuses an impossible row.
+async fn spend_sums_are_exact_and_rows_bounded(s: &Store) {
+    let huge: Vec<_> = (0..10_000).map(|i| SpendRecord { cost: MAX_RECORD_COST, ..rec(i, "rich") }).collect();
+    s.insert_spend_batch(&huge).await.unwrap();
+    let f = SpendFilter { team_id: Some("rich".into()), ..Default::default() };
+    assert_eq!(s.sum_spend(&f).await.unwrap(), 10_000 * i128::from(MAX_RECORD_COST), "beyond i64: no overflow");
+    let totals = s.spend_totals(SpendGroup::Team, &f).await.unwrap();
+    assert_eq!((totals[0].requests, totals[0].cost), (10_000, i64::MAX), "shown clamped");
+    let absurd =
+        SpendRecord { prompt_tokens: -1, completion_tokens: i64::MAX, cost: i64::MAX, latency_ms: -5, ..rec(1, "odd") };
+    s.insert_spend_batch(&[absurd]).await.unwrap();
+    let got = s.query_spend(&SpendFilter { team_id: Some("odd".into()), ..Default::default() }, 1, 0).await.unwrap();
+    assert_eq!(
+        (got[0].prompt_tokens, got[0].completion_tokens, got[0].cost, got[0].latency_ms),
+        (0, MAX_RECORD_TOKENS, MAX_RECORD_COST, 0)
+    );
+    let raw = sqlx::query(
+        "INSERT INTO spend_log (request_id, ts_ms, model_alias, upstream_model, deployment, prompt_tokens, \
+         completion_tokens, cost, status, latency_ms) VALUES ('x', 1, 'm', 'u', 'd', 1, 1, -5, 200, 1)",
+    )
+    .execute(s.pool())
+    .await;
+    assert!(raw.is_err(), "a negative cost is refused by the database");
+}
+
+/// A store written before the bounds existed, holding an absurd row (cost 2^63-1, -1 tokens), keeps working
+/// after the upgrade: the migration clamps the row, and the team's sums succeed.
+async fn old_absurd_rows_are_clamped_by_the_migration(url: String, backend: Backend) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+    let mut old = match backend {
+        Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+        Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+    };
+    old.migrations = std::borrow::Cow::Owned(old.migrations.iter().filter(|m| m.version < 3).cloned().collect());
+    old.run(&pool).await.unwrap();
+    for (i, cost) in [(1, i64::MAX), (2, i64::MAX), (3, 100)] {
+        sqlx::query(
+            "INSERT INTO spend_log (request_id, ts_ms, team_id, model_alias, upstream_model, deployment, prompt_tokens, \
+             completion_tokens, cost, status, latency_ms) VALUES ($1, $2, 't', 'm', 'u', 'd', -1, $3, $3, 200, 1)",
+        )
+        .bind(format!("r{i}"))
+        .bind(i)
+        .bind(cost)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    pool.close().await;
+    let store = Store::connect(&url).await.unwrap();
+    let f = SpendFilter { team_id: Some("t".into()), ..Default::default() };
+    assert_eq!(store.sum_spend(&f).await.unwrap(), 2 * i128::from(MAX_RECORD_COST) + 100);
+    let rows = store.query_spend(&f, 10, 0).await.unwrap();
+    assert!(rows.iter().all(|r| r.prompt_tokens == 0 && r.completion_tokens <= MAX_RECORD_TOKENS), "{rows:?}");
+}
+
+#[tokio::test]
+async fn old_absurd_rows_are_clamped_on_sqlite() {
+    let (url, _dir) = sqlite_url();
+    old_absurd_rows_are_clamped_by_the_migration(url, Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn old_absurd_rows_are_clamped_on_postgres() {
+    old_absurd_rows_are_clamped_by_the_migration(postgres_url().await, Backend::Postgres).await;
+}
+
+/// One node at a time holds an outbox destination; a lapsed claim is taken over; a released one is free.
+async fn outbox_claims(s: &Store) {
+    assert!(s.outbox_claim("push", "n1", 1_000, 0).await.unwrap());
+    assert!(!s.outbox_claim("push", "n2", 2_000, 500).await.unwrap(), "n1 holds it until 1000");
+    assert!(s.outbox_claim("push", "n1", 3_000, 900).await.unwrap(), "the holder renews");
+    assert!(s.outbox_claim("push", "n2", 9_000, 3_001).await.unwrap(), "lapsed: taken over");
+    assert!(!s.outbox_claim("push", "n1", 9_500, 3_002).await.unwrap());
+    s.outbox_release("push", "n2").await.unwrap();
+    assert!(s.outbox_claim("push", "n1", 9_500, 3_003).await.unwrap(), "released: free");
+    assert!(s.outbox_claim("webhook:x", "n2", 9_500, 3_003).await.unwrap(), "claims are per destination");
+}
+
+/// Nodes register, beat, are declared offline once per outage (whoever asks), and stop cleanly.
+async fn fleet_nodes(s: &Store) {
+    let node = |name: &str, at: i64| NodeRow {
+        node: name.into(),
+        fleet: "f".into(),
+        address: format!("http://{name}:4000"),
+        version: "1".into(),
+        started_ms: at,
+        heartbeat_ms: at,
+        state: NodeState::Online,
+        state_since_ms: at,
+        requests_served: 0,
+        in_flight: 0,
+        teams: "{}".into(),
+    };
+    assert!(s.register_node(&node("a", 1_000)).await.unwrap().is_none());
+    assert!(s.register_node(&node("b", 1_000)).await.unwrap().is_none());
+    assert!(!s.heartbeat("a", 5_000, 10, 2).await.unwrap());
+    // b went silent: of two monitors asking at once, one gets it.
+    let (x, y) = tokio::join!(s.declare_offline("f", 4_000, 6_000), s.declare_offline("f", 4_000, 6_000));
+    let mut gone: Vec<String> = x.unwrap().into_iter().chain(y.unwrap()).map(|n| n.node).collect();
+    gone.sort();
+    assert_eq!(gone, ["b"]);
+    assert!(s.declare_offline("f", 4_500, 6_100).await.unwrap().is_empty(), "announced once");
+    // b comes back by itself (a heartbeat) or by a restart; a clean stop is not an outage.
+    assert!(s.heartbeat("b", 7_000, 0, 0).await.unwrap());
+    let before = s.register_node(&node("b", 8_000)).await.unwrap().unwrap();
+    assert_eq!(before.state, NodeState::Online);
+    s.stop_node("a", 9_000).await.unwrap();
+    assert!(s.declare_offline("f", 100_000, 100_000).await.unwrap().iter().all(|n| n.node != "a"));
+    let nodes = s.list_nodes("f").await.unwrap();
+    let states: Vec<(&str, NodeState)> = nodes.iter().map(|n| (n.node.as_str(), n.state)).collect();
+    assert_eq!(states, [("a", NodeState::Stopped), ("b", NodeState::Offline)]);
+    assert_eq!((nodes[0].requests_served, nodes[0].in_flight), (10, 0));
+}
+
+both_backends!(
+    keys_round_trip,
+    teams_keep_anchor,
+    spend_and_outbox,
+    outbox_batches,
+    meta,
+    spend_sums_are_exact_and_rows_bounded,
+    outbox_claims,
+    fleet_nodes
+);
 
 /// Steady load through `write` (a steady writer; its argument numbers the batch's rows), as the checkpointer
 /// sees it: commits keep landing while a passive checkpoint runs, so it never copies the whole WAL back and SQLite

@@ -43,6 +43,17 @@ pub struct Behaviour {
     pub models_status: u16,
     /// Report usage (off: like a server that never sends any, in replies and streams alike).
     pub report_usage: bool,
+    /// The `usage` object sent instead of the honest one (replies and the stream's usage chunk): absurd or
+    /// malformed counts.
+    pub usage_override: Option<Value>,
+    /// The whole body of a 200 reply instead of a completion (e.g. an error object).
+    pub reply_override: Option<Value>,
+    /// A stream that never ends: content chunks (`content` each) one after another, `chunk_delay` apart,
+    /// ignoring `max_tokens`, until the client goes away.
+    pub endless: bool,
+    /// After the first content chunk, a line of this many bytes with no newline, sent in 64 KiB pieces
+    /// `chunk_delay` apart, then nothing more.
+    pub long_line: Option<usize>,
 }
 
 impl Default for Behaviour {
@@ -60,6 +71,10 @@ impl Default for Behaviour {
             record: true,
             models_status: 200,
             report_usage: true,
+            usage_override: None,
+            reply_override: None,
+            endless: false,
+            long_line: None,
         }
     }
 }
@@ -191,8 +206,11 @@ async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> 
         return error(status, &message);
     }
     let model = req.get("model").cloned().unwrap_or(Value::Null);
-    let usage = json!({"prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens, "total_tokens": b.prompt_tokens + b.completion_tokens});
+    let usage = b.usage_override.clone().unwrap_or_else(|| json!({"prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens, "total_tokens": b.prompt_tokens + b.completion_tokens}));
     if !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        if let Some(body) = &b.reply_override {
+            return Json(body.clone()).into_response();
+        }
         let mut reply = json!({
             "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": b.content}, "finish_reason": "stop"}],
@@ -207,7 +225,54 @@ async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> 
     }
     let with_usage =
         b.report_usage && req.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+    if b.endless || b.long_line.is_some() {
+        return misbehaving_stream(s, b, model);
+    }
     stream(s, b, model, usage, with_usage)
+}
+
+/// A stream that never ends by itself: endless content chunks, or one line without an end.
+fn misbehaving_stream(s: Arc<Shared>, b: Behaviour, model: Value) -> Response {
+    let chunk = move |delta: Value| {
+        let c = json!({"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+        Bytes::from(format!("data: {c}\n\n"))
+    };
+    let first = chunk(json!({"role": "assistant", "content": ""}));
+    let guard = StreamGuard { shared: s, finished: false };
+    let sent_line = 0usize;
+    let body = futures::stream::unfold(
+        (Some(first), guard, b, chunk, sent_line),
+        |(first, guard, b, chunk, sent_line)| async move {
+            if let Some(first) = first {
+                return Some((Ok::<Bytes, std::io::Error>(first), (None, guard, b, chunk, sent_line)));
+            }
+            if !b.chunk_delay.is_zero() {
+                tokio::time::sleep(b.chunk_delay).await;
+            }
+            match b.long_line {
+                Some(total) if sent_line >= total => {
+                    // The line is sent; hold the connection open without another byte.
+                    std::future::pending::<()>().await;
+                    None
+                }
+                Some(total) => {
+                    let mut piece = if sent_line == 0 { b"data: {\"x\":\"".to_vec() } else { Vec::new() };
+                    let n = (total - sent_line).min(64 * 1024);
+                    piece.resize(piece.len() + n, b'a');
+                    Some((Ok(Bytes::from(piece)), (None, guard, b, chunk, sent_line + n)))
+                }
+                None => {
+                    let bytes = chunk(json!({"content": b.content}));
+                    Some((Ok(bytes), (None, guard, b, chunk, sent_line)))
+                }
+            }
+        },
+    );
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| error(500, "cannot build response"))
 }
 
 /// Counts a stream as cancelled unless it reached its end.

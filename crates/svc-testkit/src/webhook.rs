@@ -1,6 +1,7 @@
 //! A recording webhook receiver for tests: answers every request (any method, any path) with a programmable
-//! status sequence (e.g. 500 twice, then 200), optional extra headers such as `Retry-After`, and an optional
-//! delay, and records each request's method, path, headers and exact body bytes.
+//! status sequence (e.g. 500 twice, then 200), optional extra headers such as `Retry-After`, an optional
+//! delay and an optional endless answer body (a misbehaving receiver that never stops talking), and records
+//! each request's method, path, headers and exact body bytes.
 //!
 //! It does not verify signatures: tests do that themselves, independently of the code under test.
 
@@ -54,11 +55,22 @@ pub struct WebhookReceiver {
     state: Arc<State>,
 }
 
+/// An answer body that never ends: `chunk` bytes of `x`, again and again, one chunk every `every` (as fast as
+/// the client reads when `every` is zero), until the client hangs up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndlessBody {
+    /// Bytes per chunk.
+    pub chunk: usize,
+    /// Pause between chunks.
+    pub every: Duration,
+}
+
 #[derive(Default)]
 struct State {
     script: Mutex<VecDeque<Reply>>,
     default_status: Mutex<u16>,
     delay: Mutex<Duration>,
+    endless: Mutex<Option<EndlessBody>>,
     received: Mutex<Vec<Received>>,
 }
 
@@ -103,6 +115,11 @@ impl WebhookReceiver {
         *lock(&self.state.delay) = delay;
     }
 
+    /// Answers every request with an endless body (`None`: the usual short JSON body again).
+    pub fn set_endless_body(&self, body: Option<EndlessBody>) {
+        *lock(&self.state.endless) = body;
+    }
+
     /// Stops answering: the port is closed until [`WebhookReceiver::up`].
     pub fn down(&self) {
         self.served.stop();
@@ -144,6 +161,19 @@ impl WebhookReceiver {
 /// `sha256=<hex>` of `body` under `secret`, computed from the SHA-256 primitive by the RFC 2104 construction,
 /// independently of the `hmac` crate the sender uses, so tests check the sender against a second implementation.
 pub fn signature(secret: &[u8], body: &[u8]) -> String {
+    format!("sha256={}", hex::encode(hmac_sha256(secret, &[body])))
+}
+
+/// The Standard Webhooks `webhook-signature` value for `key` (already decoded from `whsec_…`, or the raw secret
+/// bytes): `v1,` + base64 of the HMAC-SHA256 of `{id}.{timestamp}.{body}`, by the same independent construction.
+pub fn standard_signature(key: &[u8], id: &str, timestamp: &str, body: &[u8]) -> String {
+    use base64::Engine as _;
+    let mac = hmac_sha256(key, &[id.as_bytes(), b".", timestamp.as_bytes(), b".", body]);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac))
+}
+
+/// HMAC-SHA256 (RFC 2104) of the concatenated `parts` under `secret`.
+fn hmac_sha256(secret: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     const BLOCK: usize = 64;
     let mut key = [0u8; BLOCK];
@@ -153,9 +183,12 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
         key[..secret.len()].copy_from_slice(secret);
     }
     let pad = |byte: u8| key.iter().map(|k| k ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(body).finalize();
-    let outer = Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize();
-    format!("sha256={}", hex::encode(outer))
+    let mut inner = Sha256::new().chain_update(pad(0x36));
+    for p in parts {
+        inner.update(p);
+    }
+    let outer = Sha256::new().chain_update(pad(0x5c)).chain_update(inner.finalize()).finalize();
+    outer.into()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -184,11 +217,28 @@ async fn handle(state: Arc<State>, req: Request<Body>) -> Response<Body> {
     for (k, v) in &reply.headers {
         resp = resp.header(k.as_str(), v.as_str());
     }
-    resp.body(Body::from(format!("{{\"status\":{}}}", reply.status))).unwrap_or_default()
+    let endless = *lock(&state.endless);
+    let body = match endless {
+        Some(e) => endless_body(e),
+        None => Body::from(format!("{{\"status\":{}}}", reply.status)),
+    };
+    resp.body(body).unwrap_or_default()
+}
+
+fn endless_body(e: EndlessBody) -> Body {
+    let chunk = Bytes::from(vec![b'x'; e.chunk.max(1)]);
+    let stream = futures::stream::unfold(chunk, move |chunk| async move {
+        if !e.every.is_zero() {
+            tokio::time::sleep(e.every).await;
+        }
+        Some((Ok::<Bytes, std::io::Error>(chunk.clone()), chunk))
+    });
+    Body::from_stream(stream)
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -201,6 +251,18 @@ mod tests {
         assert_eq!(
             signature(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First"),
             "sha256=60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+    }
+
+    #[test]
+    fn standard_webhooks_vector() {
+        // The example of the Standard Webhooks specification (secret `whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw`).
+        use base64::Engine as _;
+        let key = base64::engine::general_purpose::STANDARD.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            standard_signature(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `svc`: the gateway and its administration commands.
 //!
 //! Exit codes: 0 success; 1 error (invalid configuration, store failure, refused operation); 2 command-line
-//! usage error (clap's convention).
+//! usage error (clap's convention). A closed stdout (`svc spend | head`) ends a command quietly with 0.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -32,6 +32,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve::run(config, args).await,
             Command::Keys(cmd) => commands::keys::run(config, cmd).await,
             Command::Teams(cmd) => commands::keys::teams(config, cmd).await,
+            Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,
             Command::Spend(args) => commands::spend::run(config, args).await,
             Command::Hooks(cmd) => {
                 // Hooks work without any config file; a config only supplies the timeout and fleet names.
@@ -42,14 +43,19 @@ fn main() -> ExitCode {
                 exit_code(svc_cli::notify::hooks_cmd::run(cmd, loaded.as_ref()).await)
             }
             Command::Events(cmd) => {
-                let loaded = commands::load_config(config)?;
-                exit_code(svc_cli::notify::events_cmd::run(cmd, &loaded).await)
+                // The push block alone: secrets other parts of the file name need not be set.
+                let push = commands::load_push(config)?;
+                svc_cli::notify::events_cmd::run(cmd, push.as_ref())
+                    .await
+                    .map_err(|e| Exit { code: e.exit_code(), message: e.to_string() }.into())
             }
             Command::Config(_) => Ok(()),
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of the output went away (`svc spend | head`): nothing is wrong, as for ripgrep.
+        Err(e) if commands::is_stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let code = e.downcast_ref::<Exit>().map(|x| x.code).unwrap_or(1);
             let message = format!("{e:#}");

@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::Path;
 use svc_gateway::admin::{sync_teams, Admin, CreateKey, KeyInfo};
 
-fn api_err(e: svc_gateway::ApiError) -> anyhow::Error {
-    anyhow::Error::new(Exit { code: 1, message: e.message.clone() })
+/// A refused administration rule: exit 1 with its message (the field it names, when the rule names one).
+fn api_err(e: svc_gateway::admin::AdminError) -> anyhow::Error {
+    anyhow::Error::new(Exit { code: 1, message: e.to_string() })
 }
 
 /// Runs a `svc keys` command.
@@ -17,7 +18,7 @@ pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()
     let store = open_store(&config).await?;
     sync_teams(&store, &config).await?;
     let admin = Admin { store: &store, config: &config, cache: None };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     match cmd {
         KeysCommand::Create(a) => {
             let info = admin.create(create_request(a)?).await.map_err(api_err)?;
@@ -57,6 +58,7 @@ fn create_request(a: CreateArgs) -> anyhow::Result<CreateKey> {
         agent_role: a.role,
         key_alias: a.alias,
         models: (!a.models.is_empty()).then_some(a.models),
+        events: (!a.events.is_empty()).then_some(a.events),
         max_budget,
         budget_duration: a.budget_duration,
         rpm_limit: a.rpm_limit,
@@ -69,8 +71,8 @@ fn create_request(a: CreateArgs) -> anyhow::Result<CreateKey> {
 fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  STATUS",
-        "ID", "ALIAS", "TEAM", "ROLE", "KEY", "EXPIRES"
+        "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  {:<7}  EVENTS",
+        "ID", "ALIAS", "TEAM", "ROLE", "KEY", "EXPIRES", "STATUS"
     )?;
     let now = chrono::Utc::now();
     for k in keys {
@@ -83,9 +85,10 @@ fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
         } else {
             "active"
         };
+        let events = if k.events.is_empty() { "(all)".to_string() } else { k.events.join(",") };
         writeln!(
             out,
-            "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  {status}",
+            "{:<36}  {:<16}  {:<14}  {:<12}  {:<13}  {:<20}  {status:<7}  {events}",
             k.key_id,
             k.key_alias.as_deref().unwrap_or("-"),
             k.team_id,
@@ -101,7 +104,7 @@ fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
 pub async fn teams(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<()> {
     let config = load_config(explicit)?;
     let TeamsCommand::List = cmd;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     writeln!(out, "{:<16}  {:>12}  {:<8}  MODELS", "TEAM", "BUDGET", "PERIOD")?;
     for t in &config.gateway.teams {
         let budget = t.budget_limit.map(|b| b.to_string()).unwrap_or_else(|| "unlimited".into());

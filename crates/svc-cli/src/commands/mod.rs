@@ -1,13 +1,15 @@
 //! One module per `svc` command. Each returns `anyhow::Result`; `main` prints errors as one line.
 
 pub mod config;
+pub mod fleet;
 pub mod keys;
 pub mod serve;
 pub mod spend;
 
 use anyhow::Context;
+use std::io::Write;
 use std::path::Path;
-use svc_config::{Config, ConfigError};
+use svc_config::{Config, ConfigError, ConfigSource};
 
 /// A failure with the exit code it should give.
 #[derive(Debug, thiserror::Error)]
@@ -26,15 +28,92 @@ pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<Config> {
         Some(path) => svc_config::load_file(&path),
         None => svc_config::load_builtin(),
     };
-    loaded.map_err(|e| match e {
-        ConfigError::Invalid { .. } => {
-            anyhow::Error::new(Exit { code: 1, message: format!("invalid configuration:\n{e}") })
-        }
-        other => anyhow::Error::new(Exit { code: 1, message: other.to_string() }),
-    })
+    loaded.map_err(config_error)
 }
 
-/// Opens the configured store.
+/// Only the push block of the configuration found the same way (see [`svc_config::load_push_file`]).
+pub fn load_push(explicit: Option<&Path>) -> anyhow::Result<Option<svc_config::NtfyConfig>> {
+    let loaded = match svc_config::find_config(explicit) {
+        Some(path) => svc_config::load_push_file(&path),
+        None => svc_config::load_push_builtin(),
+    };
+    loaded.map_err(config_error)
+}
+
+/// A configuration that cannot be used, as an exit-1 failure.
+fn config_error(e: ConfigError) -> anyhow::Error {
+    let message = match e {
+        ConfigError::Invalid { .. } => format!("invalid configuration:\n{e}"),
+        other => other.to_string(),
+    };
+    anyhow::Error::new(Exit { code: 1, message })
+}
+
+/// Opens the configured store. The built-in demo's store is the user's own, wherever the command runs: its
+/// folder is created (readable by the user only) when missing, and stderr says which store is used, so a
+/// command run without a config file never writes to another store without a word.
 pub async fn open_store(config: &Config) -> anyhow::Result<svc_store::Store> {
+    if config.source == ConfigSource::Builtin {
+        if let Some(path) = svc_store::sqlite_path(&config.server.database_url) {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                let mut folder = tokio::fs::DirBuilder::new();
+                folder.recursive(true);
+                #[cfg(unix)]
+                folder.mode(0o700);
+                folder.create(dir).await.with_context(|| format!("cannot create the folder `{}`", dir.display()))?;
+            }
+            eprintln!(
+                "svc: using the demo store {} (no config file; give --config, set SVC_CONFIG or create ./svc.yaml \
+                 to use another)",
+                path.display()
+            );
+        }
+    }
     svc_store::Store::connect(&config.server.database_url).await.with_context(|| "cannot open the store".to_string())
+}
+
+/// The standard output of a command's product (tables, keys, JSON). A write to a closed stdout, as in
+/// `svc spend | head`, fails with [`StdoutClosed`], which `main` turns into a quiet success, as ripgrep
+/// does; every other failure stays an error.
+pub fn stdout() -> Product {
+    Product(std::io::stdout().lock())
+}
+
+/// See [`stdout`].
+pub struct Product(std::io::StdoutLock<'static>);
+
+/// The reader of stdout went away (a closed pipe).
+#[derive(Debug, thiserror::Error)]
+#[error("stdout is closed")]
+pub struct StdoutClosed;
+
+impl Product {
+    fn closed(e: std::io::Error) -> std::io::Error {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, StdoutClosed)
+        } else {
+            e
+        }
+    }
+}
+
+impl Write for Product {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(Product::closed)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(Product::closed)
+    }
+}
+
+/// Whether `e` comes from a write to a closed stdout (see [`stdout`]).
+pub fn is_stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.is::<StdoutClosed>()
+            || cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|inner| inner.is::<StdoutClosed>())
+    })
 }

@@ -5,7 +5,7 @@ use crate::cli::SpendArgs;
 use std::io::Write;
 use std::path::Path;
 use svc_budget::{BudgetDuration, Money};
-use svc_store::{SpendFilter, SpendTotal};
+use svc_store::{SpendFilter, SpendGroup, SpendTotal};
 
 /// Prints three tables: by team, by key, by model.
 pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()> {
@@ -16,17 +16,19 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
         let d = BudgetDuration::parse(since).map_err(|e| Exit { code: 1, message: format!("--since: {e}") })?;
         let now = chrono::Utc::now();
         let start = match d {
-            BudgetDuration::Seconds(s) => now - chrono::Duration::seconds(s as i64),
+            BudgetDuration::Seconds(s) => chrono::Duration::try_seconds(i64::try_from(s).unwrap_or(i64::MAX))
+                .and_then(|d| now.checked_sub_signed(d))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
             BudgetDuration::Months(m) => now.checked_sub_months(chrono::Months::new(m)).unwrap_or(now),
         };
         filter.start_ms = Some(start.timestamp_millis());
     }
     let keys = store.list_keys().await?;
-    let mut out = std::io::stdout().lock();
-    for (group, title) in [("team", "TEAM"), ("key", "KEY"), ("model", "MODEL")] {
+    let mut out = super::stdout();
+    for (group, title) in [(SpendGroup::Team, "TEAM"), (SpendGroup::Key, "KEY"), (SpendGroup::Model, "MODEL")] {
         let totals = store.spend_totals(group, &filter).await?;
         let label = |t: &SpendTotal| -> String {
-            if group != "key" {
+            if group != SpendGroup::Key {
                 return t.group.clone();
             }
             keys.iter()
@@ -43,7 +45,7 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
                 t.requests,
                 t.prompt_tokens,
                 t.completion_tokens,
-                Money(t.cost).to_string()
+                Money::from_nanos(t.cost).to_string()
             )?;
         }
         writeln!(out)?;

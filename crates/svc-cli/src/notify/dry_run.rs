@@ -1,12 +1,13 @@
 //! `svc-notify --dry-run` output (spec 6.3): the first line is `DRY RUN: would POST to <server>/<topic>`, then
 //! the push headers (the token shown as `***`), a blank line and the body; then one block per matching webhook
-//! (`DRY RUN: would POST to <url>` and its headers, the secret never shown) and per hook that would run;
-//! last, after a blank line, the envelope as pretty JSON. When there is no push block the first block is the
-//! first webhook's.
+//! (`DRY RUN: would POST to <url>`, the URL redacted as everywhere else, and its headers, the secret never
+//! shown; headers that differ per delivery or attempt are described) and per hook that would run; last, after
+//! a blank line, the envelope as pretty JSON. When there is no push block the first block is the first
+//! webhook's.
 
 use super::run::Plan;
 use std::io::Write as _;
-use svc_events::Destination;
+use svc_events::{Destination, Origin};
 
 /// Prints the plan on stdout.
 pub(super) fn print(plan: &Plan) {
@@ -28,8 +29,8 @@ pub(super) fn print(plan: &Plan) {
     for d in &plan.destinations {
         if let Destination::Webhook(i) = d {
             if let Some((_, sink)) = plan.deliverer.webhooks().get(*i) {
-                out.push_str(&format!("DRY RUN: would POST to {}\n", sink.config().url));
-                for (name, value) in sink.headers(json.as_bytes(), &env.event, "<new id per delivery>") {
+                out.push_str(&format!("DRY RUN: would POST to {}\n", sink.shown_url()));
+                for (name, value) in sink.preview_headers(json.as_bytes(), &env.event, &Origin::Notify.to_string()) {
                     out.push_str(&format!("{name}: {value}\n"));
                 }
                 out.push('\n');

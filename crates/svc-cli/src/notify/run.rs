@@ -9,7 +9,8 @@
 //!    a configuration error.
 //! 5. `--dry-run`: print what would be sent, exit 0.
 //! 6. Deliver in order: push (one attempt and two quick retries on unreachable/5xx/429), then the matching
-//!    webhooks concurrently (each with its own `retry`), then the hooks, unless the loop guard refuses them.
+//!    webhooks concurrently (one attempt and up to its `retry` more, short waits), then the hooks, unless the
+//!    loop guard refuses them. The sinks make single attempts; the retries are these, `RetryPolicy::run`'s.
 //!    Every destination is tried even when an earlier one failed; the exit code is the push failure's when
 //!    push failed, else 2 when a webhook failed. Hook failures are reported but do not change the exit code.
 
@@ -20,7 +21,7 @@ use clap::Parser as _;
 use std::process::ExitCode;
 use svc_config::{Config, Priority};
 use svc_events::sinks::hooks::{HookFile, HookRunner};
-use svc_events::{Deliverer, Destination, Envelope, EventKind, PushError, PushOverrides, RetryPolicy, Source};
+use svc_events::{Deliverer, Destination, Envelope, EventKind, Origin, PushError, PushOverrides, RetryPolicy, Source};
 
 /// Quick retries of the push server: 2 after the first attempt (about 0.75 s in all).
 const PUSH_RETRIES: u32 = 2;
@@ -110,8 +111,7 @@ fn plan(args: &NotifyArgs, config: &Config) -> Result<Plan, NotifyError> {
         HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()).with_depth(depth));
     let registered = runner.as_ref().and_then(|r| r.registry().current().ok()).is_some_and(|h| !h.is_empty());
     let hook_refusal = runner.as_ref().and_then(|r| r.allowed().err()).map(|e| e.to_string());
-    let deliverer = Deliverer::from_config(&config.notifications, runner.filter(|_| registered))
-        .with_webhook_policy(RetryPolicy::WEBHOOK_CLI);
+    let deliverer = Deliverer::from_config(&config.notifications, runner.filter(|_| registered));
 
     if deliverer.push().is_none() && config.notifications.webhooks.is_empty() && !registered {
         let why = match &config.notifications.ntfy {
@@ -139,7 +139,9 @@ async fn deliver(plan: Plan) -> Result<(), NotifyError> {
         }
     }
 
-    for (_, result) in deliverer.deliver_to_webhooks(&envelope.event, &envelope.to_json()).await {
+    let (origin, json) = (Origin::Notify.to_string(), envelope.to_json());
+    let webhooks = deliverer.deliver_to_webhooks(&envelope.event, &json, Some(&origin), &RetryPolicy::WEBHOOK_CLI);
+    for (_, result) in webhooks.await {
         if let Err(e) = result {
             webhook_errors.push(e.to_string());
         }
@@ -148,7 +150,7 @@ async fn deliver(plan: Plan) -> Result<(), NotifyError> {
     if destinations.contains(&Destination::Hooks) {
         match hook_refusal {
             Some(why) => eprintln!("svc-notify: {why}"),
-            None => match deliverer.run_hooks(&envelope).await {
+            None => match deliverer.run_hooks(&envelope, Some(&origin)).await {
                 Ok(runs) => {
                     for run in runs.iter().filter(|r| !r.succeeded()) {
                         eprintln!("svc-notify: hook {}: {}", run.script.display(), run.status);
@@ -190,9 +192,10 @@ fn read_data(arg: &str) -> Result<String, NotifyError> {
 fn push_failure(e: PushError) -> NotifyError {
     match e {
         PushError::AuthFailed { .. } => NotifyError::Auth(e.to_string()),
-        PushError::Unreachable { .. } | PushError::ServerError { .. } | PushError::RateLimited { .. } => {
-            NotifyError::Unreachable(e.to_string())
-        }
+        PushError::Unreachable { .. }
+        | PushError::ServerError { .. }
+        | PushError::RateLimited { .. }
+        | PushError::Protocol { .. } => NotifyError::Unreachable(e.to_string()),
         PushError::Rejected { .. } => NotifyError::Config(e.to_string()),
     }
 }

@@ -71,3 +71,36 @@ async fn the_shipped_example_is_valid() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("valid (4 models, 2 teams, 0 warnings)"), "{stderr}");
 }
+
+/// A model entry with several problems: every one is reported, and a team naming the entry's alias is not
+/// told the model does not exist.
+#[tokio::test]
+async fn check_reports_every_problem_of_one_model_entry() {
+    let broken = "\
+model_list:
+  - model_name: openai/gpt-4.1-mini
+    params:
+      model: opneai/gpt-4.1-mini
+      input_cost_per_token: -0.0000004
+      output_cost_per_token: lots
+      max_output_tokens: many
+gateway_settings:
+  teams:
+    - team_id: executor
+      budget_limit: 50
+      models: [openai/gpt-4.1-mini]
+";
+    let (code, stderr) = check(broken).await;
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic or mock",
+            "svc.yaml:5:29: model_list[0].params.input_cost_per_token: `-0.0000004` is negative; amounts and prices must be zero or more",
+            "svc.yaml:6:30: model_list[0].params.output_cost_per_token: `lots` is not a decimal number",
+            "svc.yaml:7:26: model_list[0].params.max_output_tokens: expected a whole number of the right size, found `many`",
+            "svc.yaml: invalid (4 errors)",
+        ]
+    );
+}

@@ -157,3 +157,40 @@ async fn overload_is_503_with_retry_after() {
     let (s, _, _) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-mini")).await;
     assert_eq!(s, 200);
 }
+
+/// Requests hyper answers by itself, before any handler runs, still get the OpenAI shape.
+#[tokio::test]
+async fn unreadable_requests_get_json_errors() {
+    let up = Upstream::start().await.unwrap();
+    let g = Gateway::start(&config_for(&up.base_url, "")).await;
+    let many_headers: Vec<u8> = [
+        b"GET /health HTTP/1.1\r\nHost: svc\r\n".to_vec(),
+        (0..120).flat_map(|i| format!("X-Header-{i}: v\r\n").into_bytes()).collect(),
+        b"\r\n".to_vec(),
+    ]
+    .concat();
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: svc\r\n\r\n", "a".repeat(70_000)).into_bytes();
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"GARBAGE\r\n\r\n".to_vec(), 400, "invalid_request_error"),
+        (b"GET /health HTTP/1.1\r\nHost: svc\r\nNo colon here\r\n\r\n".to_vec(), 400, "invalid_request_error"),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: svc\r\nContent-Length: ten\r\n\r\n".to_vec(),
+            400,
+            "invalid_request_error",
+        ),
+        (many_headers, 431, "request_headers_too_large"),
+        (long_uri, 414, "uri_too_long"),
+    ];
+    for (request, status, kind) in cases {
+        let r = crate::raw::exchange(g.addr(), &request).await;
+        let shown = String::from_utf8_lossy(&request[..request.len().min(60)]).into_owned();
+        assert_eq!(r.status, status, "{shown}");
+        assert_eq!(r.header("content-type"), Some("application/json"), "{shown}");
+        assert!(r.header("x-request-id").is_some(), "{shown}");
+        let body = r.json();
+        assert_error(&body, kind);
+        assert_eq!(body["error"]["code"], status.to_string(), "{shown}");
+    }
+    // The server goes on answering.
+    assert_eq!(crate::raw::exchange(g.addr(), b"GET /health HTTP/1.1\r\nHost: svc\r\n\r\n").await.status, 200);
+}

@@ -80,11 +80,14 @@ impl Gateway {
             yaml.replacen("server:\n", &format!("server:\n  database_url: sqlite://{}\n", db.display()), 1)
         };
         std::fs::write(&config, yaml).unwrap();
-        let mut child = svc()
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .current_dir(dir.path())
+        let mut cmd = svc();
+        cmd.arg("serve").arg("--config").arg(&config).current_dir(dir.path());
+        Gateway::launch(cmd, dir, config).await
+    }
+
+    /// Starts `cmd` (an `svc serve` command) and waits for it to listen. `dir` is kept alive with it.
+    pub async fn launch(mut cmd: Command, dir: Arc<tempfile::TempDir>, config: PathBuf) -> Gateway {
+        let mut child = cmd
             .env("SVC_HOOKS_FILE", dir.path().join("hooks.json"))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -116,8 +119,37 @@ impl Gateway {
         Gateway { url, dir, config, child, log }
     }
 
+    /// The process id of the running gateway.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or_default()
+    }
+
+    /// The gateway's log lines so far.
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
     pub fn path(&self, p: &str) -> String {
         format!("{}{}", self.url, p)
+    }
+
+    /// `host:port` of the gateway.
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    /// Sends SIGTERM, as a service manager does to stop it.
+    pub fn terminate(&self) {
+        let pid = self.child.id().expect("the gateway is running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
+    /// Waits up to `within` for the process to exit; its exit code, or `None` when it is still running.
+    pub async fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => Some(status.unwrap().code().unwrap_or(-1)),
+            Err(_) => None,
+        }
     }
 
     /// kill -9.

@@ -142,6 +142,19 @@ async fn cli_changes_reach_a_running_server() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status, 401);
+    // `--events` narrows what a key may post on POST /events; `keys list` shows it.
+    let (code, _, stderr) =
+        cli(&g, &["keys", "create", "--team", "executor", "--alias", "tasks", "--events", "task.*,agent.*"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (_, listed, _) = cli(&g, &["keys", "list", "--json"]).await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let narrow = listed.as_array().unwrap().iter().find(|k| k["key_alias"] == "tasks").unwrap();
+    assert_eq!(narrow["events"], serde_json::json!(["task.*", "agent.*"]));
+    let (_, table, _) = cli(&g, &["keys", "list"]).await;
+    assert!(table.lines().any(|l| l.contains("tasks") && l.ends_with("task.*,agent.*")), "{table}");
+    let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "executor", "--events", "budget.*"]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("`budget.*` takes only kinds the gateway emits itself"), "{stderr}");
     let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "ghosts"]).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("unknown team `ghosts`"), "{stderr}");

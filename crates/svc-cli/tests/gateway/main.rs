@@ -2,13 +2,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod harness;
+mod raw;
 
 mod budgets;
+mod cli;
 mod config;
+mod connections;
 mod errors;
+mod event_delivery;
+mod event_origin;
 mod events;
+mod hardening;
 mod health;
 mod keys;
 mod passthrough;
 mod routing;
+mod store;
 mod streaming;

@@ -32,6 +32,9 @@ async fn dry_run_prints_and_sends_nothing() {
     assert_eq!(lines[6], "test from svc-notify on n1");
     assert!(out.stdout.contains(&format!("DRY RUN: would POST to {url}\n")), "{}", out.shown);
     assert!(out.stdout.contains("X-SVC-Signature: sha256="));
+    for header in ["X-SVC-Origin: svc-notify\n", "webhook-id: ", "webhook-timestamp: ", "webhook-signature: v1,"] {
+        assert!(out.stdout.contains(header), "{header}\n{}", out.shown);
+    }
     assert!(out.stdout.contains(&format!("DRY RUN: would run hook {}", script.display())));
     // The envelope is the last block.
     let start = out.stdout.rfind("\n{\n").unwrap() + 1;
@@ -57,4 +60,22 @@ async fn dry_run_without_push_starts_with_the_first_webhook() {
     let out = ws.notify(&["--event", "agent.started", "--dry-run"]).run().await;
     out.code(0);
     assert!(out.stdout.starts_with("DRY RUN: no destination takes `agent.started`"), "{}", out.shown);
+}
+
+/// A webhook URL carrying a token is shown redacted, in the dry run as everywhere else.
+#[tokio::test]
+async fn dry_run_shows_webhook_urls_redacted() {
+    let ws = Workspace::new();
+    let url = "https://user:pw@hooks.example.com/services/T0001/B0002/xoxb-token?sig=abc";
+    ws.config(None, None, &[Hook::new(url, &["*"])], "");
+    let out = ws.notify(&["--dry-run"]).run().await;
+    out.code(0);
+    assert!(
+        out.stdout.starts_with("DRY RUN: would POST to https://***@hooks.example.com/services/…?…\n"),
+        "{}",
+        out.shown
+    );
+    for secret in ["user", "pw@", "T0001", "xoxb-token", "sig=abc"] {
+        assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret), "{secret}\n{}", out.shown);
+    }
 }

@@ -151,6 +151,37 @@ async fn hooks_command_rules() {
     assert!(file.load().unwrap().is_empty());
 }
 
+/// Hooks take the patterns webhooks take: an exact kind, `*`, or a prefix such as `budget.*`, in `svc hooks add`,
+/// `remove` and `test`, and when an event runs them.
+#[tokio::test]
+async fn hooks_take_the_patterns_webhooks_take() {
+    use svc_cli::notify::hooks_cmd::{run_with_file, HooksCommand};
+    use svc_events::sinks::hooks::HookFile;
+    let ws = Workspace::new();
+    ws.write_config("fleet:\n  name: a\n");
+    let file = HookFile::at(ws.hooks_file());
+    let log = ws.path("kinds.log");
+    let script = ws.script("k.sh", &format!("echo \"$SVC_EVENT_KIND\" >> {}", log.display()));
+    let add = |event: &str| HooksCommand::Add { event: event.into(), script_path: script.clone() };
+    assert_eq!(run_with_file(add("budget.*"), None, file.clone()).await, std::process::ExitCode::SUCCESS);
+    assert_eq!(run_with_file(add("nope.*"), None, file.clone()).await, std::process::ExitCode::FAILURE);
+    assert_eq!(run_with_file(add("task*"), None, file.clone()).await, std::process::ExitCode::FAILURE);
+    assert_eq!(file.load().unwrap().iter().map(|r| r.event.as_str()).collect::<Vec<_>>(), ["budget.*"]);
+    // `svc hooks test 'budget.*'` runs the hook once, with a test envelope of the first kind it takes.
+    let test = |event: &str| HooksCommand::Test { event: event.into() };
+    assert_eq!(run_with_file(test("budget.*"), None, file.clone()).await, std::process::ExitCode::SUCCESS);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "budget.alert\n");
+    assert_eq!(run_with_file(test("budget.exceeded"), None, file.clone()).await, std::process::ExitCode::SUCCESS);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "budget.alert\nbudget.exceeded\n");
+    // An event of a matching kind runs it; another kind does not.
+    ws.notify(&["--event", "budget.exceeded"]).run().await.code(0);
+    ws.notify(&["--event", "task.created"]).run().await.code(0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "budget.alert\nbudget.exceeded\nbudget.exceeded\n");
+    let rm = HooksCommand::Remove { event: "budget.*".into(), script_path: script.clone() };
+    assert_eq!(run_with_file(rm, None, file.clone()).await, std::process::ExitCode::SUCCESS);
+    assert!(file.load().unwrap().is_empty());
+}
+
 /// `svc hooks test` without a config builds its envelope like the gateway and `svc-notify`: fleet `default` and
 /// the host name as node (unless `SVC_NODE` says otherwise).
 #[tokio::test]

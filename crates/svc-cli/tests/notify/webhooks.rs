@@ -27,6 +27,16 @@ async fn signed_envelope_with_headers() {
     assert_eq!(sig, signature(b"It's a Secret to Everybody", &r.body));
     assert_ne!(sig, signature(b"another secret", &r.body));
     assert_eq!(r.header("x-svc-delivery").unwrap().len(), 36);
+    assert_eq!(r.header("x-svc-origin"), Some("svc-notify"));
+    assert_eq!(r.header("webhook-id"), r.header("x-svc-delivery"));
+    let ts = r.header("webhook-timestamp").unwrap();
+    let standard = svc_testkit::webhook::standard_signature(
+        b"It's a Secret to Everybody",
+        r.header("webhook-id").unwrap(),
+        ts,
+        &r.body,
+    );
+    assert_eq!(r.header("webhook-signature"), Some(standard.as_str()));
     let env = r.json();
     assert_eq!(env["event"], "task.done");
     assert_eq!(env["version"], "1");

@@ -117,6 +117,7 @@ impl OutboxStore for MemoryOutbox {
                     kind: e.kind.clone(),
                     title: e.title.clone(),
                     priority: e.priority.clone(),
+                    origin: Some(e.origin.clone()),
                     attempts: r.attempts,
                     delivery_id: r.delivery_id.clone(),
                     next_attempt_at: r.next_attempt_at,

@@ -3,10 +3,10 @@
 use crate::admin::{Admin, CreateKey, KeyInfo, UpdateKey};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::handlers::{parse_json, read_body};
+use crate::handlers::{parse_json, read_body, ApiQuery};
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Extension, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -97,7 +97,11 @@ pub struct KeyQuery {
 }
 
 /// `GET /key/info?key=…`.
-pub async fn info(State(s): State<AppState>, Extension(p): Extension<Principal>, Query(q): Query<KeyQuery>) -> Answer {
+pub async fn info(
+    State(s): State<AppState>,
+    Extension(p): Extension<Principal>,
+    ApiQuery(q): ApiQuery<KeyQuery>,
+) -> Answer {
     p.require_master()?;
     let key = q.key.ok_or_else(|| ApiError::bad_request("missing query parameter `key`", Some("key".into())))?;
     let row = admin(&s).find(&key).await?;
@@ -118,7 +122,7 @@ pub async fn info(State(s): State<AppState>, Extension(p): Extension<Principal>,
         "info": KeyInfo::from_row(&row, None),
         "budget": budget,
         "team_budget": s.budgets.team_view(&vk.team_id).await?,
-        "total_spend": Money(spent).as_f64(),
+        "total_spend": Money::from_nanos_i128(spent).as_f64(),
     })))
 }
 
@@ -168,7 +172,7 @@ pub struct TeamQuery {
 pub async fn team_info(
     State(s): State<AppState>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<TeamQuery>,
+    ApiQuery(q): ApiQuery<TeamQuery>,
 ) -> Answer {
     p.require_master()?;
     let id =

@@ -1,5 +1,6 @@
-//! `POST /events`: any valid key emits a fleet event through the durable outbox (issue 4). 202 with the
-//! envelope; 400 on a bad kind, data or priority.
+//! `POST /events`: a key emits a fleet event through the durable outbox. 202 with exactly the envelope (its
+//! outbox id in `X-SVC-Outbox-Id`); 400 on a bad kind, data or priority; 403 when the key may not post the
+//! kind (`crate::events::poster`).
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -11,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use svc_events::{EmitError, EventKind, Meta, PushOverrides, Source};
 
 /// The body of `POST /events`.
@@ -33,7 +34,8 @@ pub struct PostedEvent {
     pub priority: Option<String>,
 }
 
-/// Stores the event for every destination that takes it and answers 202 with the envelope.
+/// Stores the event, with who posted it, for every destination that takes it and answers 202 with the
+/// envelope.
 pub async fn post(
     State(s): State<AppState>,
     Extension(p): Extension<Principal>,
@@ -43,6 +45,7 @@ pub async fn post(
     let posted: PostedEvent = parse_json(&bytes)?;
     let kind =
         EventKind::parse(&posted.event).map_err(|e| ApiError::bad_request(e.to_string(), Some("event".into())))?;
+    let origin = crate::events::poster(&p, kind)?;
     let priority = match posted.priority.as_deref() {
         Some(text) => Some(svc_config::Priority::parse(text).ok_or_else(|| {
             ApiError::bad_request(
@@ -58,13 +61,9 @@ pub async fn post(
         source.meta = meta;
     }
     let overrides = PushOverrides { title: posted.title, priority };
-    match s.outbox.emit(&source, kind, posted.data, &overrides).await {
+    match s.outbox.emit(&source, &origin, kind, posted.data, &overrides).await {
         Ok((envelope, id)) => {
-            let mut body = serde_json::to_value(&envelope).unwrap_or(Value::Null);
-            if let Value::Object(m) = &mut body {
-                m.insert("outbox_id".into(), json!(id));
-            }
-            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+            Ok((StatusCode::ACCEPTED, [("x-svc-outbox-id", id.to_string())], Json(envelope)).into_response())
         }
         Err(EmitError::Envelope(e)) => Err(ApiError::bad_request(e.to_string(), Some("data".into()))),
         Err(EmitError::Store(e)) => Err(e.into()),

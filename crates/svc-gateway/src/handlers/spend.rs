@@ -3,15 +3,17 @@
 use crate::admin::Admin;
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::handlers::ApiQuery;
 use crate::state::AppState;
-use axum::extract::{Extension, Query, State};
+use axum::extract::{Extension, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use svc_budget::Money;
 use svc_store::SpendFilter;
 
-/// Query of `/spend/logs`. Times are RFC 3339 or Unix seconds.
+/// Query of `/spend/logs`. Times are RFC 3339 or Unix seconds; numbers are read here, so a bad one is a
+/// 400 naming it.
 #[derive(Debug, Deserialize)]
 pub struct SpendQuery {
     team_id: Option<String>,
@@ -19,40 +21,62 @@ pub struct SpendQuery {
     model: Option<String>,
     start: Option<String>,
     end: Option<String>,
-    limit: Option<i64>,
-    page: Option<i64>,
+    limit: Option<String>,
+    page: Option<String>,
 }
 
-/// Parses an RFC 3339 time or Unix seconds into Unix milliseconds.
+/// The most records one page may hold.
+const MAX_LIMIT: i64 = 1000;
+/// The last page that may be asked for (a million pages of the largest size is far past any store).
+const MAX_PAGE: i64 = 1_000_000;
+
+/// Parses an RFC 3339 time or Unix seconds into Unix milliseconds; times outside the years 1970 to 9999 are
+/// a 400 naming `param`.
 pub fn parse_time(text: &str, param: &str) -> Result<i64, ApiError> {
-    if let Ok(secs) = text.parse::<i64>() {
-        return Ok(secs * 1000);
+    let bad = |why: &str| ApiError::bad_request(format!("`{param}`: `{text}` {why}"), Some(param.into()));
+    let ms = match text.parse::<i64>() {
+        Ok(secs) => secs.checked_mul(1000).ok_or_else(|| bad("is out of range"))?,
+        Err(_) => chrono::DateTime::parse_from_rfc3339(text)
+            .map(|t| t.timestamp_millis())
+            .map_err(|_| bad("is neither RFC 3339 nor Unix seconds"))?,
+    };
+    // 9999-12-31T23:59:59.999Z
+    const LAST: i64 = 253_402_300_799_999;
+    if (0..=LAST).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(bad("is out of range (years 1970 to 9999)"))
     }
-    chrono::DateTime::parse_from_rfc3339(text).map(|t| t.timestamp_millis()).map_err(|_| {
-        ApiError::bad_request(format!("`{param}`: `{text}` is neither RFC 3339 nor Unix seconds"), Some(param.into()))
-    })
+}
+
+/// A whole number from `min` to `max` given as `param`, else 400 naming it.
+fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) -> Result<i64, ApiError> {
+    let Some(text) = text else { return Ok(default) };
+    match text.trim().parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(ApiError::bad_request(
+            format!("`{param}` must be a whole number from {min} to {max}, not `{text}`"),
+            Some(param.into()),
+        )),
+    }
 }
 
 /// `GET /spend/logs?team_id=&key=&model=&start=&end=&limit=&page=`.
 pub async fn logs(
     State(s): State<AppState>,
     Extension(p): Extension<Principal>,
-    Query(q): Query<SpendQuery>,
+    ApiQuery(q): ApiQuery<SpendQuery>,
 ) -> Result<Json<Value>, ApiError> {
     p.require_master()?;
+    let start_ms = q.start.as_deref().map(|t| parse_time(t, "start")).transpose()?;
+    let end_ms = q.end.as_deref().map(|t| parse_time(t, "end")).transpose()?;
     let key_id = match &q.key {
         Some(k) => Some(Admin { store: &s.store, config: &s.config, cache: None }.find(k).await?.id),
         None => None,
     };
-    let filter = SpendFilter {
-        team_id: q.team_id.clone(),
-        key_id,
-        model: q.model.clone(),
-        start_ms: q.start.as_deref().map(|t| parse_time(t, "start")).transpose()?,
-        end_ms: q.end.as_deref().map(|t| parse_time(t, "end")).transpose()?,
-    };
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-    let page = q.page.unwrap_or(1).max(1);
+    let filter = SpendFilter { team_id: q.team_id.clone(), key_id, model: q.model.clone(), start_ms, end_ms };
+    let limit = bounded(q.limit.as_deref(), "limit", 100, 1, MAX_LIMIT)?;
+    let page = bounded(q.page.as_deref(), "page", 1, 1, MAX_PAGE)?;
     let records = s.store.query_spend(&filter, limit, (page - 1) * limit).await?;
     let data: Vec<Value> = records
         .iter()
@@ -63,10 +87,12 @@ pub async fn logs(
                 "key_id": r.key_id, "team_id": r.team_id, "agent_role": r.agent_role,
                 "model": r.model_alias, "upstream_model": r.upstream_model, "deployment": r.deployment,
                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-                "spend": Money(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,
+                "spend": Money::from_nanos(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,
             })
         })
         .collect();
     let total_spend = s.store.sum_spend(&filter).await?;
-    Ok(Json(json!({ "data": data, "page": page, "limit": limit, "total_spend": Money(total_spend).as_f64() })))
+    Ok(Json(
+        json!({ "data": data, "page": page, "limit": limit, "total_spend": Money::from_nanos_i128(total_spend).as_f64() }),
+    ))
 }

@@ -39,11 +39,3 @@ pub fn allowed(state: &AppState, principal: &Principal, alias: &str) -> Result<(
     }
     Ok(())
 }
-
-impl ApiError {
-    /// Sets `code`.
-    pub fn code(mut self, code: &str) -> ApiError {
-        self.code = Some(code.to_string());
-        self
-    }
-}

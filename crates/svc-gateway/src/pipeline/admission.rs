@@ -1,14 +1,15 @@
 //! Admission: whether a request may start now. [`enter`] takes its place among `server.max_in_flight`
-//! requests (503 with `Retry-After` beyond it) before anything else is done; [`admit`], once the deployment
-//! and so the prices are known, counts it against the rate limits and reserves its worst-case cost in its
-//! budgets (429 otherwise).
+//! requests (503 with `Retry-After` beyond it) before anything else is done; [`admit`], once the deployments
+//! it may try and so the prices are known, counts it against the rate limits and reserves its worst case in
+//! its budgets (429 otherwise), possibly with a lower completion cap (see `crate::budgets`).
 
 use crate::auth::Principal;
-use crate::budgets::Reservation;
+use crate::budgets::{Ask, Grant};
 use crate::error::ApiError;
 use crate::pipeline::routing::Route;
 use crate::state::AppState;
-use svc_budget::{Money, Usage};
+use std::sync::Arc;
+use svc_budget::Price;
 use svc_providers::ChatRequest;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -35,24 +36,43 @@ pub fn enter(state: &AppState) -> Result<Ticket, ApiError> {
     }
 }
 
-/// The worst-case cost of a request on a route: the conservative prompt estimate plus the completion cap
-/// (`max_tokens`, else the model's `max_output_tokens`, else 4096) at the route's prices.
-pub fn worst_case(route: &Route, req: &ChatRequest, prompt_estimate: u64) -> Money {
-    let cap = req.max_tokens().or(route.max_output_tokens.map(u64::from)).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-    Usage { prompt_tokens: prompt_estimate, completion_tokens: cap }.cost(route.input_price, route.output_price)
+/// The completion cap per choice a request has on a route: its `max_tokens` (or `max_completion_tokens`),
+/// lowered to the model's `max_output_tokens`; else that; else [`DEFAULT_MAX_OUTPUT_TOKENS`].
+pub fn route_cap(route: &Route, asked: Option<u64>) -> u64 {
+    let model = route.max_output_tokens.map(u64::from);
+    match (asked, model) {
+        (Some(a), Some(m)) => a.min(m),
+        (Some(a), None) => a,
+        (None, Some(m)) => m,
+        (None, None) => DEFAULT_MAX_OUTPUT_TOKENS,
+    }
 }
 
-/// Counts the request against rate limits and reserves its worst-case cost in its budgets. The master key
-/// passes untouched (spec 8.2).
-pub async fn admit(
-    state: &AppState,
-    principal: &Principal,
-    amount: Money,
-    prompt_estimate: u64,
-) -> Result<Reservation, ApiError> {
-    if principal.key().is_none() {
-        return Ok(Reservation::none());
+/// What a request asks of its budgets over the deployments it may try: the conservative prompt estimate,
+/// the largest completion cap of any of them and the dearest prices, so that any attempt, retry or fallback
+/// stays within what is reserved.
+pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -> Ask {
+    let asked = req.max_tokens();
+    let mut ask = Ask {
+        prompt_tokens: prompt_estimate,
+        completion_tokens: 0,
+        choices: req.choices(),
+        input: Price::ZERO,
+        output: Price::ZERO,
+    };
+    for r in candidates {
+        ask.completion_tokens = ask.completion_tokens.max(route_cap(r, asked));
+        ask.input = ask.input.max(r.input_price);
+        ask.output = ask.output.max(r.output_price);
     }
-    state.rates.admit(principal, &state.config, prompt_estimate)?;
-    state.budgets.admit(principal, amount).await
+    ask
+}
+
+/// Counts the request against rate limits and reserves its worst case in its budgets. The master key
+/// passes untouched (spec 8.2).
+pub async fn admit(state: &AppState, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
+    if principal.key().is_some() {
+        state.rates.admit(principal, &state.config, ask.prompt_tokens)?;
+    }
+    state.budgets.admit(principal, ask).await
 }

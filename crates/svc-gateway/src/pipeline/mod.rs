@@ -2,27 +2,31 @@
 //!
 //! 1. `auth` (middleware, before this): the key → a `Principal`, or 401.
 //! 2. [`admission::enter`]: a place among `max_in_flight` requests, or 503 + `Retry-After`.
-//! 3. `ChatRequest::parse`: a valid body, or 400 naming the field.
+//! 3. `ChatRequest::parse`: a valid body, or 400 naming the field (bounds on `max_tokens` and `n` included).
 //! 4. [`access::check`]: the alias exists (404) and the caller may use it (403).
 //! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'.
-//! 6. [`admission::admit`]: rate limits, and the worst-case cost on the dearest deployment of the plan reserved
-//!    in the team's and key's budgets (429 `Budget exceeded` / `rate_limit_exceeded`).
-//! 7. [`upstream`]: the provider call; the alias becomes the upstream id on the way out and comes back in
-//!    `model`; streams are forwarded chunk by chunk. A failed attempt (connect error, timeout, 408, 429, 5xx)
-//!    is retried along the plan within `num_retries` and the first deployment's `timeout_seconds`, counted
-//!    from the request's arrival; a stream is retried only while nothing of it reached the client (the
-//!    gateway waits for the upstream's first chunk before answering), never after.
-//! 8. [`settlement`]: cost from usage, the spend record group-committed before the response completes.
+//! 6. [`admission::admit`]: rate limits, and the worst case on the dearest deployment of the plan reserved in
+//!    the team's and key's budgets, possibly with a lower completion cap (429 `Budget exceeded` /
+//!    `rate_limit_exceeded`).
+//! 7. [`attempts`](Call::attempts): the provider call; the alias becomes the upstream id on the way out and
+//!    comes back in `model`. A failed attempt (connect error, timeout, 408, 429, 5xx, an answer that is not a
+//!    completion) is retried along the plan within `num_retries` and the first deployment's
+//!    `timeout_seconds`, counted from the request's arrival; a stream is retried only while nothing of it
+//!    reached the client (the gateway waits for the upstream's first chunk before answering), never after.
+//! 8. [`upstream`] and [`settlement`]: the answer metered ([`meter`]), its cost (never above the
+//!    reservation) and spend record group-committed before the response completes.
 //!
 //! Every attempt's outcome goes to its deployment's health (`crate::health`).
 
 pub mod access;
 pub mod admission;
+pub mod meter;
 pub mod routing;
 pub mod settlement;
 pub mod upstream;
 
 use crate::auth::Principal;
+use crate::budgets::Grant;
 use crate::error::ApiError;
 use crate::health::Outcome;
 use crate::state::AppState;
@@ -31,12 +35,13 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
-use routing::{Failure, InFlight, Route};
+use meter::Meter;
+use routing::{Failure, InFlight, Plan, Route};
 use settlement::Settle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_budget::{Money, Usage};
-use svc_providers::{ChatRequest, ChunkStream, ProviderError, Reply};
+use svc_budget::Usage;
+use svc_providers::{estimate, ChatRequest, ChunkStream, ProviderError, Reply};
 
 /// Time spent waiting for the upstream, so the overhead header can subtract it.
 #[derive(Debug, Clone, Copy)]
@@ -44,11 +49,30 @@ pub struct UpstreamWait(pub Duration);
 
 /// The deployment that served a request (`x-svc-model-id`).
 pub const MODEL_ID_HEADER: &str = "x-svc-model-id";
+/// The completion cap a request was admitted with, when its budget could not pay for the one it asked.
+pub const CAPPED_HEADER: &str = "x-svc-budget-max-tokens";
 
 /// What a successful attempt got.
 enum Answer {
     Reply(Reply),
     Stream(ChunkStream),
+}
+
+/// One admitted request on its way through the attempts.
+struct Call<'a> {
+    state: &'a AppState,
+    principal: Principal,
+    request_id: String,
+    body: &'a Bytes,
+    started: Instant,
+    alias: String,
+    stream: bool,
+    client_wants_usage: bool,
+    /// The client's own completion cap.
+    asked: Option<u64>,
+    /// The cap the budgets pay for, when it is lower than the client's.
+    granted: Option<u64>,
+    meter: Meter,
 }
 
 /// Runs a chat completion through every stage.
@@ -63,99 +87,202 @@ pub async fn handle(
     let mut req = ChatRequest::parse(body)?;
     let alias = req.model().to_string();
     access::check(state, &principal, &alias)?;
-    let mut plan = state
-        .models
-        .plan(&alias)
-        .filter(|p| !p.candidates().is_empty())
-        .ok_or_else(|| ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist.")))?;
-    let prompt_estimate = upstream::estimate_prompt(&req);
+    let plan = state.models.plan(&alias);
+    let Some((plan, first_route)) = plan.and_then(|p| p.candidates().first().cloned().map(|r| (p, r))) else {
+        return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist.")));
+    };
+    let prompt_estimate = estimate::prompt_tokens(&req);
     let stream = req.stream();
     let client_wants_usage = req.wants_stream_usage();
     if stream {
         req.force_stream_usage();
     }
-    // Prices may differ between deployments: holding the dearest worst case keeps every attempt, retry or
-    // fallback, within what was reserved, so a team still never spends more than its limit.
-    let amount =
-        plan.candidates().iter().map(|r| admission::worst_case(r, &req, prompt_estimate)).max().unwrap_or(Money::ZERO);
-    let reservation = admission::admit(state, &principal, amount, prompt_estimate).await?;
-    let deadline = plan.candidates().first().map(|r| started + r.deployment.timeout).unwrap_or(started);
+    let ask = admission::ask(plan.candidates(), &req, prompt_estimate);
+    let Grant { reservation, completion_tokens, capped } = admission::admit(state, &principal, &ask).await?;
+    let meter = Meter {
+        prompt_estimate,
+        prompt_bound: estimate::prompt_bound(&req, body.len()),
+        completion_cap: completion_tokens,
+        upstream_cap: None,
+        choices: ask.choices,
+        budgeted: reservation.is_budgeted(),
+    };
+    let call = Call {
+        state,
+        principal,
+        request_id,
+        body,
+        started,
+        alias,
+        stream,
+        client_wants_usage,
+        asked: req.max_tokens(),
+        granted: capped.then_some(completion_tokens),
+        meter,
+    };
+    let settle = |route: &Arc<Route>, in_flight: InFlight, call: &Call<'_>| Settle {
+        state: state.clone(),
+        principal: call.principal.clone(),
+        route: serving(route, &call.alias),
+        request_id: call.request_id.clone(),
+        started,
+        ticket,
+        in_flight,
+        reservation,
+    };
+    let mut response = match call.attempts(plan, req, first_route).await {
+        Ok(Done { route, answer, in_flight, meter, waited }) => {
+            let s = settle(&route, in_flight, &call);
+            let mut resp = call.answer(s, answer, meter).await?;
+            resp.headers_mut().insert(MODEL_ID_HEADER, model_id(&route));
+            resp.extensions_mut().insert(UpstreamWait(waited));
+            resp
+        }
+        Err((route, err, waited)) => {
+            let err = ApiError::from(err);
+            let s = settle(&route, InFlight::new(route.clone()), &call);
+            s.finish(Usage::default(), err.status().as_u16()).await;
+            let mut resp = axum::response::IntoResponse::into_response(err);
+            resp.headers_mut().insert(MODEL_ID_HEADER, model_id(&route));
+            resp.extensions_mut().insert(UpstreamWait(waited));
+            resp
+        }
+    };
+    if let Some(k) = call.granted {
+        response.headers_mut().insert(CAPPED_HEADER, HeaderValue::from(k));
+    }
+    Ok(response)
+}
 
-    let mut first = Some(req);
-    let mut waited = Duration::ZERO;
-    let mut last: Option<(Arc<Route>, ProviderError)> = None;
-    while let Some(attempt) = plan.next_attempt() {
-        if attempt.repeat > 0 {
-            let pause = routing::backoff(attempt.repeat - 1);
-            if Instant::now() + pause >= deadline {
+/// A successful attempt.
+struct Done {
+    route: Arc<Route>,
+    answer: Answer,
+    in_flight: InFlight,
+    /// The meter with the cap this attempt's upstream was told.
+    meter: Meter,
+    waited: Duration,
+}
+
+impl Call<'_> {
+    /// Tries the plan's deployments until one answers, within `num_retries` and the timeout of the plan's
+    /// first deployment (`first_route`). On failure: the deployment that gave the last error (or, when the
+    /// time was up before any attempt, the first one), the error, and the time spent waiting.
+    async fn attempts(
+        &self,
+        mut plan: Plan,
+        first: ChatRequest,
+        first_route: Arc<Route>,
+    ) -> Result<Done, (Arc<Route>, ProviderError, Duration)> {
+        let deadline = self.started + first_route.deployment.timeout;
+        let mut first = Some(first);
+        let mut waited = Duration::ZERO;
+        let mut last: Option<(Arc<Route>, ProviderError)> = None;
+        while let Some(attempt) = plan.next_attempt() {
+            if attempt.repeat > 0 {
+                let pause = routing::backoff(attempt.repeat);
+                if Instant::now() + pause >= deadline {
+                    break;
+                }
+                tokio::time::sleep(pause).await;
+                waited += pause;
+            }
+            let within = deadline.saturating_duration_since(Instant::now());
+            if within.is_zero() {
                 break;
             }
-            tokio::time::sleep(pause).await;
-            waited += pause;
-        }
-        let within = deadline.saturating_duration_since(Instant::now());
-        if within.is_zero() {
-            break;
-        }
-        // The parsed body is used once; a retry parses the client's bytes again (only retries pay for it).
-        let mut req = match first.take() {
-            Some(r) => r,
-            None => reparse(body, stream)?,
-        };
-        let route = attempt.route.clone();
-        req.set_model(&route.deployment.upstream_model);
-        let mut in_flight = InFlight::new(route.clone());
-        let t0 = Instant::now();
-        let result = if stream {
-            open_stream(&route, req, within).await.map(Answer::Stream)
-        } else {
-            call(&route, req, within).await.map(Answer::Reply)
-        };
-        let took = t0.elapsed();
-        waited += took;
-        let answer = match result {
-            Ok(answer) => answer,
-            Err(e) => {
-                match routing::classify(&e) {
-                    Failure::Final => {
-                        last = Some((route, e));
-                        break;
+            // The parsed body is used once; a retry parses the client's bytes again (only retries pay for it).
+            let mut req = match first.take() {
+                Some(r) => r,
+                None => match self.reparse() {
+                    Ok(r) => r,
+                    Err(_) => break,
+                },
+            };
+            let route = attempt.route.clone();
+            req.set_model(&route.deployment.upstream_model);
+            let meter = Meter { upstream_cap: self.cap_for(&route, &mut req), ..self.meter };
+            let in_flight = InFlight::new(route.clone());
+            let t0 = Instant::now();
+            let result = if self.stream {
+                open_stream(&route, req, within).await.map(Answer::Stream)
+            } else {
+                call(&route, req, within).await.map(Answer::Reply)
+            };
+            let took = t0.elapsed();
+            waited += took;
+            match result {
+                Ok(answer) => {
+                    if matches!(answer, Answer::Reply(_)) {
+                        route.record(Outcome::Answered(took), self.state.events.as_ref());
                     }
-                    Failure::RateLimited => plan.exclude(&attempt),
-                    Failure::Fault => {}
+                    let mut in_flight = in_flight;
+                    if matches!(answer, Answer::Stream(_)) {
+                        in_flight.watch_stream(took, self.state.events.clone());
+                    }
+                    return Ok(Done { route, answer, in_flight, meter, waited });
                 }
-                route.record(Outcome::Failed, state.events.as_ref());
-                tracing::warn!(%request_id, deployment = %route.deployment.id, error = %e, "upstream attempt failed");
-                last = Some((route, e));
-                continue;
+                Err(e) => {
+                    match routing::classify(&e) {
+                        Failure::Final => {
+                            last = Some((route, e));
+                            break;
+                        }
+                        Failure::RateLimited => plan.exclude(&attempt),
+                        Failure::Fault => {}
+                    }
+                    route.record(Outcome::Failed, self.state.events.as_ref());
+                    tracing::warn!(request_id = %self.request_id, deployment = %route.deployment.id, error = %e, "upstream attempt failed");
+                    last = Some((route, e));
+                }
             }
+        }
+        match last {
+            Some((route, e)) => Err((route, e, waited)),
+            None => {
+                let after = self.started.elapsed();
+                let e = ProviderError::Timeout { deployment: first_route.deployment.id.clone(), after };
+                Err((first_route, e, waited))
+            }
+        }
+    }
+
+    /// The completion cap to tell `route`'s upstream, lowering the request's as needed: to the model's
+    /// `max_output_tokens` when the client asked for more, and to the budget's grant when that is lower.
+    /// `None` when the upstream is told none (the client asked for none and the budget paid for the default).
+    fn cap_for(&self, route: &Route, req: &mut ChatRequest) -> Option<u64> {
+        let asked = self.asked.map(|a| admission::route_cap(route, Some(a)));
+        let told = match (asked, self.granted) {
+            (Some(a), Some(g)) => Some(a.min(g)),
+            (a, g) => a.or(g),
         };
-        let model_id = model_id(&route);
-        let served = serving(&route, &alias);
-        // Everything settlement needs, whichever way the answer came.
-        let settle = move |in_flight| Settle {
-            state: state.clone(),
-            principal,
-            route: served,
-            request_id,
-            started,
-            ticket,
-            in_flight,
-            reservation,
-        };
+        if let Some(cap) = told {
+            req.cap_completion_tokens(cap);
+        }
+        told
+    }
+
+    /// The client's body again, for a retry.
+    fn reparse(&self) -> Result<ChatRequest, ApiError> {
+        let mut req = ChatRequest::parse(self.body)?;
+        if self.stream {
+            req.force_stream_usage();
+        }
+        Ok(req)
+    }
+
+    /// The client's response to a successful attempt.
+    async fn answer(&self, settle: Settle, answer: Answer, meter: Meter) -> Result<Response, ApiError> {
         let mut response = match answer {
             Answer::Reply(reply) => {
-                route.record(Outcome::Answered(took), state.events.as_ref());
-                let settle = settle(in_flight);
-                let bytes = upstream::reply(settle, prompt_estimate, reply.body).await?;
+                let bytes = upstream::reply(settle, meter, reply.body).await?;
                 let mut resp = Response::new(Body::from(bytes));
                 resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 resp
             }
             Answer::Stream(chunks) => {
-                in_flight.watch_stream(took, state.events.clone());
-                let settle = settle(in_flight);
-                let body = upstream::stream_body(settle, chunks, client_wants_usage, prompt_estimate);
+                let limits = self.state.config.gateway.streams;
+                let body = upstream::stream_body(settle, chunks, self.client_wants_usage, meter, limits, self.started);
                 let mut resp = Response::new(body);
                 let h = resp.headers_mut();
                 h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -165,28 +292,8 @@ pub async fn handle(
             }
         };
         *response.status_mut() = StatusCode::OK;
-        response.headers_mut().insert(MODEL_ID_HEADER, model_id);
-        response.extensions_mut().insert(UpstreamWait(waited));
-        return Ok(response);
+        Ok(response)
     }
-
-    // No attempt succeeded: answer the last error, naming the deployment that gave it (or, when the time was
-    // up before any attempt, the first deployment of the plan).
-    let (route, err) = match (last, plan.candidates().first()) {
-        (Some((route, e)), _) => (route, e),
-        (None, Some(route)) => {
-            let e = ProviderError::Timeout { deployment: route.deployment.id.clone(), after: started.elapsed() };
-            (route.clone(), e)
-        }
-        (None, None) => return Err(ApiError::internal("no deployment to route to")),
-    };
-    let err = ApiError::from(err);
-    let served = serving(&route, &alias);
-    let model_id = model_id(&route);
-    let in_flight = InFlight::new(route);
-    let settle =
-        Settle { state: state.clone(), principal, route: served, request_id, started, ticket, in_flight, reservation };
-    Ok(fail(settle, err, model_id, waited).await)
 }
 
 /// The route to settle and answer with: a fallback answers under the alias the client asked for.
@@ -196,15 +303,6 @@ fn serving(route: &Arc<Route>, alias: &str) -> Arc<Route> {
     } else {
         Arc::new(route.serving_as(alias))
     }
-}
-
-/// The client's body again, for a retry.
-fn reparse(body: &Bytes, stream: bool) -> Result<ChatRequest, ApiError> {
-    let mut req = ChatRequest::parse(body)?;
-    if stream {
-        req.force_stream_usage();
-    }
-    Ok(req)
 }
 
 /// `x-svc-model-id` of a deployment.
@@ -246,13 +344,4 @@ async fn open_stream(route: &Route, req: ChatRequest, within: Duration) -> Resul
         Ok(result) => result,
         Err(_) => Err(deadline_passed(route, within)),
     }
-}
-
-/// Settles a failed upstream call (no tokens) and answers its error, still naming the deployment.
-async fn fail(settle: Settle, err: ApiError, model_id: HeaderValue, wait: Duration) -> Response {
-    settle.finish(Usage::default(), err.status.as_u16()).await;
-    let mut resp = axum::response::IntoResponse::into_response(err);
-    resp.headers_mut().insert(MODEL_ID_HEADER, model_id);
-    resp.extensions_mut().insert(UpstreamWait(wait));
-    resp
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Price;
 use svc_config::{Config, ProviderKind};
+use svc_events::RetryPolicy;
 use svc_providers::{Anthropic, Deployment, Mock, OpenAi, ProviderError, Upstream};
 
 /// One deployment of an alias, with what the gateway (not the provider) needs to know of it.
@@ -97,11 +98,11 @@ pub fn classify(e: &ProviderError) -> Failure {
     }
 }
 
-/// The wait before asking a deployment again within one request: 100 ms doubling per repeat, at most 1 s,
-/// with up to half of it taken off at random so that retrying clients do not march in step.
+/// The wait before asking a deployment again within one request (`repeat`: how many times it was asked
+/// already, at least 1): [`RetryPolicy::UPSTREAM`], 50 ms doubling per repeat, jittered, at most 1 s, so that
+/// retrying clients do not march in step.
 pub fn backoff(repeat: u32) -> Duration {
-    let full = Duration::from_millis(100u64 << repeat.min(4)).min(Duration::from_secs(1));
-    full.mul_f64(1.0 - rand::random::<f64>() / 2.0)
+    RetryPolicy::UPSTREAM.delay_before(repeat.saturating_add(1), None)
 }
 
 impl ModelTable {
@@ -114,13 +115,13 @@ impl ModelTable {
                 ProviderKind::OpenAi => Upstream::OpenAi(Arc::new(OpenAi::new(
                     client.clone(),
                     m.api_base.as_deref().unwrap_or(OPENAI_BASE),
-                    m.api_key.as_ref().map(|k| k.expose().to_string()),
+                    m.api_key.as_ref().map(|k| k.expose()),
                 ))),
                 ProviderKind::Mock => Upstream::Mock(Arc::new(Mock)),
                 ProviderKind::Anthropic => Upstream::Anthropic(Arc::new(Anthropic::new(
                     client.clone(),
                     m.api_base.as_deref().unwrap_or(Anthropic::DEFAULT_API_BASE),
-                    m.api_key.as_ref().map(|k| k.expose().to_string()),
+                    m.api_key.as_ref().map(|k| k.expose()),
                     m.max_output_tokens.unwrap_or(crate::pipeline::admission::DEFAULT_MAX_OUTPUT_TOKENS as u32),
                 ))),
             };
@@ -130,6 +131,7 @@ impl ModelTable {
                     id: m.deployment_id.clone(),
                     upstream_model: m.upstream_model.clone(),
                     timeout: m.timeout,
+                    max_event_bytes: config.gateway.streams.max_event_bytes,
                     upstream,
                 },
                 input_price: m.input_cost_per_token,
@@ -451,7 +453,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
         for (e, expected) in cases {
             assert_eq!(classify(&e), expected, "{e}");
         }
-        for repeat in 0..10 {
+        for repeat in 1..10 {
             let b = backoff(repeat);
             assert!(b <= Duration::from_secs(1) && b >= Duration::from_millis(50), "{b:?}");
         }

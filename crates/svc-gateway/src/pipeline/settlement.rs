@@ -204,14 +204,43 @@ pub struct Settle {
 }
 
 impl Settle {
-    /// Records the call's spend (and, later, settles its budget reservation). Returns the cost.
+    /// Records the call's spend at the cost of `usage` (never more than the budgets hold for it: the excess
+    /// of an upstream's count over the reservation is logged, not charged) and settles its reservation.
+    /// Returns what was charged.
     pub async fn finish(self, usage: Usage, status: u16) -> Money {
         let cost = usage.cost(self.route.input_price, self.route.output_price);
+        let held = self.reservation.held();
+        let charged = if self.reservation.is_budgeted() && cost > held {
+            tracing::warn!(request_id = %self.request_id, deployment = %self.route.deployment.id, cost = %cost, reserved = %held,
+                "the call cost more than its reservation: charged the reservation");
+            held
+        } else {
+            cost
+        };
+        self.record(usage, charged, status).await
+    }
+
+    /// Records the call's spend at exactly what was reserved (a stream cut at its completion cap), showing
+    /// `usage` in the record. Without a budget, the cost of `usage`.
+    pub async fn finish_reserved(self, usage: Usage, status: u16) -> Money {
+        let charged = if self.reservation.is_budgeted() {
+            self.reservation.held()
+        } else {
+            usage.cost(self.route.input_price, self.route.output_price)
+        };
+        self.record(usage, charged, status).await
+    }
+
+    async fn record(self, usage: Usage, charged: Money, status: u16) -> Money {
         // Budgets first: the next request's admission must see the actual cost, not the reservation.
-        self.reservation.settle(cost);
+        self.reservation.settle(charged);
+        self.state.node.served();
         self.state.rates.charge(&self.principal, &self.state.config, usage.completion_tokens);
         let key = self.principal.key();
+        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let record = SpendRecord {
+            record_id: uuid::Uuid::now_v7().to_string(),
+            node: Some(self.state.config.fleet.node.clone()),
             request_id: self.request_id.clone(),
             ts_ms: chrono::Utc::now().timestamp_millis(),
             key_id: key.map(|k| k.id.clone()),
@@ -220,18 +249,18 @@ impl Settle {
             model_alias: self.route.alias.clone(),
             upstream_model: self.route.deployment.upstream_model.clone(),
             deployment: self.route.deployment.id.clone(),
-            prompt_tokens: usage.prompt_tokens as i64,
-            completion_tokens: usage.completion_tokens as i64,
-            cost: cost.0,
+            prompt_tokens: tokens(usage.prompt_tokens),
+            completion_tokens: tokens(usage.completion_tokens),
+            cost: charged.nanos(),
             status: i64::from(status),
-            latency_ms: self.started.elapsed().as_millis() as i64,
+            latency_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
         };
         if !self.state.spend.record(record).await {
             tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");
         }
         drop(self.ticket);
         drop(self.in_flight);
-        cost
+        charged
     }
 }
 
@@ -243,6 +272,8 @@ mod tests {
 
     fn record(id: &str) -> SpendRecord {
         SpendRecord {
+            record_id: id.into(),
+            node: None,
             request_id: id.into(),
             ts_ms: 1,
             key_id: Some("k".into()),

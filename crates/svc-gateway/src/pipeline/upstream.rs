@@ -1,77 +1,61 @@
-//! The upstream stage: calls the chosen deployment and turns its answer into the client's response, with
-//! the alias restored in `model`. Streams are forwarded chunk by chunk as they arrive: the usage chunk the
-//! gateway asked for is removed when the client did not ask for it, and settlement runs before `[DONE]`,
-//! or, when the client hangs up mid-stream, in a tracked task that still charges what was generated.
+//! The answer stage: turns a deployment's answer into the client's response, with the alias restored in
+//! `model` and the usage metered (`meter.rs`).
+//!
+//! A reply is settled before it is sent. A stream is forwarded chunk by chunk as it arrives: the usage chunk
+//! the gateway asked for is removed when the client did not ask for it, and settlement runs before
+//! `[DONE]`, or, when the client hangs up mid-stream, in a tracked task that still charges what was
+//! generated. Whatever the upstream does, a stream is bounded:
+//!
+//! - a budgeted stream whose generated text passes its reserved completion tokens (`Meter::cut_after`) is cut:
+//!   the client gets `finish_reason: "length"` and a clean `[DONE]`, and the call is charged its reservation;
+//! - the wait for each next chunk is bounded by `stream_idle_timeout_seconds`, the whole stream by
+//!   `stream_timeout_seconds`; past either, the stream ends with one error event (504), charged what was
+//!   generated;
+//! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
+use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use axum::body::Body;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Map, Value};
+use std::pin::Pin;
+use std::time::Duration;
 use svc_budget::Usage;
-use svc_providers::{count_tokens, ChatRequest, ChunkStream};
-
-/// Reads `usage` of a response or chunk.
-pub fn usage_of(body: &Map<String, Value>) -> Option<Usage> {
-    let u = body.get("usage")?.as_object()?;
-    Some(Usage {
-        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-    })
-}
-
-/// A conservative prompt-token estimate, for budget reservations and for upstreams that report no usage:
-/// over the JSON of the messages and tools, every two ASCII bytes count as one token and every other
-/// character as two (real tokenizers average about four ASCII characters a token and rarely split a
-/// character into more than two), plus 4 per message and 3 for the framing.
-pub fn estimate_prompt(req: &ChatRequest) -> u64 {
-    fn estimate(text: &str) -> u64 {
-        let ascii = text.bytes().filter(u8::is_ascii).count() as u64;
-        let other = text.chars().filter(|c| !c.is_ascii()).count() as u64;
-        ascii.div_ceil(2) + 2 * other
-    }
-    let messages = req.messages();
-    let mut total = 3 + 4 * messages.len() as u64;
-    for m in messages {
-        total += estimate(&m.to_string());
-    }
-    for field in ["tools", "functions", "response_format"] {
-        if let Some(v) = req.body.get(field) {
-            total += estimate(&v.to_string());
-        }
-    }
-    total
-}
-
-/// Estimate of completion tokens in a response's choices when the upstream reported none.
-fn estimate_completion(body: &Map<String, Value>) -> u64 {
-    body.get("choices").map(|c| count_tokens(&c.to_string())).unwrap_or(0)
-}
+use svc_config::StreamSettings;
+use svc_providers::{estimate, usage, ChunkStream};
+use tokio::time::{Instant, Sleep};
 
 /// The OpenAI `usage` object of `u`.
 fn usage_json(u: Usage) -> Value {
     serde_json::json!({
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "total_tokens": u.total_tokens(),
     })
 }
 
-/// Finishes a non-streaming call: settle, restore the alias, serialize. An upstream that reported no usage is
-/// charged the gateway's conservative estimate, and the response carries that estimate as its `usage` (as
-/// LiteLLM does), so every answer has the spec 2.5 shape.
-pub async fn reply(settle: Settle, prompt_estimate: u64, mut body: Map<String, Value>) -> Result<Bytes, ApiError> {
-    let usage = match usage_of(&body) {
-        Some(u) => u,
-        None => {
-            let u = Usage { prompt_tokens: prompt_estimate, completion_tokens: estimate_completion(&body) };
-            body.insert("usage".into(), usage_json(u));
-            u
-        }
-    };
+/// Logs a provider fault found while metering.
+fn log_fault(settle: &Settle, metered: &Metered) {
+    if let Some(fault) = &metered.fault {
+        tracing::warn!(request_id = %settle.request_id, deployment = %settle.route.deployment.id, %fault,
+            "the upstream reported usage that cannot be right: charged the gateway's estimate");
+    }
+}
+
+/// Finishes a non-streaming call: meter, settle, restore the alias, serialize. When the upstream's usage is
+/// missing or not believed, the response carries the counts that were charged as its `usage`, so every
+/// answer has the spec 2.5 shape and what the client is shown is what was recorded.
+pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>) -> Result<Bytes, ApiError> {
+    let completion = || body.get("choices").map(estimate::completion_tokens).unwrap_or(0);
+    let metered = meter.judge(usage::read(body.get("usage")), completion);
+    log_fault(&settle, &metered);
+    if !metered.as_reported {
+        body.insert("usage".into(), usage_json(metered.usage));
+    }
     body.insert("model".into(), Value::String(settle.route.alias.clone()));
-    settle.finish(usage, 200).await;
+    settle.finish(metered.usage, 200).await;
     serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
@@ -80,63 +64,166 @@ struct Forward {
     upstream: ChunkStream,
     alias: Value,
     client_wants_usage: bool,
-    usage: Option<Usage>,
-    prompt_estimate: u64,
-    streamed_tokens: u64,
+    meter: Meter,
+    /// What the upstream's usage chunk said, once it came.
+    reported: Option<usage::Reported>,
+    /// Generated tokens so far by the plain estimate (for the cut; twice this is the conservative estimate,
+    /// to charge).
+    generated: u64,
+    idle: Duration,
+    deadline: Instant,
+    total: Duration,
+    /// When the upstream last sent a chunk (or the stream began).
+    last: Instant,
+    /// Armed at the earlier of `last + idle` and `deadline`; moved only when it fires, never per chunk.
+    timer: Pin<Box<Sleep>>,
     settle: Option<Settle>,
     finished: bool,
-    /// `id` and `created` of the first chunk, for a usage chunk the gateway adds itself.
+    /// `id` and `created` of the first chunk, for the chunks the gateway adds itself.
     first: Option<(Value, Value)>,
 }
 
+/// Why a stream ended before the upstream finished it.
+enum Stop {
+    /// The upstream failed.
+    Failed(ApiError),
+    /// The generated text passed the reserved completion tokens.
+    Cut,
+}
+
 impl Forward {
-    fn usage_so_far(&self) -> Usage {
-        self.usage.unwrap_or(Usage { prompt_tokens: self.prompt_estimate, completion_tokens: self.streamed_tokens })
+    /// What to charge for the stream so far.
+    fn metered(&self) -> Metered {
+        let reported = self.reported.clone().unwrap_or(usage::Reported::Missing);
+        self.meter.judge(reported, || self.generated.saturating_mul(2))
     }
 
     /// Adjusts one chunk for the client; `None` drops it.
     fn rewrite(&mut self, mut chunk: Map<String, Value>) -> Option<Bytes> {
-        if let Some(u) = usage_of(&chunk) {
-            self.usage = Some(u);
+        if chunk.get("usage").is_some_and(|u| !u.is_null()) {
+            self.reported = Some(usage::read(chunk.get("usage")));
         }
-        if self.client_wants_usage && self.first.is_none() {
+        if self.first.is_none() {
             let field = |k: &str| chunk.get(k).cloned().unwrap_or(Value::Null);
             self.first = Some((field("id"), field("created")));
         }
-        if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
-            for c in choices {
-                if let Some(text) = c.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str) {
-                    self.streamed_tokens += count_tokens(text);
-                }
-            }
+        if let Some(choices) = chunk.get("choices") {
+            let mut tokens = 0u64;
+            estimate::visit_generated(choices, &mut |text| tokens = tokens.saturating_add(estimate::text_tokens(text)));
+            self.generated = self.generated.saturating_add(tokens);
         }
+        let is_usage_chunk = chunk.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty)
+            && chunk.get("usage").is_some_and(|u| !u.is_null());
         if !self.client_wants_usage {
-            let is_usage_chunk = chunk.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty)
-                && chunk.get("usage").is_some_and(|u| !u.is_null());
             if is_usage_chunk {
                 return None;
             }
             chunk.remove("usage");
+        } else if is_usage_chunk {
+            let metered = self.metered();
+            if !metered.as_reported {
+                // What the client is shown is what is charged.
+                chunk.insert("usage".into(), usage_json(metered.usage));
+            }
         }
         chunk.insert("model".into(), self.alias.clone());
         sse_data(&chunk)
     }
 
-    /// The end of a stream: `data: [DONE]`, after a usage chunk of the gateway's estimate when the client asked
-    /// for usage and the upstream sent none (the estimate is what the call was charged).
-    fn done(&mut self, charged: Usage) -> Bytes {
+    /// A chunk the gateway writes itself, in the stream's own `id` and `created`.
+    fn own_chunk(&self, choices: Value, usage: Option<Usage>) -> Bytes {
+        let (id, created) = self.first.clone().unwrap_or((Value::Null, Value::Null));
+        let mut chunk = serde_json::json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": self.alias, "choices": choices,
+        });
+        if let (Some(u), Value::Object(m)) = (usage, &mut chunk) {
+            m.insert("usage".into(), usage_json(u));
+        }
+        sse_data(&chunk).unwrap_or_default()
+    }
+
+    /// The end of a stream: `data: [DONE]`, after a usage chunk of what was charged when the client asked for
+    /// usage and the upstream sent none.
+    fn done(&self, charged: Usage) -> Bytes {
         const DONE: &[u8] = b"data: [DONE]\n\n";
-        if !self.client_wants_usage || self.usage.is_some() {
+        if !self.client_wants_usage || self.reported.is_some() {
             return Bytes::from_static(DONE);
         }
-        let (id, created) = self.first.take().unwrap_or((Value::Null, Value::Null));
-        let chunk = serde_json::json!({
-            "id": id, "object": "chat.completion.chunk", "created": created, "model": self.alias,
-            "choices": [], "usage": usage_json(charged),
-        });
-        let mut out = sse_data(&chunk).map(Vec::from).unwrap_or_default();
+        let mut out = Vec::from(self.own_chunk(Value::Array(Vec::new()), Some(charged)));
         out.extend_from_slice(DONE);
         Bytes::from(out)
+    }
+
+    /// The end of a stream cut at its cap: every choice finishes with `length`, then the charged usage (when
+    /// asked) and `[DONE]`.
+    fn cut(&self, charged: Usage) -> Bytes {
+        let finishes: Vec<Value> = (0..self.meter.choices.max(1))
+            .map(|i| serde_json::json!({"index": i, "delta": {}, "finish_reason": "length"}))
+            .collect();
+        let mut out = Vec::from(self.own_chunk(Value::Array(finishes), None));
+        if self.client_wants_usage {
+            out.extend_from_slice(&self.own_chunk(Value::Array(Vec::new()), Some(charged)));
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        Bytes::from(out)
+    }
+
+    /// The next chunk of the upstream within the idle and total bounds. The timer is not moved for every
+    /// chunk (a timer-wheel update each): when it fires early, it is re-armed from the last chunk's time.
+    async fn next(&mut self) -> Option<Result<Map<String, Value>, ApiError>> {
+        loop {
+            tokio::select! {
+                biased;
+                item = self.upstream.next() => {
+                    self.last = Instant::now();
+                    return item.map(|r| r.map_err(ApiError::from));
+                }
+                () = self.timer.as_mut() => {
+                    let now = Instant::now();
+                    if now >= self.deadline {
+                        let secs = self.total.as_secs();
+                        return Some(Err(ApiError::upstream_timeout(format!(
+                            "the upstream stream ran longer than {secs} s (stream_timeout_seconds)"
+                        ))));
+                    }
+                    let idle_at = self.last + self.idle;
+                    if now >= idle_at {
+                        let secs = self.idle.as_secs();
+                        return Some(Err(ApiError::upstream_timeout(format!(
+                            "the upstream sent nothing for {secs} s (stream_idle_timeout_seconds)"
+                        ))));
+                    }
+                    self.timer.as_mut().reset(idle_at.min(self.deadline));
+                }
+            }
+        }
+    }
+
+    /// Ends the stream early: settles and returns the last bytes for the client.
+    async fn stop(&mut self, why: Stop) -> Bytes {
+        self.finished = true;
+        let Some(mut settle) = self.settle.take() else { return Bytes::new() };
+        match why {
+            Stop::Cut => {
+                let shown = Usage {
+                    prompt_tokens: self.meter.prompt_estimate,
+                    completion_tokens: self.meter.completion_limit(),
+                };
+                tracing::warn!(request_id = %settle.request_id, deployment = %settle.route.deployment.id,
+                    "the upstream streamed past the completion cap: stream cut, charged its reservation");
+                settle.finish_reserved(shown, 200).await;
+                self.cut(shown)
+            }
+            Stop::Failed(err) => {
+                let metered = self.metered();
+                log_fault(&settle, &metered);
+                // A stream broken mid-way counts against the deployment's health.
+                settle.in_flight.broken();
+                settle.finish(metered.usage, err.status().as_u16()).await;
+                tracing::warn!(error = %err.message(), "upstream stream failed mid-way");
+                sse_data(&err.body()).unwrap_or_default()
+            }
+        }
     }
 }
 
@@ -154,25 +241,39 @@ impl Drop for Forward {
         // The client went away before the end: the upstream request is cancelled by dropping its stream
         // (this struct owns it); what was generated is still charged, in a task shutdown waits for.
         if let Some(settle) = self.settle.take() {
-            let usage = self.usage_so_far();
+            let metered = self.metered();
             let tasks = settle.state.tasks.clone();
             tasks.spawn(async move {
-                settle.finish(usage, 499).await;
+                settle.finish(metered.usage, 499).await;
             });
         }
     }
 }
 
-/// The SSE body of a streamed call.
-pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bool, prompt_estimate: u64) -> Body {
+/// The SSE body of a streamed call, bounded by `limits` from `started` on.
+pub fn stream_body(
+    settle: Settle,
+    upstream: ChunkStream,
+    client_wants_usage: bool,
+    meter: Meter,
+    limits: StreamSettings,
+    started: std::time::Instant,
+) -> Body {
     let alias = Value::String(settle.route.alias.clone());
+    let now = Instant::now();
+    let deadline = Instant::from_std(started) + limits.total;
     let state = Forward {
         upstream,
         alias,
         client_wants_usage,
-        usage: None,
-        prompt_estimate,
-        streamed_tokens: 0,
+        meter,
+        reported: None,
+        generated: 0,
+        idle: limits.idle,
+        deadline,
+        total: limits.total,
+        last: now,
+        timer: Box::pin(tokio::time::sleep_until((now + limits.idle).min(deadline))),
         settle: Some(settle),
         finished: false,
         first: None,
@@ -182,32 +283,30 @@ pub fn stream_body(settle: Settle, upstream: ChunkStream, client_wants_usage: bo
             return None;
         }
         loop {
-            match st.upstream.next().await {
+            match st.next().await {
                 Some(Ok(chunk)) => {
-                    if let Some(bytes) = st.rewrite(chunk) {
-                        return Some((Ok::<Bytes, std::io::Error>(bytes), st));
+                    let bytes = st.rewrite(chunk);
+                    if st.meter.cut_after().is_some_and(|cut| st.generated > cut) {
+                        // Whatever this chunk held past the cap is not sent.
+                        let last = st.stop(Stop::Cut).await;
+                        return Some((Ok::<Bytes, std::io::Error>(last), st));
+                    }
+                    if let Some(bytes) = bytes {
+                        return Some((Ok(bytes), st));
                     }
                 }
-                Some(Err(e)) => {
-                    st.finished = true;
-                    let usage = st.usage_so_far();
-                    if let Some(mut settle) = st.settle.take() {
-                        // A stream broken mid-way counts against the deployment's health.
-                        settle.in_flight.broken();
-                        settle.finish(usage, 502).await;
-                    }
-                    let err = ApiError::from(e);
-                    tracing::warn!(error = %err.message, "upstream stream failed mid-way");
-                    let line = sse_data(&err.body()).unwrap_or_default();
-                    return Some((Ok(line), st));
+                Some(Err(err)) => {
+                    let last = st.stop(Stop::Failed(err)).await;
+                    return Some((Ok(last), st));
                 }
                 None => {
                     st.finished = true;
-                    let usage = st.usage_so_far();
+                    let metered = st.metered();
                     if let Some(settle) = st.settle.take() {
-                        settle.finish(usage, 200).await;
+                        log_fault(&settle, &metered);
+                        settle.finish(metered.usage, 200).await;
                     }
-                    let done = st.done(usage);
+                    let done = st.done(metered.usage);
                     return Some((Ok(done), st));
                 }
             }

@@ -5,11 +5,9 @@
 //! What this file does not do: choose the status the gateway answers with. It keeps the upstream status as it
 //! is (529 stays 529; the gateway maps 529 to 503) and only names the error `kind` in the OpenAI style.
 
+use crate::http::{error_body, raw_message};
 use crate::ProviderError;
 use serde_json::Value;
-
-/// The most of an error body that is read.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The error types of the Messages API (its "Errors" reference), which are also the `kind` reported.
 const KNOWN_TYPES: [&str; 10] = [
@@ -26,20 +24,8 @@ const KNOWN_TYPES: [&str; 10] = [
 ];
 
 /// Turns an upstream HTTP error into [`ProviderError::Status`], keeping the upstream's status and message.
-pub(super) async fn status_error(deployment: &str, mut resp: reqwest::Response) -> ProviderError {
-    let status = resp.status().as_u16();
-    let retry_after = resp
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let mut body = Vec::new();
-    while let Ok(Some(chunk)) = resp.chunk().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            break;
-        }
-    }
+pub(super) async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderError {
+    let (status, retry_after, body) = error_body(resp).await;
     let (kind, message) = parse_error_body(status, &body);
     ProviderError::Status {
         deployment: deployment.to_string(),
@@ -53,19 +39,15 @@ pub(super) async fn status_error(deployment: &str, mut resp: reqwest::Response) 
 
 /// The `kind` and message of an error body; a body that is not Anthropic's error shape keeps its text
 /// (cut to 500 characters) and gets the kind of its status.
-fn parse_error_body(status: u16, body: &[u8]) -> (String, String) {
+pub(super) fn parse_error_body(status: u16, body: &[u8]) -> (String, String) {
     let error = serde_json::from_slice::<Value>(body).ok().and_then(|v| v.get("error").cloned());
     let upstream_type = error.as_ref().and_then(|e| e.get("type")).and_then(Value::as_str);
-    let message =
-        error.as_ref().and_then(|e| e.get("message")).and_then(Value::as_str).map(String::from).unwrap_or_else(|| {
-            let raw = String::from_utf8_lossy(body);
-            let raw = raw.trim();
-            if raw.is_empty() {
-                format!("upstream returned HTTP {status}")
-            } else {
-                raw.chars().take(500).collect()
-            }
-        });
+    let message = error
+        .as_ref()
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| raw_message(status, body));
     (kind_for(status, upstream_type).to_string(), message)
 }
 

@@ -43,12 +43,15 @@
 //! see `stream.rs`). Upstream HTTP errors keep their status (529 too) with `kind` set to Anthropic's error type.
 
 mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod request;
 mod response;
 mod stream;
 
+use crate::http::ApiKey;
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
-use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use reqwest::header::CONTENT_TYPE;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -56,7 +59,8 @@ use std::time::Duration;
 pub struct Anthropic {
     client: reqwest::Client,
     api_base: String,
-    api_key: Option<String>,
+    /// `x-api-key`; `Err` when the configured key is not a valid header value.
+    api_key: Option<Result<ApiKey, ()>>,
     default_max_tokens: u32,
 }
 
@@ -72,9 +76,10 @@ impl Anthropic {
     /// An endpoint at `api_base` (e.g. [`Anthropic::DEFAULT_API_BASE`]; a trailing `/` or `/v1` is ignored),
     /// sharing the pooled `client`. `default_max_tokens` is sent when a request sets no `max_tokens`
     /// (the Messages API requires one).
-    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<String>, default_max_tokens: u32) -> Anthropic {
+    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<&str>, default_max_tokens: u32) -> Anthropic {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1").unwrap_or(api_base).to_string();
+        let api_key = api_key.map(|k| ApiKey::raw(k).ok_or(()));
         Anthropic { client, api_base, api_key, default_max_tokens }
     }
 
@@ -89,17 +94,16 @@ impl Anthropic {
         rb: reqwest::RequestBuilder,
         deployment: &str,
     ) -> Result<reqwest::RequestBuilder, ProviderError> {
-        let mut rb = rb.header("anthropic-version", Self::API_VERSION);
-        if let Some(key) = &self.api_key {
-            let Ok(mut value) = HeaderValue::from_str(key) else {
-                // The key itself is never part of the message.
-                let detail = "the configured api key is not a valid HTTP header value".to_string();
-                return Err(ProviderError::Unreachable { deployment: deployment.to_string(), detail });
-            };
-            value.set_sensitive(true);
-            rb = rb.header("x-api-key", value);
+        let rb = rb.header("anthropic-version", Self::API_VERSION);
+        match &self.api_key {
+            None => Ok(rb),
+            Some(Ok(key)) => Ok(rb.header("x-api-key", key.header())),
+            // The key itself is never part of the message.
+            Some(Err(())) => Err(ProviderError::Unreachable {
+                deployment: deployment.to_string(),
+                detail: "the configured api key is not a valid HTTP header value".into(),
+            }),
         }
-        Ok(rb)
     }
 
     fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<reqwest::RequestBuilder, ProviderError> {
@@ -140,7 +144,7 @@ impl Anthropic {
         }
         let created = chrono::Utc::now().timestamp();
         let state = stream::StreamState::new(d.id.clone(), d.upstream_model.clone(), created, req.wants_stream_usage());
-        Ok(stream::chunks(state, resp.bytes_stream()))
+        Ok(stream::chunks(state, resp.bytes_stream(), d.max_event_bytes))
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
@@ -181,7 +185,7 @@ mod tests {
             ("http://127.0.0.1:9/proxy/v1/", "http://127.0.0.1:9/proxy"),
         ];
         for (given, want) in cases {
-            let a = Anthropic::new(reqwest::Client::new(), given, Some("sk-ant-secret".into()), 1024);
+            let a = Anthropic::new(reqwest::Client::new(), given, Some("sk-ant-secret"), 1024);
             assert_eq!(a.api_base(), want);
             assert!(!format!("{a:?}").contains("sk-ant-secret"));
         }

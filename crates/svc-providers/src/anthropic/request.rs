@@ -27,7 +27,7 @@ pub(super) fn to_messages_request(
     // The Messages API requires `max_tokens`; OpenAI's is optional.
     let max_tokens = req.max_tokens().unwrap_or(u64::from(default_max_tokens));
     out.insert("max_tokens".into(), json!(max_tokens));
-    for (key, value) in &req.body {
+    for (key, value) in req.body() {
         if value.is_null() {
             continue;
         }
@@ -89,12 +89,12 @@ pub(super) fn to_messages_request(
         }
     }
     if out.contains_key("tools") {
-        let choice = req.body.get("tool_choice");
-        let parallel = req.body.get("parallel_tool_calls");
+        let choice = req.field("tool_choice");
+        let parallel = req.field("parallel_tool_calls");
         if let Some(choice) = convert_tool_choice(choice, parallel)? {
             out.insert("tool_choice".into(), choice);
         }
-    } else if req.body.get("tool_choice").is_some_and(|c| !c.is_null()) {
+    } else if req.field("tool_choice").is_some_and(|c| !c.is_null()) {
         tracing::debug!(field = "tool_choice", "anthropic: dropped `tool_choice` without `tools`");
     }
     if stream {

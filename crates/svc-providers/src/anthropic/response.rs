@@ -7,13 +7,16 @@
 
 use serde_json::{json, Map, Value};
 
-/// Token counts as the Messages API reports them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// Token counts as the Messages API reports them. A count never reported stays `None`; a count that is not
+/// a whole number from zero marks the usage malformed, so the gateway charges its own estimate instead of a
+/// made-up zero.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Usage {
-    input: u64,
+    input: Option<u64>,
     cache_creation: u64,
     cache_read: u64,
-    output: u64,
+    output: Option<u64>,
+    malformed: Option<String>,
 }
 
 impl Usage {
@@ -21,32 +24,52 @@ impl Usage {
     /// `message_start` carries the input counts and `message_delta` the cumulative output count.
     pub(super) fn update(&mut self, usage: Option<&Value>) {
         let Some(usage) = usage else { return };
-        let count = |k: &str| usage.get(k).and_then(Value::as_u64);
-        for (field, key) in [
-            (&mut self.input, "input_tokens"),
-            (&mut self.cache_creation, "cache_creation_input_tokens"),
-            (&mut self.cache_read, "cache_read_input_tokens"),
-            (&mut self.output, "output_tokens"),
-        ] {
-            if let Some(n) = count(key) {
-                *field = n;
+        let mut count = |key: &str| match usage.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let n = v.as_u64();
+                if n.is_none() {
+                    self.malformed = Some(format!("`usage.{key}` is not a whole number from 0: {v}"));
+                }
+                n
             }
-        }
+        };
+        let (input, cache_creation, cache_read, output) = (
+            count("input_tokens"),
+            count("cache_creation_input_tokens"),
+            count("cache_read_input_tokens"),
+            count("output_tokens"),
+        );
+        self.input = input.or(self.input);
+        self.cache_creation = cache_creation.unwrap_or(self.cache_creation);
+        self.cache_read = cache_read.unwrap_or(self.cache_read);
+        self.output = output.or(self.output);
     }
 
-    /// Raises the output count to at least `tokens` (an estimate for a stream cut before its count came).
+    /// Raises the output count to at least `tokens` (an estimate for a stream cut before its count came);
+    /// an input count never reported is taken as 0 (the stream failed before the upstream counted it).
     pub(super) fn raise_output(&mut self, tokens: u64) {
-        self.output = self.output.max(tokens);
+        self.output = Some(self.output.unwrap_or(0).max(tokens));
+        self.input.get_or_insert(0);
     }
 
     /// The OpenAI `usage` object. Anthropic's `input_tokens` excludes the tokens written to or read from
-    /// the prompt cache; OpenAI's `prompt_tokens` counts every prompt token, so they are added back.
-    pub(super) fn to_openai(self) -> Value {
-        let prompt = self.input + self.cache_creation + self.cache_read;
+    /// the prompt cache; OpenAI's `prompt_tokens` counts every prompt token, so they are added back (the sums
+    /// saturate: a wrapped sum would bill almost nothing). `null`
+    /// when the upstream never reported its counts; counts of `null` with the reason when they were
+    /// malformed (the gateway then charges its estimate).
+    pub(super) fn to_openai(&self) -> Value {
+        if let Some(reason) = &self.malformed {
+            return json!({ "prompt_tokens": null, "completion_tokens": null, "malformed": reason });
+        }
+        let (Some(input), Some(output)) = (self.input, self.output) else {
+            return Value::Null;
+        };
+        let prompt = input.saturating_add(self.cache_creation).saturating_add(self.cache_read);
         json!({
             "prompt_tokens": prompt,
-            "completion_tokens": self.output,
-            "total_tokens": prompt + self.output,
+            "completion_tokens": output,
+            "total_tokens": prompt.saturating_add(output),
             "prompt_tokens_details": { "cached_tokens": self.cache_read },
         })
     }
@@ -151,6 +174,31 @@ mod tests {
             u.to_openai(),
             json!({"prompt_tokens": 35, "completion_tokens": 7, "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 20}})
         );
+    }
+
+    /// Counts near `u64::MAX` saturate instead of overflowing (a panic in debug builds, a wrap to a tiny
+    /// prompt count in release ones).
+    #[test]
+    fn huge_counts_saturate() {
+        let mut u = Usage::default();
+        u.update(Some(&json!({"input_tokens": u64::MAX, "cache_read_input_tokens": 1, "output_tokens": 2})));
+        let openai = u.to_openai();
+        assert_eq!(
+            (openai["prompt_tokens"].as_u64(), openai["total_tokens"].as_u64()),
+            (Some(u64::MAX), Some(u64::MAX))
+        );
+        assert_eq!(openai["completion_tokens"], 2);
+    }
+
+    #[test]
+    fn missing_or_malformed_counts_are_not_zero() {
+        let mut u = Usage::default();
+        assert_eq!(u.to_openai(), Value::Null);
+        u.update(Some(&json!({"input_tokens": 10})));
+        assert_eq!(u.to_openai(), Value::Null, "no output count yet");
+        u.update(Some(&json!({"output_tokens": -3})));
+        let v = u.to_openai();
+        assert!(v["prompt_tokens"].is_null() && v["malformed"].is_string(), "{v}");
     }
 
     #[test]

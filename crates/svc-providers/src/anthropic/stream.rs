@@ -1,5 +1,5 @@
-//! Anthropic Messages API stream → OpenAI `chat.completion.chunk` stream. The SSE framing is the
-//! `eventsource-stream` crate's; the translation is one state machine, [`StreamState`], fed one event at a
+//! Anthropic Messages API stream → OpenAI `chat.completion.chunk` stream. The SSE framing is
+//! [`crate::sse::events`]; the translation is one state machine, [`StreamState`], fed one event at a
 //! time:
 //!
 //! 1. `message_start`: remember the message id and input tokens; emit the role chunk.
@@ -11,32 +11,29 @@
 //! 5. `message_stop`: emit the usage chunk (when the request asked for it) and end.
 //! 6. `error`, an unparseable event, a broken or truncated body: emit the usage chunk (when asked) with what
 //!    was counted, then the error, and end. Anthropic counts output tokens only in `message_delta`, so a
-//!    stream cut before it reports at least one token per [`CHARS_PER_TOKEN`] characters streamed: what the
-//!    client received is charged, not the 1 of `message_start`.
+//!    stream cut before it reports at least the conservative estimate of what was streamed
+//!    ([`crate::estimate::conservative`]): what the client received is charged, not the 1 of `message_start`.
 //!
 //! `ping` and unknown event types are skipped (unknown ones with a debug log), as are thinking blocks.
 //! What this file does not do: the `[DONE]` marker (the gateway writes it) or any timeout.
 
 use super::error::stream_error;
 use super::response::{finish_reason, Usage};
+use crate::sse::SseError;
 use crate::{ChunkStream, ProviderError};
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 
-/// The characters per output token assumed for a stream cut before Anthropic counted its output (the usual
-/// rule of thumb for English text; an estimate, used only when the upstream's own count is missing).
-const CHARS_PER_TOKEN: u64 = 4;
-
-/// Translates an Anthropic SSE body into OpenAI chunks, feeding `state` one event at a time.
-pub(super) fn chunks<S, B, E>(state: StreamState, bytes: S) -> ChunkStream
+/// Translates an Anthropic SSE body into OpenAI chunks, feeding `state` one event at a time. An event longer
+/// than `max_event` bytes ends the stream with an error.
+pub(super) fn chunks<S, B, E>(state: StreamState, bytes: S, max_event: usize) -> ChunkStream
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let events = Box::pin(bytes.eventsource());
+    let events = Box::pin(crate::sse::events(bytes, max_event));
     Box::pin(futures::stream::unfold((events, state), |(mut events, mut state)| async move {
         loop {
             if let Some(item) = state.out.pop_front() {
@@ -47,7 +44,8 @@ where
             }
             match events.next().await {
                 Some(Ok(event)) => state.on_event(&event.event, &event.data),
-                Some(Err(e)) => state.on_broken(&e.to_string()),
+                Some(Err(e @ SseError::TooLong(_))) => state.bad(&e.to_string()),
+                Some(Err(SseError::Transport(detail))) => state.on_broken(&detail),
                 None => state.on_broken("stream ended before `message_stop`"),
             }
         }
@@ -77,8 +75,8 @@ pub(super) struct StreamState {
     /// Content blocks seen so far, by their Anthropic index.
     blocks: Vec<(u64, Block)>,
     tool_calls: u64,
-    /// Characters of text and tool arguments sent so far, for the output estimate of a cut stream.
-    streamed_chars: u64,
+    /// Conservative token estimate of the text and tool arguments sent so far, for a cut stream.
+    streamed_tokens: u64,
     /// Whether a `message_delta` reported the output count.
     output_counted: bool,
     finish_sent: bool,
@@ -100,7 +98,7 @@ impl StreamState {
             usage: Usage::default(),
             blocks: Vec::new(),
             tool_calls: 0,
-            streamed_chars: 0,
+            streamed_tokens: 0,
             output_counted: false,
             finish_sent: false,
             out: VecDeque::new(),
@@ -241,7 +239,7 @@ impl StreamState {
     fn fail(&mut self, err: ProviderError) {
         tracing::debug!(deployment = %self.deployment, error = %err, "anthropic: stream ended with an error");
         if !self.output_counted {
-            self.usage.raise_output(self.streamed_chars.div_ceil(CHARS_PER_TOKEN));
+            self.usage.raise_output(self.streamed_tokens);
         }
         self.push_usage();
         self.out.push_back(Err(err));
@@ -249,7 +247,7 @@ impl StreamState {
     }
 
     fn count(&mut self, streamed: &str) {
-        self.streamed_chars += streamed.chars().count() as u64;
+        self.streamed_tokens = self.streamed_tokens.saturating_add(crate::estimate::conservative(streamed));
     }
 
     fn push_finish(&mut self, stop_reason: Option<&str>) {
@@ -263,10 +261,14 @@ impl StreamState {
         self.out.push_back(Ok(self.chunk(choices, usage)));
     }
 
+    /// The usage chunk, when asked for and the upstream reported counts (without them the gateway charges its
+    /// estimate and writes the usage chunk itself).
     fn push_usage(&mut self) {
         if self.include_usage {
             let usage = self.usage.to_openai();
-            self.out.push_back(Ok(self.chunk(json!([]), Some(usage))));
+            if !usage.is_null() {
+                self.out.push_back(Ok(self.chunk(json!([]), Some(usage))));
+            }
         }
     }
 

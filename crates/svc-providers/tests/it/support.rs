@@ -33,11 +33,12 @@ pub async fn fake() -> FakeAnthropic {
 
 /// An Anthropic deployment at `base_url` with `key` and `timeout`.
 pub fn deployment_with(base_url: &str, key: Option<&str>, timeout: Duration) -> Deployment {
-    let provider = Anthropic::new(reqwest::Client::new(), base_url, key.map(String::from), DEFAULT_MAX_TOKENS);
+    let provider = Anthropic::new(reqwest::Client::new(), base_url, key, DEFAULT_MAX_TOKENS);
     Deployment {
         id: "anthropic-test".into(),
         upstream_model: MODEL.into(),
         timeout,
+        max_event_bytes: 1 << 20,
         upstream: Upstream::Anthropic(Arc::new(provider)),
     }
 }

@@ -1,6 +1,7 @@
 //! The shell-hook sink (spec 6.5): run every script registered for an event's kind on this node.
 //!
-//! 1. Registrations come from the node's hooks file (`registry.rs`), re-read when it changes.
+//! 1. Registrations come from the node's hooks file (`registry.rs`), re-read when it changes; each names an
+//!    event pattern (an exact kind, `*`, or a prefix such as `task.*`), as webhooks' `events` do.
 //! 2. Loop guard: hooks receive `SVC_HOOK_DEPTH` = the caller's depth + 1. A caller whose own depth is
 //!    [`MAX_HOOK_DEPTH`] or more runs no hooks ([`HookRunError::DepthExceeded`]), so a hook that calls
 //!    `svc-notify`, whose hooks call `svc-notify` … stops after three levels of hooks.
@@ -87,16 +88,28 @@ impl HookRunner {
     }
 
     /// Runs every hook registered for the envelope's kind and waits for all of them; returns their runs in
-    /// registration order (empty when none is registered).
-    pub async fn run(&self, env: &Envelope) -> Result<Vec<HookRun>, HookRunError> {
+    /// registration order (empty when none is registered). `origin` (who posted the event) is handed over as
+    /// `SVC_EVENT_ORIGIN` when known.
+    pub async fn run(&self, env: &Envelope, origin: Option<&str>) -> Result<Vec<HookRun>, HookRunError> {
         self.allowed()?;
         let scripts = self.registry.scripts_for(&env.event)?;
+        self.run_scripts(env, origin, &scripts).await
+    }
+
+    /// Runs `scripts` (normally the hooks registered for the envelope's kind) with the envelope.
+    pub async fn run_scripts(
+        &self,
+        env: &Envelope,
+        origin: Option<&str>,
+        scripts: &[std::path::PathBuf],
+    ) -> Result<Vec<HookRun>, HookRunError> {
+        self.allowed()?;
         if scripts.is_empty() {
             return Ok(Vec::new());
         }
         let json = env.to_json();
         let file = write_envelope_file(&json).map_err(HookRunError::TempFile)?;
-        let input = HookInput { json: &json, kind: &env.event, file: file.path(), depth: self.depth + 1 };
+        let input = HookInput { json: &json, kind: &env.event, origin, file: file.path(), depth: self.depth + 1 };
         let runs = futures::future::join_all(scripts.iter().map(|script| async {
             // A closed semaphore cannot happen (it is never closed); run anyway if it did.
             let _permit = self.permits.acquire().await.ok();

@@ -6,16 +6,16 @@
 //! `~/.local/state/svc/hooks.json`. Format: `{"version":1,"hooks":[{"event":"task.done","script":"/abs/path"}]}`.
 //! Writes go to a temporary file in the same directory, then a rename, so a reader never sees half a file.
 
-use crate::kinds::EventKind;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// One registration: `script` runs on `event` (`*` for every kind).
+/// One registration: `script` runs on every kind `event` takes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Registration {
-    /// A kind of spec 6.1, `test`, or `*`.
+    /// An event pattern, as webhooks' `events` take: a kind of spec 6.1, `test`, `*`, or a prefix such as
+    /// `task.*`.
     pub event: String,
     /// Absolute path of an executable file.
     pub script: PathBuf,
@@ -58,8 +58,8 @@ pub enum HookError {
         #[source]
         source: serde_json::Error,
     },
-    /// The event is neither a kind nor `*`.
-    #[error("unknown event kind `{0}` (use a kind such as `task.done`, `test`, or `*` for every kind)")]
+    /// The event is not an event pattern.
+    #[error("{0} (use a kind such as `task.done`, `test`, a prefix such as `task.*`, or `*` for every kind)")]
     UnknownKind(String),
     /// The script does not exist.
     #[error("script `{0}` does not exist")]
@@ -199,11 +199,11 @@ impl HookRegistry {
         Ok(cache.hooks.clone())
     }
 
-    /// The scripts registered for `kind` (directly or with `*`), each once, in file order.
+    /// The scripts registered with a pattern that takes `kind`, each once, in file order.
     pub fn scripts_for(&self, kind: &str) -> Result<Vec<PathBuf>, HookError> {
         let mut out: Vec<PathBuf> = Vec::new();
         for r in self.current()? {
-            if (r.event == kind || r.event == "*") && !out.contains(&r.script) {
+            if svc_config::event_pattern_matches(&r.event, kind) && !out.contains(&r.script) {
                 out.push(r.script);
             }
         }
@@ -212,10 +212,9 @@ impl HookRegistry {
 }
 
 fn check_event(event: &str) -> Result<String, HookError> {
-    if event == "*" || EventKind::parse(event).is_ok() {
-        Ok(event.to_string())
-    } else {
-        Err(HookError::UnknownKind(event.to_string()))
+    match svc_config::event_pattern_error(event) {
+        None => Ok(event.to_string()),
+        Some(why) => Err(HookError::UnknownKind(why)),
     }
 }
 
@@ -274,6 +273,10 @@ mod tests {
         file.add("task.done", &a).unwrap();
         file.add("*", &b).unwrap();
         assert_eq!(file.load().unwrap().len(), 2);
+        let c = script(dir.path(), "c.sh", 0o755);
+        file.add("budget.*", &c).unwrap();
+        assert_eq!(registry.scripts_for("budget.exceeded").unwrap(), vec![b.clone(), c.clone()]);
+        assert!(file.remove("budget.*", &c).unwrap());
         assert_eq!(registry.scripts_for("task.done").unwrap(), vec![a.clone(), b.clone()]);
         assert_eq!(registry.scripts_for("test").unwrap(), vec![b.clone()]);
         assert!(file.remove("*", &b).unwrap());
@@ -291,6 +294,8 @@ mod tests {
         assert!(matches!(file.add("task.done", dir.path()), Err(HookError::NotAFile(_))));
         let ok = script(dir.path(), "ok.sh", 0o700);
         assert!(matches!(file.add("task.finished", &ok), Err(HookError::UnknownKind(_))));
+        assert!(matches!(file.add("nope.*", &ok), Err(HookError::UnknownKind(_))));
+        assert!(matches!(file.add("task*", &ok), Err(HookError::UnknownKind(_))));
         assert!(!file.path().exists());
     }
 }

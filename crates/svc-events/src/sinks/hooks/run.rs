@@ -1,9 +1,10 @@
-//! Running one hook script (spec 6.5, reference webhooks-and-hooks.md "Shell hooks and the environment").
+//! Running one hook script (spec 6.5; the README's "Shell hooks").
 //!
 //! 1. The script is exec'd directly (no shell, no arguments); event data reaches it only through the
 //!    environment: `SVC_EVENT` (the envelope JSON, or empty when too large, see [`MAX_SVC_EVENT_BYTES`]),
-//!    `SVC_EVENT_KIND`, `SVC_EVENT_FILE` (a 0600 temporary file holding the envelope, always set) and
-//!    `SVC_HOOK_DEPTH` (the loop guard). stdin is `/dev/null`.
+//!    `SVC_EVENT_KIND`, `SVC_EVENT_ORIGIN` (who posted the event, when known), `SVC_EVENT_FILE` (a 0600
+//!    temporary file holding the envelope, always set) and `SVC_HOOK_DEPTH` (the loop guard). stdin is
+//!    `/dev/null`.
 //! 2. It runs in its own process group. At the timeout the group gets SIGTERM, then SIGKILL two seconds later.
 //! 3. When the script exits, whatever it left running in its group is killed, so a hook never leaves
 //!    stragglers holding its output open; the script itself is always reaped.
@@ -35,6 +36,8 @@ pub struct HookInput<'a> {
     pub json: &'a str,
     /// The kind.
     pub kind: &'a str,
+    /// Who posted the event (`SVC_EVENT_ORIGIN`), when known.
+    pub origin: Option<&'a str>,
     /// The temporary file holding `json`.
     pub file: &'a Path,
     /// `SVC_HOOK_DEPTH` for the child (the caller's depth + 1).
@@ -108,6 +111,9 @@ pub async fn run_hook(script: &Path, input: &HookInput<'_>, timeout: Duration) -
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(origin) = input.origin {
+        cmd.env("SVC_EVENT_ORIGIN", origin);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return finish(HookStatus::FailedToStart(e.to_string()), String::new(), String::new()),

@@ -35,13 +35,13 @@ async fn env_vars_reach_the_hook() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let s = script(dir.path(), "h.sh", &format!(
-        "printf '%s' \"$SVC_EVENT\" > {o}.event; echo \"$SVC_EVENT_KIND $SVC_HOOK_DEPTH\" > {o}.kind; cat \"$SVC_EVENT_FILE\" > {o}.file; echo hi; echo oops >&2",
+        "printf '%s' \"$SVC_EVENT\" > {o}.event; echo \"$SVC_EVENT_KIND $SVC_HOOK_DEPTH $SVC_EVENT_ORIGIN\" > {o}.kind; cat \"$SVC_EVENT_FILE\" > {o}.file; echo hi; echo oops >&2",
         o = out.display()
     ));
     let r = runner(dir.path(), Duration::from_secs(10));
     r.registry().file().add("test", &s).unwrap();
     let env = envelope(json!({"x": "ä\n\"quoted\""}));
-    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env)).await.unwrap().unwrap();
+    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env, Some("key:k-1"))).await.unwrap().unwrap();
     assert_eq!(runs.len(), 1);
     assert!(runs[0].succeeded(), "{:?}", runs[0]);
     assert_eq!((runs[0].stdout.as_str(), runs[0].stderr.as_str()), ("hi\n", "oops\n"));
@@ -51,7 +51,7 @@ async fn env_vars_reach_the_hook() {
     let from_file: Envelope =
         serde_json::from_str(&std::fs::read_to_string(format!("{}.file", out.display())).unwrap()).unwrap();
     assert_eq!(from_file, env);
-    assert_eq!(std::fs::read_to_string(format!("{}.kind", out.display())).unwrap(), "test 1\n");
+    assert_eq!(std::fs::read_to_string(format!("{}.kind", out.display())).unwrap(), "test 1 key:k-1\n");
 }
 
 #[tokio::test]
@@ -62,7 +62,7 @@ async fn hanging_hook_and_its_children_are_killed() {
     let r = runner(dir.path(), Duration::from_millis(500));
     r.registry().file().add("*", &s).unwrap();
     let started = std::time::Instant::now();
-    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&envelope(json!({})))).await.unwrap().unwrap();
+    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&envelope(json!({})), None)).await.unwrap().unwrap();
     assert_eq!(runs[0].status, HookStatus::TimedOut(Duration::from_millis(500)));
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
@@ -90,7 +90,7 @@ async fn large_envelope_goes_through_the_file() {
     let r = runner(dir.path(), Duration::from_secs(10));
     r.registry().file().add("test", &s).unwrap();
     let env = envelope(json!({"blob": "x".repeat(300 * 1024)}));
-    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env)).await.unwrap().unwrap();
+    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env, Some("key:k-1"))).await.unwrap().unwrap();
     assert!(runs[0].succeeded(), "{:?}", runs[0]);
     assert_eq!(std::fs::read_to_string(format!("{}.len", out.display())).unwrap(), "0");
     let back: Envelope =
@@ -108,7 +108,7 @@ async fn envelope_at_the_env_limit_still_fits() {
     let base = envelope(json!({"blob": ""})).to_json().len();
     let env = envelope(json!({"blob": "x".repeat(MAX_SVC_EVENT_BYTES - base)}));
     assert_eq!(env.to_json().len(), MAX_SVC_EVENT_BYTES);
-    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env)).await.unwrap().unwrap();
+    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&env, Some("key:k-1"))).await.unwrap().unwrap();
     assert!(runs[0].succeeded(), "{:?}", runs[0]);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), MAX_SVC_EVENT_BYTES.to_string());
 }
@@ -117,7 +117,7 @@ async fn envelope_at_the_env_limit_still_fits() {
 async fn depth_limit_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let r = runner(dir.path(), Duration::from_secs(1)).with_depth(MAX_HOOK_DEPTH);
-    let err = r.run(&envelope(json!({}))).await.unwrap_err();
+    let err = r.run(&envelope(json!({})), None).await.unwrap_err();
     assert!(matches!(err, HookRunError::DepthExceeded { depth: 3, max: 3 }));
 }
 
@@ -130,7 +130,7 @@ async fn failing_and_missing_scripts_are_reported() {
     r.registry().file().add("test", &s).unwrap();
     r.registry().file().add("test", &gone).unwrap();
     std::fs::remove_file(&gone).unwrap();
-    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&envelope(json!({})))).await.unwrap().unwrap();
+    let runs = tokio::time::timeout(Duration::from_secs(20), r.run(&envelope(json!({})), None)).await.unwrap().unwrap();
     assert_eq!(runs[0].status, HookStatus::Exited(7));
     assert!(matches!(runs[1].status, HookStatus::FailedToStart(_)));
 }

@@ -1,7 +1,8 @@
 //! The push sink (spec 6.2): publish one [`PushMessage`] to an ntfy-compatible server and classify the answer
-//! the way a real ntfy means it (reference ntfy.md): 2xx delivered; 401/403 authentication failed; 429 rate
+//! the way a real ntfy (v2.13) means it: 2xx delivered; 401/403 authentication failed; 429 rate
 //! limited (no `Retry-After`, so we back off on our own); 5xx and connection errors unreachable; 400/404/413
-//! and other 4xx are configuration or size errors and are not retried.
+//! and other 4xx are configuration or size errors and are not retried. Of an error answer at most 64 KiB is
+//! read (`crate::http::read_error_body`).
 //!
 //! Building the request is `message.rs`, the body text `summary.rs`. Retrying is the caller's choice
 //! ([`NtfySink::publish_with_retries`] for a bounded retry, the outbox worker for a durable one).
@@ -11,7 +12,7 @@ mod subscribe;
 mod summary;
 
 pub use message::{cut_to_bytes, header_value, PushMessage, PushOverrides, MAX_BODY_BYTES, MAX_TITLE_BYTES};
-pub use subscribe::subscribe;
+pub use subscribe::{subscribe, subscribe_with, IDLE_TIMEOUT, MAX_LINE_BYTES};
 pub use summary::{body_text, summary};
 
 use crate::envelope::Envelope;
@@ -68,6 +69,14 @@ pub enum PushError {
         /// 401 or 403.
         status: u16,
         /// What the server said.
+        reason: String,
+    },
+    /// A subscription stream the client cannot read: a line longer than [`MAX_LINE_BYTES`].
+    #[error("push server {server} sent an unreadable stream: {reason}")]
+    Protocol {
+        /// The configured server URL.
+        server: String,
+        /// What was wrong.
         reason: String,
     },
     /// 400/404/413 or another 4xx (or a 3xx): the request itself is wrong; retrying will not help.
@@ -132,7 +141,7 @@ impl NtfySink {
         if resp.status().is_success() {
             return Ok(());
         }
-        let reason = crate::http::reason_from_body(&resp.text().await.unwrap_or_default());
+        let reason = crate::http::reason_from_body(&crate::http::read_error_body(resp).await);
         Err(match status {
             401 | 403 => PushError::AuthFailed { server, status, reason },
             429 => PushError::RateLimited { server, reason },

@@ -26,12 +26,15 @@ pub fn summary(env: &Envelope) -> String {
                 (Some("key"), Some(alias)) => Some(format!("key {alias}")),
                 _ => text("team_id").or_else(|| text("team")).map(|t| format!("team {t}")),
             };
-            // A refusal names what did not fit: the spend alone may still be under the limit.
-            match (whose, money(d, "spent"), money(d, "limit"), money(d, "requested")) {
-                (Some(whose), Some(spent), Some(limit), Some(req)) => {
+            // A refusal names what did not fit and what is left: the spend alone may still be under the limit.
+            match (whose, money(d, "spent"), money(d, "limit"), money(d, "requested"), money(d, "remaining")) {
+                (Some(whose), _, Some(limit), Some(req), Some(left)) => {
+                    Some(format!("{whose} refused a request of up to {req}: {left} left of {limit}"))
+                }
+                (Some(whose), Some(spent), Some(limit), Some(req), None) => {
                     Some(format!("{whose} refused a request of up to {req}, spent {spent} of {limit}"))
                 }
-                (Some(whose), Some(spent), Some(limit), None) => Some(format!("{whose} spent {spent} of {limit}")),
+                (Some(whose), Some(spent), Some(limit), None, _) => Some(format!("{whose} spent {spent} of {limit}")),
                 _ => None,
             }
         }
@@ -122,6 +125,11 @@ mod tests {
                 EventKind::BudgetExceeded,
                 json!({"budget": "team", "team_id": "executor", "spent": 0.0, "limit": 1.0, "requested": 4.096}),
                 "budget.exceeded: team executor refused a request of up to 4.10, spent 0.00 of 1.00",
+            ),
+            (
+                EventKind::BudgetExceeded,
+                json!({"budget": "team", "team_id": "executor", "spent": 49.6, "limit": 50, "requested": 4.096, "remaining": 0.32}),
+                "budget.exceeded: team executor refused a request of up to 4.10: 0.32 left of 50.00",
             ),
             (
                 EventKind::BudgetExceeded,

@@ -1,21 +1,29 @@
-//! The webhook sink (spec 6.4): POST the envelope JSON to one endpoint, signed, with retries.
+//! The webhook sink (spec 6.4): POST the envelope JSON to one endpoint, signed, in one attempt. Retrying is the
+//! caller's: the gateway's outbox worker (at most `1 + retry` attempts, waits from `RetryPolicy::WEBHOOK`) or
+//! `svc-notify` (`RetryPolicy::run` around single attempts).
 //!
 //! 1. Headers: `Content-Type: application/json`, `X-SVC-Event` (the kind), `X-SVC-Delivery` (the caller's id,
-//!    the same on every retry so receivers can de-duplicate) and `X-SVC-Signature` (`sign.rs`).
-//! 2. Each attempt is bounded by `timeout_seconds`; redirects are not followed (`crate::http::client`).
-//! 3. 2xx is success. Connection errors, timeouts, 408, 429 and 5xx are retried up to `retry` times after the
-//!    first attempt, with exponential backoff and jitter, honouring `Retry-After` (seconds or an HTTP date).
-//!    410 Gone and every other status (other 4xx, 3xx) fail at once.
+//!    the same on every retry so receivers can de-duplicate), `X-SVC-Origin` (who posted the event, when
+//!    known), `X-SVC-Signature` (spec 6.4, over the body alone) and the Standard Webhooks trio `webhook-id`
+//!    (the delivery id), `webhook-timestamp` (Unix seconds of this attempt) and `webhook-signature` (over id,
+//!    timestamp and body, so a receiver can refuse replays), see `sign.rs`.
+//! 2. Each attempt is bounded by `timeout_seconds`; redirects are not followed (`crate::http::client`); of an
+//!    error answer at most 64 KiB is read (`crate::http::read_error_body`).
+//! 3. 2xx is success. Connection errors, timeouts, 408, 429 and 5xx are transient (with the `Retry-After` the
+//!    receiver sent, seconds or an HTTP date); 410 Gone and every other status (other 4xx, 3xx) are permanent.
+//! 4. The URL is shown redacted everywhere, errors included (`redact.rs`); only the request uses it whole.
 //!
-//! The body is signed once and sent byte-identical on every attempt. Which webhooks take a kind is `filter.rs`.
+//! The body is sent byte-identical on every attempt. Which webhooks take a kind is `filter.rs`.
 
 mod filter;
+mod redact;
 mod sign;
 
-pub use filter::{accepts, matches};
-pub use sign::{sign, verify};
+pub use filter::accepts;
+pub use redact::redact_url;
+pub use sign::{sign, sign_standard, verify};
 
-use crate::retry::{RetryPolicy, Transient};
+use crate::retry::Transient;
 use bytes::Bytes;
 use std::time::Duration;
 use svc_config::WebhookConfig;
@@ -26,22 +34,41 @@ pub const SIGNATURE_HEADER: &str = "X-SVC-Signature";
 pub const EVENT_HEADER: &str = "X-SVC-Event";
 /// Header carrying the delivery id.
 pub const DELIVERY_HEADER: &str = "X-SVC-Delivery";
+/// Header naming who posted the event (`gateway`, `master`, `key:<id>`, `svc-notify`).
+pub const ORIGIN_HEADER: &str = "X-SVC-Origin";
+/// Standard Webhooks: the delivery id.
+pub const STANDARD_ID_HEADER: &str = "webhook-id";
+/// Standard Webhooks: Unix seconds of the attempt.
+pub const STANDARD_TIMESTAMP_HEADER: &str = "webhook-timestamp";
+/// Standard Webhooks: `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
+pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 
 /// Delivers to one configured webhook.
 #[derive(Debug, Clone)]
 pub struct WebhookSink {
     client: reqwest::Client,
     config: WebhookConfig,
-    policy: RetryPolicy,
+    shown_url: String,
 }
 
-/// Why a delivery failed (after its retries, when the failure was transient).
+/// What one delivery of an event to a webhook carries besides the body (the same on every attempt).
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookDelivery<'a> {
+    /// The kind (`X-SVC-Event`).
+    pub kind: &'a str,
+    /// The stable delivery id (`X-SVC-Delivery`, `webhook-id`).
+    pub delivery_id: &'a str,
+    /// Who posted the event (`X-SVC-Origin`), when known.
+    pub origin: Option<&'a str>,
+}
+
+/// Why an attempt failed. `url` is always the redacted URL ([`redact_url`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebhookError {
     /// No connection, or the attempt timed out.
     #[error("webhook {url} unreachable: {reason}")]
     Unreachable {
-        /// The endpoint.
+        /// The endpoint, redacted.
         url: String,
         /// `connection refused`, `timed out`, …
         reason: String,
@@ -49,7 +76,7 @@ pub enum WebhookError {
     /// 408, 429 or 5xx.
     #[error("webhook {url} answered HTTP {status}: {reason}")]
     Unavailable {
-        /// The endpoint.
+        /// The endpoint, redacted.
         url: String,
         /// The status.
         status: u16,
@@ -61,13 +88,13 @@ pub enum WebhookError {
     /// 410: the receiver asks us to stop.
     #[error("webhook {url} is gone (HTTP 410)")]
     Gone {
-        /// The endpoint.
+        /// The endpoint, redacted.
         url: String,
     },
     /// Any other non-2xx (other 4xx, a redirect): permanent.
     #[error("webhook {url} rejected the delivery (HTTP {status}): {reason}")]
     Rejected {
-        /// The endpoint.
+        /// The endpoint, redacted.
         url: String,
         /// The status.
         status: u16,
@@ -89,15 +116,10 @@ impl Transient for WebhookError {
 }
 
 impl WebhookSink {
-    /// A sink for one `webhooks` entry with the default [`RetryPolicy::WEBHOOK`].
+    /// A sink for one `webhooks` entry.
     pub fn new(client: reqwest::Client, config: WebhookConfig) -> WebhookSink {
-        WebhookSink { client, config, policy: RetryPolicy::WEBHOOK }
-    }
-
-    /// The same sink with another backoff policy.
-    pub fn with_policy(mut self, policy: RetryPolicy) -> WebhookSink {
-        self.policy = policy;
-        self
+        let shown_url = redact_url(&config.url);
+        WebhookSink { client, config, shown_url }
     }
 
     /// The webhook's configuration.
@@ -105,56 +127,77 @@ impl WebhookSink {
         &self.config
     }
 
+    /// The URL as it may be shown ([`redact_url`]).
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
     /// Whether this webhook's `events` list takes `kind`.
     pub fn accepts(&self, kind: &str) -> bool {
         accepts(&self.config.events, kind)
     }
 
-    /// The headers of a delivery, including the signature.
-    pub fn headers(&self, body: &[u8], kind: &str, delivery_id: &str) -> Vec<(&'static str, String)> {
+    /// The headers of one attempt made at `timestamp` (Unix seconds), signatures included.
+    pub fn headers(&self, body: &[u8], d: &WebhookDelivery<'_>, timestamp: i64) -> Vec<(&'static str, String)> {
+        let secret = self.config.secret.expose();
+        let timestamp = timestamp.to_string();
+        let standard = sign_standard(&self.config.standard_key(), d.delivery_id, &timestamp, body);
+        let mut out = vec![
+            ("Content-Type", "application/json".to_string()),
+            (EVENT_HEADER, d.kind.to_string()),
+            (DELIVERY_HEADER, d.delivery_id.to_string()),
+        ];
+        if let Some(origin) = d.origin {
+            out.push((ORIGIN_HEADER, origin.to_string()));
+        }
+        out.extend([
+            (SIGNATURE_HEADER, sign(secret.as_bytes(), body)),
+            (STANDARD_ID_HEADER, d.delivery_id.to_string()),
+            (STANDARD_TIMESTAMP_HEADER, timestamp),
+            (STANDARD_SIGNATURE_HEADER, standard),
+        ]);
+        out
+    }
+
+    /// The headers a dry run shows: the real ones where they do not depend on the delivery, a description where
+    /// they do (each delivery gets its id, each attempt its time and its `webhook-signature`).
+    pub fn preview_headers(&self, body: &[u8], kind: &str, origin: &str) -> Vec<(&'static str, String)> {
         vec![
             ("Content-Type", "application/json".to_string()),
             (EVENT_HEADER, kind.to_string()),
-            (DELIVERY_HEADER, delivery_id.to_string()),
+            (DELIVERY_HEADER, "<new id per delivery>".to_string()),
+            (ORIGIN_HEADER, origin.to_string()),
             (SIGNATURE_HEADER, sign(self.config.secret.expose().as_bytes(), body)),
+            (STANDARD_ID_HEADER, "<the delivery id>".to_string()),
+            (STANDARD_TIMESTAMP_HEADER, "<Unix seconds of each attempt>".to_string()),
+            (STANDARD_SIGNATURE_HEADER, "v1,<per attempt: HMAC-SHA256 of id.timestamp.body, base64>".to_string()),
         ]
     }
 
-    /// One attempt.
-    pub async fn attempt(&self, body: Bytes, headers: &[(&'static str, String)]) -> Result<(), WebhookError> {
-        let url = self.config.url.clone();
-        let mut req = self.client.post(&url).timeout(self.config.timeout).body(body);
-        for (name, value) in headers {
+    /// One attempt, stamped now.
+    pub async fn attempt(&self, body: Bytes, d: &WebhookDelivery<'_>) -> Result<(), WebhookError> {
+        let headers = self.headers(&body, d, chrono::Utc::now().timestamp());
+        let url = || self.shown_url.clone();
+        let mut req = self.client.post(&self.config.url).timeout(self.config.timeout).body(body);
+        for (name, value) in &headers {
             req = req.header(*name, value.as_str());
         }
         let resp = req
             .send()
             .await
-            .map_err(|e| WebhookError::Unreachable { url: url.clone(), reason: crate::http::describe(&e) })?;
+            .map_err(|e| WebhookError::Unreachable { url: url(), reason: crate::http::describe(&e) })?;
         let status = resp.status().as_u16();
         if resp.status().is_success() {
             return Ok(());
         }
         let retry_after =
             resp.headers().get(reqwest::header::RETRY_AFTER).and_then(|v| v.to_str().ok()).and_then(parse_retry_after);
-        let reason = crate::http::reason_from_body(&resp.text().await.unwrap_or_default());
+        let reason = crate::http::reason_from_body(&crate::http::read_error_body(resp).await);
         Err(match status {
-            408 | 429 | 500..=599 => WebhookError::Unavailable { url, status, reason, retry_after },
-            410 => WebhookError::Gone { url },
-            _ => WebhookError::Rejected { url, status, reason },
+            408 | 429 | 500..=599 => WebhookError::Unavailable { url: url(), status, reason, retry_after },
+            410 => WebhookError::Gone { url: url() },
+            _ => WebhookError::Rejected { url: url(), status, reason },
         })
-    }
-
-    /// The first attempt and up to `retry` more (spec 6.4: `retry` counts retries after the first attempt).
-    pub async fn deliver(&self, body: Bytes, kind: &str, delivery_id: &str) -> Result<(), WebhookError> {
-        let headers = self.headers(&body, kind, delivery_id);
-        self.policy
-            .run(
-                self.config.retry,
-                || self.attempt(body.clone(), &headers),
-                |e, wait| tracing::warn!(error = %e, delivery = delivery_id, ?wait, "webhook delivery failed, retrying"),
-            )
-            .await
     }
 }
 

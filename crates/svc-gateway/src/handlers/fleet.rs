@@ -1,0 +1,15 @@
+//! `GET /fleet/nodes` (master key): every node of this gateway's fleet, its state and figures.
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Extension, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// `{"fleet": …, "nodes": [...]}`, nodes by name.
+pub async fn nodes(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {
+    p.require_master()?;
+    let nodes = crate::fleet::status(&s.store, &s.config.fleet.name).await?;
+    Ok(Json(json!({ "fleet": s.config.fleet.name, "nodes": nodes })))
+}

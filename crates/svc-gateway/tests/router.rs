@@ -1,0 +1,121 @@
+//! The router in process (`svc_gateway::app` driven with `tower::ServiceExt::oneshot`): the error answers the
+//! router writes without a handler's help (wrong method, unknown path, a query string that does not fit)
+//! have the OpenAI shape, as every other error does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use svc_gateway::{app, AppState};
+use tower::ServiceExt;
+
+const MASTER: &str = "sk-master-router-test";
+
+const CONFIG: &str = "
+model_list:
+  - model_name: m
+    params: { model: mock/m }
+gateway_settings:
+  health_check_interval_seconds: 0
+  teams:
+    - { team_id: t, models: [m] }
+";
+
+async fn state(dir: &tempfile::TempDir) -> AppState {
+    let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+    let store = svc_store::Store::connect(&url).await.unwrap();
+    let config = svc_config::load_str(CONFIG, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
+    AppState::new(config, store, Some(MASTER)).await.unwrap()
+}
+
+/// Sends one request with the master key; returns the status, the `content-type` and `allow` headers and
+/// the JSON body.
+async fn send(state: &AppState, method: &str, uri: &str) -> (StatusCode, Option<String>, Option<String>, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {MASTER}"))
+        .body(Body::empty())
+        .unwrap();
+    let resp = app(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let text = |name: header::HeaderName| resp.headers().get(name).map(|v| v.to_str().unwrap().to_string());
+    let (content_type, allow) = (text(header::CONTENT_TYPE), text(header::ALLOW));
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| panic!("{method} {uri}: not JSON: {:?}", String::from_utf8_lossy(&bytes)));
+    (status, content_type, allow, body)
+}
+
+#[tokio::test]
+async fn a_known_path_with_the_wrong_method_is_a_json_405() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(&dir).await;
+    for (method, uri, allow) in [
+        ("POST", "/health", "GET,HEAD"),
+        ("DELETE", "/v1/chat/completions", "POST"),
+        ("PUT", "/v1/models", "GET,HEAD"),
+        ("GET", "/key/generate", "POST"),
+    ] {
+        let (status, content_type, allowed, body) = send(&s, method, uri).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert_eq!(content_type.as_deref(), Some("application/json"));
+        assert_eq!(allowed.as_deref(), Some(allow), "{method} {uri}");
+        assert_eq!(
+            body,
+            json!({"error": {
+                "message": format!("`{uri}` does not take {method} (see the `allow` header)"),
+                "type": "method_not_allowed", "param": null, "code": "405"
+            }})
+        );
+    }
+    let (status, content_type, _, body) = send(&s, "GET", "/v1/nowhere").await;
+    assert_eq!((status, content_type.as_deref()), (StatusCode::NOT_FOUND, Some("application/json")));
+    assert_eq!(body["error"]["type"], "not_found_error");
+}
+
+#[tokio::test]
+async fn a_query_string_that_does_not_fit_is_a_json_400_naming_the_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(&dir).await;
+    let (status, content_type, _, body) = send(&s, "GET", "/spend/logs?limit=abc").await;
+    assert_eq!((status, content_type.as_deref()), (StatusCode::BAD_REQUEST, Some("application/json")));
+    assert_eq!(
+        body,
+        json!({"error": {
+            "message": "`limit` must be a whole number from 1 to 1000, not `abc`",
+            "type": "invalid_request_error", "param": "limit", "code": "400"
+        }})
+    );
+    let (status, _, _, body) = send(&s, "GET", "/v1/spend/logs?page=-&limit=5").await;
+    assert_eq!((status, body["error"]["param"].as_str()), (StatusCode::BAD_REQUEST, Some("page")));
+    let (status, _, _, body) = send(&s, "GET", "/key/info?key=a&key=b").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"]["message"].as_str().unwrap().contains("duplicate field `key`"), "{body}");
+    // Queries that fit still work.
+    let (status, _, _, body) = send(&s, "GET", "/spend/logs?limit=5&page=2").await;
+    assert_eq!((status, body["limit"].clone(), body["page"].clone()), (StatusCode::OK, json!(5), json!(2)));
+    let (status, _, _, body) = send(&s, "GET", "/team/info?team_id=t").await;
+    assert_eq!((status, body["team_id"].as_str()), (StatusCode::OK, Some("t")));
+}
+
+/// A body field of the wrong kind is named in `param`, as a query parameter is.
+#[tokio::test]
+async fn a_body_field_of_the_wrong_kind_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(&dir).await;
+    let req = Request::builder()
+        .method("POST")
+        .uri("/key/generate")
+        .header(header::AUTHORIZATION, format!("Bearer {MASTER}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"team_id": "t", "rpm_limit": "many"}"#))
+        .unwrap();
+    let resp = app(s).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let body: Value = serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["error"]["param"], "rpm_limit", "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+}

@@ -1,0 +1,151 @@
+//! The gateway's one token estimator, used wherever a count is needed before or without the upstream's own:
+//! budget reservations, a reply or stream that reports no (or no believable) usage, and the point where a
+//! stream that ignores its completion cap is cut.
+//!
+//! The rule: **about four ASCII bytes make a token, and every other character is a token of its own**
+//! ([`text_tokens`]). Real tokenizers average three to five ASCII characters a token on prose and code, and
+//! rarely split a character into more than two. Where the gateway must not under-count (a reservation, a
+//! charge in place of a missing count), it counts twice that ([`conservative`]); where it must not cut a
+//! well-behaved stream short, it counts once and leaves a margin (see the gateway's stream stage).
+//!
+//! A media part (an image, audio or file given by reference) cannot be counted from its bytes; each one is
+//! allowed [`MEDIA_PART_TOKENS`] in an estimate and [`MEDIA_PART_BOUND`] in the bound of what a prompt could
+//! cost ([`prompt_bound`]).
+//!
+//! What this file does not do: tokenize for real, or decide what a count is used for.
+
+use crate::ChatRequest;
+use serde_json::Value;
+
+/// Tokens an estimate allows for one media part (about the most a high-detail image costs).
+pub const MEDIA_PART_TOKENS: u64 = 1_600;
+/// Tokens the prompt bound allows for one media part (a long document given by reference).
+pub const MEDIA_PART_BOUND: u64 = 65_536;
+/// Framing tokens of a chat request, and of each message in it.
+const FRAMING: u64 = 3;
+const PER_MESSAGE: u64 = 4;
+
+/// The estimate of `text`'s tokens: ⌈ASCII bytes / 4⌉ plus one per other character.
+pub fn text_tokens(text: &str) -> u64 {
+    // One pass over the bytes: a character that is not ASCII starts with a byte of the form 11xxxxxx and
+    // goes on with bytes of the form 10xxxxxx.
+    let (mut ascii, mut other) = (0u64, 0u64);
+    for b in text.bytes() {
+        ascii += u64::from(b < 0x80);
+        other += u64::from(b >= 0xC0);
+    }
+    ascii.div_ceil(4).saturating_add(other)
+}
+
+/// Twice [`text_tokens`]: a count that real tokenizers stay under, for reservations and charges.
+pub fn conservative(text: &str) -> u64 {
+    text_tokens(text).saturating_mul(2)
+}
+
+/// The conservative estimate of a chat request's prompt: the JSON of its messages and of its tools (and
+/// functions and response format), framing, and [`MEDIA_PART_TOKENS`] per media part.
+pub fn prompt_tokens(req: &ChatRequest) -> u64 {
+    let messages = req.messages();
+    let mut total = FRAMING.saturating_add(PER_MESSAGE.saturating_mul(messages.len() as u64));
+    for m in messages {
+        total = total.saturating_add(conservative(&m.to_string()));
+    }
+    for field in ["tools", "functions", "response_format"] {
+        if let Some(v) = req.field(field) {
+            total = total.saturating_add(conservative(&v.to_string()));
+        }
+    }
+    total.saturating_add(MEDIA_PART_TOKENS.saturating_mul(media_parts(messages)))
+}
+
+/// The most prompt tokens a request of `body_bytes` bytes could cost: no tokenizer makes more than one token
+/// of a byte of text, and each media part may add up to [`MEDIA_PART_BOUND`]. An upstream reporting more
+/// is not believed.
+pub fn prompt_bound(req: &ChatRequest, body_bytes: usize) -> u64 {
+    let media = media_parts(req.messages()).saturating_mul(MEDIA_PART_BOUND);
+    (body_bytes as u64).saturating_add(media).saturating_add(1_024)
+}
+
+/// The conservative estimate of the completion tokens in a reply's choices (the text, refusals, reasoning
+/// and tool-call arguments of every choice).
+pub fn completion_tokens(choices: &Value) -> u64 {
+    let mut total = 0u64;
+    visit_generated(choices, &mut |s| total = total.saturating_add(conservative(s)));
+    total
+}
+
+/// Calls `f` with every generated string in a reply's or chunk's `choices`: every string value except ids,
+/// roles, types and finish reasons.
+pub fn visit_generated(value: &Value, f: &mut impl FnMut(&str)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter().for_each(|v| visit_generated(v, f)),
+        Value::Object(fields) => {
+            for (k, v) in fields {
+                if !matches!(k.as_str(), "id" | "role" | "type" | "finish_reason" | "index" | "logprobs") {
+                    visit_generated(v, f);
+                }
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// Media parts of chat messages: content parts of type `image_url`, `input_audio`, `file`, `image` or
+/// `document`.
+fn media_parts(messages: &[Value]) -> u64 {
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_array))
+        .flatten()
+        .filter(|p| {
+            matches!(
+                p.get("type").and_then(Value::as_str),
+                Some("image_url" | "input_audio" | "file" | "image" | "document")
+            )
+        })
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req(v: Value) -> ChatRequest {
+        ChatRequest::parse(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn counts_by_the_documented_rule() {
+        assert_eq!(text_tokens(""), 0);
+        assert_eq!(text_tokens("abcd"), 1);
+        assert_eq!(text_tokens("abcde"), 2);
+        assert_eq!(text_tokens("héllo"), 2, "four ASCII bytes and one other character");
+        assert_eq!(text_tokens("日本語"), 3);
+        assert_eq!(conservative("abcde"), 4);
+    }
+
+    #[test]
+    fn prompts_count_messages_tools_and_media() {
+        let plain = req(json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}));
+        let text = json!({"role": "user", "content": "hi"}).to_string();
+        assert_eq!(prompt_tokens(&plain), 3 + 4 + conservative(&text));
+        let image = req(json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+        ]}]}));
+        assert!(prompt_tokens(&image) > MEDIA_PART_TOKENS);
+        assert_eq!(prompt_bound(&image, 100), 100 + MEDIA_PART_BOUND + 1_024);
+        assert_eq!(prompt_bound(&plain, 100), 1_124);
+    }
+
+    #[test]
+    fn completions_count_generated_text_only() {
+        let choices = json!([{"index": 0, "message": {"role": "assistant", "content": "abcd",
+            "tool_calls": [{"id": "call_0123456789", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            "finish_reason": "stop"}]);
+        // "abcd" (2), "f" (2), "{}" (2); ids, roles, types and the finish reason do not count.
+        assert_eq!(completion_tokens(&choices), 6);
+    }
+}

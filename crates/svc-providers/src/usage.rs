@@ -1,0 +1,80 @@
+//! Reading the token counts an upstream reports in an OpenAI `usage` object, without believing them blindly:
+//! a count must be a whole number from zero up. Whether a well-formed count is plausible for the request
+//! (not above what it could produce) is the gateway's call; this file only tells present, missing and
+//! malformed apart.
+//!
+//! What this file does not do: price usage, or replace a bad count (the gateway's settlement does both).
+
+use serde_json::Value;
+use svc_budget::Usage;
+
+/// What an upstream's `usage` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    /// No `usage` at all (or `null`): the upstream does not count.
+    Missing,
+    /// Well-formed counts.
+    Counts(Usage),
+    /// A `usage` that is not an object of whole token counts (`{}`, negative, fractional, text): the
+    /// description says what is wrong.
+    Malformed(String),
+}
+
+/// Reads an OpenAI `usage` value (`prompt_tokens`, `completion_tokens`; `total_tokens` is ignored).
+pub fn read(usage: Option<&Value>) -> Reported {
+    let fields = match usage {
+        None | Some(Value::Null) => return Reported::Missing,
+        Some(Value::Object(fields)) => fields,
+        Some(other) => return Reported::Malformed(format!("`usage` is not an object: {}", short(other))),
+    };
+    let count = |key: &str| -> Result<u64, String> {
+        match fields.get(key) {
+            None | Some(Value::Null) => Err(format!("`usage.{key}` is missing")),
+            Some(v) => v.as_u64().ok_or_else(|| format!("`usage.{key}` is not a whole number from 0: {}", short(v))),
+        }
+    };
+    match (count("prompt_tokens"), count("completion_tokens")) {
+        (Ok(prompt_tokens), Ok(completion_tokens)) => Reported::Counts(Usage { prompt_tokens, completion_tokens }),
+        (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
+    }
+}
+
+/// A value as JSON text, at most 64 characters (for a log line).
+fn short(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tells_present_missing_and_malformed_apart() {
+        let counts = |p, c| Reported::Counts(Usage { prompt_tokens: p, completion_tokens: c });
+        assert_eq!(read(None), Reported::Missing);
+        assert_eq!(read(Some(&Value::Null)), Reported::Missing);
+        assert_eq!(read(Some(&json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}))), counts(3, 4));
+        assert_eq!(
+            read(Some(&json!({"prompt_tokens": 3, "completion_tokens": 18446744073709551615u64}))),
+            counts(3, u64::MAX),
+            "well-formed, however absurd: judged by the gateway"
+        );
+        for bad in [
+            json!({}),
+            json!({"prompt_tokens": -1, "completion_tokens": 4}),
+            json!({"prompt_tokens": 1.5, "completion_tokens": 4}),
+            json!({"prompt_tokens": "3", "completion_tokens": 4}),
+            json!({"prompt_tokens": 3}),
+            json!({"prompt_tokens": 3, "completion_tokens": null}),
+            json!([1, 2]),
+            json!("12"),
+        ] {
+            assert!(matches!(read(Some(&bad)), Reported::Malformed(_)), "{bad}");
+        }
+    }
+}

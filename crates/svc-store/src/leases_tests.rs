@@ -1,0 +1,149 @@
+//! Budget leases and fleet rate buckets against the real PostgreSQL (a fresh database per test).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::tests::postgres;
+
+const P: i64 = 1_000;
+const LEASE_MS: i64 = 60_000;
+
+fn ask<'a>(scope: &'a str, node: &'a str, least: i64, want: i64) -> LeaseAsk<'a> {
+    LeaseAsk { scope, period: P, limit: 1_000, node, least, want, pending_cap: 50, lease_ms: LEASE_MS }
+}
+
+fn spend(id: &str, node: &str, cost: i64, scope: &str) -> ChargedRecord {
+    ChargedRecord {
+        record: SpendRecord {
+            record_id: id.into(),
+            node: Some(node.into()),
+            request_id: id.into(),
+            ts_ms: 5,
+            key_id: None,
+            team_id: Some("t".into()),
+            agent_role: None,
+            model_alias: "m".into(),
+            upstream_model: "u".into(),
+            deployment: "d".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            cost,
+            status: 200,
+            latency_ms: 1,
+        },
+        charges: vec![Charge { scope: scope.into(), period: P, limit: 1_000 }],
+    }
+}
+
+async fn period(s: &Store, scope: &str) -> PeriodRow {
+    s.budget_period(scope, P).await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn grants_never_pass_the_limit_and_spend_is_charged_once() {
+    let db = postgres().await;
+    let s = &db.store;
+    let a = s.lease_grant(&ask("team:t", "a", 1, 600)).await.unwrap();
+    assert_eq!((a.granted, a.limit, a.lease, a.others_spent), (600, 1_000, 600, 0));
+    let b = s.lease_grant(&ask("team:t", "b", 1, 600)).await.unwrap();
+    assert_eq!((b.granted, b.lease), (400, 400), "only what is left");
+    let c = s.lease_grant(&ask("team:t", "c", 10, 50)).await.unwrap();
+    assert_eq!(c.granted, 0, "less than the least useful amount is nothing");
+
+    // Spend is charged to the writer's lease, once even when the batch is written again.
+    let batch = vec![spend("r1", "a", 100, "team:t"), spend("r2", "a", 20, "team:t")];
+    assert_eq!(s.write_charged_spend(&batch).await.unwrap(), 2);
+    assert_eq!(s.write_charged_spend(&batch).await.unwrap(), 0);
+    assert_eq!(
+        period(s, "team:t").await,
+        PeriodRow { limit: 1_000, granted: 1_000, settled: 0, held_back: 0, leased_spent: 120 }
+    );
+    assert_eq!(s.lease_grant(&ask("team:t", "b", 0, 0)).await.unwrap().others_spent, 120);
+
+    // Room given back is grantable again; an ended lease settles its spend and frees the rest.
+    assert_eq!(s.lease_give_back("team:t", P, "a", 200).await.unwrap(), 200);
+    assert_eq!(s.lease_grant(&ask("team:t", "c", 10, 500)).await.unwrap().granted, 200);
+    s.lease_end("team:t", P, "a").await.unwrap();
+    let p = period(s, "team:t").await;
+    assert_eq!((p.granted, p.settled, p.spent()), (600, 120, 120));
+    assert_eq!(s.lease_grant(&ask("team:t", "c", 1, 1_000)).await.unwrap().granted, 280);
+    // A record of an ended lease (written late) is settled in the period.
+    assert_eq!(s.write_charged_spend(&[spend("r3", "a", 5, "team:t")]).await.unwrap(), 1);
+    assert_eq!(period(s, "team:t").await.settled, 125);
+    assert_eq!(s.lease_return_all("b").await.unwrap(), 1);
+    assert_eq!(s.lease_return_all("c").await.unwrap(), 1);
+    let p = period(s, "team:t").await;
+    assert_eq!((p.granted, p.settled), (0, 125));
+}
+
+#[tokio::test]
+async fn a_dead_nodes_lease_is_reclaimed_with_a_holdback_until_it_comes_back() {
+    let db = postgres().await;
+    let s = &db.store;
+    // Node a's lease expires at once (it never renews).
+    let mut dead = ask("key:k", "a", 1, 400);
+    dead.lease_ms = -1;
+    assert_eq!(s.lease_grant(&dead).await.unwrap().granted, 400);
+    assert_eq!(s.lease_grant(&ask("key:k", "b", 1, 400)).await.unwrap().granted, 400);
+    s.write_charged_spend(&[spend("r1", "a", 100, "key:k")]).await.unwrap();
+    assert_eq!(s.lease_renew("b", LEASE_MS).await.unwrap(), 1);
+    assert_eq!(s.lease_reclaim().await.unwrap(), 1, "only the expired lease");
+    // 100 spent, 50 (its pending cap) held back, 250 back in the period.
+    let p = period(s, "key:k").await;
+    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (400, 150, 50, 100));
+    assert_eq!(s.lease_grant(&ask("key:k", "b", 1, 1_000)).await.unwrap().granted, 450);
+    // Node a comes back and writes its journal: 30 it had answered is taken from the holdback...
+    s.write_charged_spend(&[spend("r2", "a", 30, "key:k")]).await.unwrap();
+    let p = period(s, "key:k").await;
+    assert_eq!((p.settled, p.held_back, p.spent()), (150, 20, 130));
+    // ...and what is left of it is released.
+    assert_eq!(s.lease_release_holdbacks("a").await.unwrap(), 1);
+    let p = period(s, "key:k").await;
+    assert_eq!((p.granted, p.settled, p.held_back), (850, 130, 0));
+    assert_eq!(s.lease_grant(&ask("key:k", "c", 1, 1_000)).await.unwrap().granted, 20);
+}
+
+#[tokio::test]
+async fn the_stores_limit_wins_over_the_nodes() {
+    let db = postgres().await;
+    let s = &db.store;
+    let team = crate::TeamRow {
+        team_id: "t".into(),
+        budget_limit: Some(300),
+        models: vec![],
+        budget_duration: "30d".into(),
+        anchor_ms: 0,
+        rpm_limit: None,
+        tpm_limit: None,
+        in_config: true,
+    };
+    s.sync_teams(&[(team, false)]).await.unwrap();
+    let g = s.lease_grant(&ask("team:t", "a", 1, 1_000)).await.unwrap();
+    assert_eq!((g.granted, g.limit), (300, 300));
+}
+
+#[tokio::test]
+async fn rate_buckets_are_shared_and_refill() {
+    let db = postgres().await;
+    let s = &db.store;
+    assert_eq!(s.rate_take("rpm:key:k", 10, 10, 1, 6).await.unwrap(), 6);
+    assert_eq!(s.rate_take("rpm:key:k", 10, 10, 1, 6).await.unwrap(), 4);
+    assert_eq!(s.rate_take("rpm:key:k", 10, 10, 1, 6).await.unwrap(), 0);
+    s.rate_give_back("rpm:key:k", 10, 3).await.unwrap();
+    assert_eq!(s.rate_take("rpm:key:k", 10, 10, 3, 6).await.unwrap(), 3);
+    // 6,000 a minute: 100 a second.
+    assert_eq!(s.rate_take("rpm:key:fast", 100, 6_000, 1, 100).await.unwrap(), 100);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut got = 0;
+    while got < 10 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        got += s.rate_take("rpm:key:fast", 100, 6_000, 1, 100).await.unwrap();
+    }
+    assert!(got >= 10, "the bucket refills");
+}
+
+#[tokio::test]
+async fn sqlite_refuses_fleet_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display())).await.unwrap();
+    assert!(matches!(s.lease_grant(&ask("team:t", "a", 1, 1)).await, Err(StoreError::FleetOnly)));
+}

@@ -1,0 +1,25 @@
+//! `svc_providers::usage::read` on arbitrary JSON, the check an upstream's `usage` object passes before the
+//! gateway believes it: it never panics, and well-formed counts are exactly the object's own whole numbers,
+//! while anything else (missing, negative, fractional, text) is reported missing or malformed, never counts.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use svc_providers::usage::{read, Reported};
+
+fuzz_target!(|data: &[u8]| {
+    let Some(usage) = svc_fuzz::json(data) else { return };
+    match read(Some(&usage)) {
+        Reported::Counts(u) => {
+            assert_eq!(usage.get("prompt_tokens").and_then(Value::as_u64), Some(u.prompt_tokens), "{usage}");
+            assert_eq!(usage.get("completion_tokens").and_then(Value::as_u64), Some(u.completion_tokens), "{usage}");
+        }
+        Reported::Missing => assert!(usage.is_null(), "{usage}"),
+        Reported::Malformed(why) => {
+            assert!(!why.is_empty());
+            let whole = |k: &str| usage.get(k).and_then(Value::as_u64).is_some();
+            assert!(!(whole("prompt_tokens") && whole("completion_tokens")), "{usage} refused: {why}");
+        }
+    }
+});
