@@ -201,6 +201,14 @@ impl Account {
         }
     }
 
+    /// Fleet mode: the slice's leases were returned (after a lapse): nothing is granted any more, and the spend
+    /// not yet written counts against the next grants (it may be charged to them).
+    pub fn reset_slice(&mut self) {
+        if let Some(slice) = self.slice.as_mut() {
+            *slice = Slice { used: slice.unwritten, unwritten: slice.unwritten, ..Slice::default() };
+        }
+    }
+
     /// Fleet mode: counts spend that was answered but is not yet written; returns whether the unwritten spend
     /// is now above the pending cap (the request should wait until it is written).
     pub fn unwritten(&mut self, amount: Money) -> bool {

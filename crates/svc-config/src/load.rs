@@ -118,7 +118,7 @@ fn build(r: &mut Reader, root: &Node, source: ConfigSource) -> Config {
         ConfigSource::Builtin => None,
     };
     let server = server(r, get("server"), base.as_deref());
-    let fleet = fleet(r, get("fleet"));
+    let fleet = fleet(r, get("fleet"), base.as_deref());
     let models = models(r, get("model_list"));
     let gateway = gateway(r, get("gateway_settings"), &models);
     let notifications = crate::load_notify::notifications(r, get("notifications"));

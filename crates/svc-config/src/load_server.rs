@@ -104,7 +104,7 @@ fn at_least_one<T: TryFrom<i128> + PartialEq + From<u8>>(r: &mut Reader, f: &Fie
     Some(v)
 }
 
-pub(crate) fn fleet(r: &mut Reader, node: Option<&Node>) -> FleetConfig {
+pub(crate) fn fleet(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -> FleetConfig {
     const KEYS: &[Key] = &[
         ("name", &[]),
         ("node", &[]),
@@ -112,6 +112,7 @@ pub(crate) fn fleet(r: &mut Reader, node: Option<&Node>) -> FleetConfig {
         ("offline_after_seconds", &[]),
         ("heartbeat_seconds", &[]),
         ("lease_seconds", &[]),
+        ("journal_dir", &[]),
     ];
     let f = node.and_then(|n| r.fields(n, "fleet", KEYS));
     let mut out = FleetConfig::default();
@@ -124,6 +125,11 @@ pub(crate) fn fleet(r: &mut Reader, node: Option<&Node>) -> FleetConfig {
             out.node = v;
         }
         out.address = r.string(&f, "address");
+        // A relative folder is taken from the config file's folder, as a relative SQLite path is.
+        out.journal_dir = r.string(&f, "journal_dir").map(|d| match base {
+            Some(base) if Path::new(&d).is_relative() => base.join(d),
+            _ => PathBuf::from(d),
+        });
         let seconds = |r: &mut Reader, key: &str, min: u64| match r.int::<u64>(&f, key) {
             Some(v) if v < min => {
                 if let Some(n) = f.get(key) {

@@ -98,6 +98,9 @@ pub struct FleetConfig {
     /// How long a node's budget slice and its claim on an outbox destination last without renewal (default
     /// `offline_after`): a node that dies keeps them no longer.
     pub lease: Duration,
+    /// Where a node on a shared (PostgreSQL) store keeps its local spend journal (default: the folder of the
+    /// demo store, `$XDG_DATA_HOME/svc`, else `~/.local/share/svc`).
+    pub journal_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for FleetConfig {
@@ -111,6 +114,7 @@ impl Default for FleetConfig {
             offline_after: Duration::from_secs(30),
             heartbeat: Duration::from_secs(5),
             lease: Duration::from_secs(30),
+            journal_dir: None,
         }
     }
 }

@@ -97,6 +97,8 @@ pub async fn serve(
         tracing::warn!(error = %e, "cannot register the node in the store");
     }
     node.spawn(state.events.clone(), &tasks, stop.clone());
+    let budgets = state.budgets.clone();
+    budgets.spawn_upkeep(&tasks, stop.clone());
     let limits = server::Limits::from_config(&state.config.server);
     let result = server::run(app(state), listener, limits, shutdown).await;
     poller.abort();
@@ -105,6 +107,10 @@ pub async fn serve(
     node.stop().await;
     tasks.close();
     tasks.wait().await;
+    // Every spend record is written now: this node's budget slices return to the fleet.
+    if let Some(leases) = budgets.leases() {
+        leases.stop().await;
+    }
     result
 }
 

@@ -4,8 +4,9 @@ use crate::budgets::{Budgets, Clock};
 use crate::events::EventSink;
 use crate::keys::{hash_secret, KeyCache, KeyHash};
 use crate::outbox::{OutboxSink, StoreOutbox};
+use crate::pipeline::journal::{Journal, JournalError};
 use crate::pipeline::routing::ModelTable;
-use crate::pipeline::settlement::SpendWriter;
+use crate::pipeline::spend_writer::SpendWriter;
 use crate::rate::RateLimits;
 use crate::readiness::Readiness;
 use std::sync::Arc;
@@ -94,6 +95,33 @@ pub enum StateError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    /// A fleet node's spend journal cannot be used.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// A fleet node has no place for its spend journal.
+    #[error("no folder for the spend journal: set `fleet.journal_dir` (or $XDG_DATA_HOME or $HOME)")]
+    NoJournalDir,
+}
+
+/// A fleet node's spend journal: opened (locked), the last run's records written to the store, and the
+/// node's leases of that run returned. `None` on a single node.
+async fn open_journal(config: &Config, store: &Store) -> Result<Option<Arc<Journal>>, StateError> {
+    if store.backend() != svc_store::Backend::Postgres {
+        return Ok(None);
+    }
+    let dir = match &config.fleet.journal_dir {
+        Some(d) => d.clone(),
+        None => svc_config::demo_store_path(&|k| std::env::var(k).ok())
+            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+            .ok_or(StateError::NoJournalDir)?,
+    };
+    let (journal, replay) = Journal::open(&dir, &config.fleet.name, &config.fleet.node)?;
+    if !replay.records.is_empty() {
+        SpendWriter::replay(store, &replay.records).await?;
+        tracing::info!(records = replay.records.len(), "spend records of the last run written from the journal");
+    }
+    journal.forget_replayed(&replay);
+    Ok(Some(Arc::new(journal)))
 }
 
 impl AppState {
@@ -124,7 +152,7 @@ impl AppState {
         let keys = KeyCache::default();
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();
-        let spend = SpendWriter::start(store.clone(), &tasks);
+        let journal = open_journal(&config, &store).await?;
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
@@ -145,6 +173,13 @@ impl AppState {
         let events =
             events.unwrap_or_else(|| Arc::new(OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone())));
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
+        let spend = match (journal, budgets.leases()) {
+            (Some(journal), Some(leases)) => {
+                leases.start().await?;
+                SpendWriter::start_fleet(store.clone(), &tasks, budgets.clone(), journal)
+            }
+            _ => SpendWriter::start(store.clone(), &tasks),
+        };
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
         let node = Arc::new(crate::fleet::FleetNode::new(
             config.fleet.clone(),

@@ -34,6 +34,12 @@ pub struct ChargedRecord {
     pub charges: Vec<Charge>,
 }
 
+impl std::borrow::Borrow<SpendRecord> for ChargedRecord {
+    fn borrow(&self) -> &SpendRecord {
+        &self.record
+    }
+}
+
 /// What a node asks of a budget period.
 #[derive(Debug, Clone)]
 pub struct LeaseAsk<'a> {
@@ -47,8 +53,10 @@ pub struct LeaseAsk<'a> {
     pub node: &'a str,
     /// Less than this is no use: grant nothing then.
     pub least: i64,
-    /// As much as this.
+    /// As much as this ...
     pub want: i64,
+    /// ... but no more than this fraction of the room left (1/`share`), unless that is less than `least`.
+    pub share: i64,
     /// The most spend the node may answer before it is written (held back if the node dies).
     pub pending_cap: i64,
     /// How long the lease lasts without renewal, ms.
@@ -102,7 +110,7 @@ impl Store {
     pub async fn lease_grant(&self, ask: &LeaseAsk<'_>) -> Result<LeaseGrant, StoreError> {
         self.fleet_only()?;
         let row = sqlx::query(
-            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
+            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .bind(ask.scope)
         .bind(ask.period)
@@ -110,6 +118,7 @@ impl Store {
         .bind(ask.node)
         .bind(ask.least)
         .bind(ask.want)
+        .bind(ask.share)
         .bind(ask.pending_cap)
         .bind(ask.lease_ms)
         .fetch_one(self.pool())

@@ -8,7 +8,7 @@ const P: i64 = 1_000;
 const LEASE_MS: i64 = 60_000;
 
 fn ask<'a>(scope: &'a str, node: &'a str, least: i64, want: i64) -> LeaseAsk<'a> {
-    LeaseAsk { scope, period: P, limit: 1_000, node, least, want, pending_cap: 50, lease_ms: LEASE_MS }
+    LeaseAsk { scope, period: P, limit: 1_000, node, least, want, share: 1, pending_cap: 50, lease_ms: LEASE_MS }
 }
 
 fn spend(id: &str, node: &str, cost: i64, scope: &str) -> ChargedRecord {

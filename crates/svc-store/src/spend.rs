@@ -5,6 +5,7 @@
 use crate::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
+use std::borrow::Borrow;
 
 /// One request's spend.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,7 +184,7 @@ impl Store {
     /// Writes many records in one transaction (group commit), as multi-row INSERTs of bound parameters. A
     /// record with a number outside what the store accepts is clamped into range and logged, never refused,
     /// so one bad record cannot hold back the others.
-    pub async fn insert_spend_batch(&self, records: &[SpendRecord]) -> Result<(), StoreError> {
+    pub async fn insert_spend_batch<R: Borrow<SpendRecord> + Sync>(&self, records: &[R]) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
         }
@@ -203,6 +204,7 @@ impl Store {
             sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
             let mut q = sqlx::query(&sql);
             for r in chunk {
+                let r: &SpendRecord = r.borrow();
                 let mut sane = r.clone();
                 if sane.clamp() {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,

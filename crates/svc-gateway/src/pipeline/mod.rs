@@ -20,9 +20,11 @@
 
 pub mod access;
 pub mod admission;
+pub mod journal;
 pub mod meter;
 pub mod routing;
 pub mod settlement;
+pub mod spend_writer;
 pub mod upstream;
 
 use crate::auth::Principal;

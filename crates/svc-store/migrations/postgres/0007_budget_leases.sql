@@ -38,21 +38,24 @@ BEGIN
     RETURN COALESCE(lim, fallback);
 END $$;
 
--- Grants `node` up to `want` more of the period's room, or nothing when less than `least` is left. Returns
+-- Grants `node` up to `want` more of the period's room but no more than a `share`-th of it (so slices shrink as
+-- the budget nears its end, down to one request's worst case), at least `least`, or nothing when less than
+-- `least` is left. Returns
 -- what was granted and the period as it stands: its limit, the lease's amount after the grant, and what the
 -- fleet spent outside this node's lease (settled minus holdbacks, plus the other leases' spent).
 CREATE FUNCTION svc_budget_grant(p_scope TEXT, p_period BIGINT, p_limit BIGINT, p_node TEXT, p_least BIGINT,
-                                 p_want BIGINT, p_pending BIGINT, p_lease_ms BIGINT)
+                                 p_want BIGINT, p_share BIGINT, p_pending BIGINT, p_lease_ms BIGINT)
 RETURNS TABLE (g_granted BIGINT, g_limit BIGINT, g_lease BIGINT, g_others_spent BIGINT)
 LANGUAGE plpgsql AS $$
-DECLARE lim BIGINT; per budget_periods%ROWTYPE; amt BIGINT; total BIGINT;
+DECLARE lim BIGINT; per budget_periods%ROWTYPE; room BIGINT; amt BIGINT; total BIGINT;
 BEGIN
     lim := svc_budget_limit(p_scope, p_limit);
     INSERT INTO budget_periods AS b (scope, period_start_ms, limit_nanos, granted, settled)
         VALUES (p_scope, p_period, lim, 0, 0)
         ON CONFLICT (scope, period_start_ms) DO UPDATE SET limit_nanos = lim;
     SELECT * INTO per FROM budget_periods b WHERE b.scope = p_scope AND b.period_start_ms = p_period FOR UPDATE;
-    amt := LEAST(GREATEST(per.limit_nanos - per.settled - per.granted, 0), GREATEST(p_want, 0));
+    room := GREATEST(per.limit_nanos - per.settled - per.granted, 0);
+    amt := LEAST(room, GREATEST(p_least, LEAST(GREATEST(p_want, 0), room / GREATEST(p_share, 1))));
     IF amt < GREATEST(p_least, 1) THEN
         amt := 0;
     END IF;

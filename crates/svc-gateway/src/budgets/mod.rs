@@ -17,21 +17,31 @@
 //!
 //! Accounts are created on first use from the store: the current period's spend is the sum of the spend
 //! records since the period began, so a restart (even across a reset) starts from the truth.
+//!
+//! On a shared (PostgreSQL) store the fleet holds one budget: each account admits only from this node's
+//! *slice*, leased from the store (`lease`). When a request does not fit its slice, it asks the store for more
+//! before it is refused; a slice running low is topped up in the background.
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::events::{EventSink, GatewayEvent};
+use crate::events::EventSink;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use svc_budget::{
     affordable_completion_tokens, Account, BudgetDuration, Money, Notice, NoticeKind, Price, Refusal, Usage,
 };
 use svc_config::{AdmissionMode, Config};
-use svc_store::{SpendFilter, Store};
+use svc_store::{Charge, SpendFilter, Store};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
+
+mod announce;
+mod lease;
+
+pub use lease::Leases;
 
 /// A clock, injectable for tests.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -54,15 +64,53 @@ impl Scope {
         }
     }
 
-    fn label(&self) -> String {
+    /// `team:ID`, `key:ID`: the scope's name in the store.
+    pub fn label(&self) -> String {
         match self {
             Scope::Team(t) => format!("team:{t}"),
             Scope::Key(k) => format!("key:{k}"),
         }
     }
+
+    /// The scope of a label made by [`Scope::label`].
+    pub fn from_label(label: &str) -> Option<Scope> {
+        if let Some(t) = label.strip_prefix("team:") {
+            return Some(Scope::Team(t.to_string()));
+        }
+        label.strip_prefix("key:").map(|k| Scope::Key(k.to_string()))
+    }
 }
 
-type Cell = Arc<OnceCell<Mutex<Account>>>;
+/// One budget's account and, in fleet mode, the state of its slice's lease.
+struct Entry {
+    account: Mutex<Account>,
+    /// One grant at a time per budget: requests short of room wait for the grant under way.
+    granting: tokio::sync::Mutex<()>,
+    /// Admitted a request since the last heartbeat (an idle slice is given back).
+    busy: AtomicBool,
+    /// A background top-up is under way.
+    topping: AtomicBool,
+    /// The worst case of the last request admitted, nano-units (what a top-up is sized on).
+    last_ask: std::sync::atomic::AtomicI64,
+}
+
+impl Entry {
+    fn new(account: Account) -> Entry {
+        Entry {
+            account: Mutex::new(account),
+            granting: tokio::sync::Mutex::new(()),
+            busy: AtomicBool::new(false),
+            topping: AtomicBool::new(false),
+            last_ask: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Account>, ApiError> {
+        self.account.lock().map_err(|_| ApiError::internal("budget account poisoned"))
+    }
+}
+
+type Cell = Arc<OnceCell<Entry>>;
 
 /// All budget accounts of this process.
 pub struct Budgets {
@@ -74,9 +122,11 @@ pub struct Budgets {
     config: Arc<Config>,
     /// Notices go through one task, so they are announced in the order they happened.
     notices: tokio::sync::mpsc::UnboundedSender<(Scope, Notice, Who)>,
+    /// Fleet mode (a PostgreSQL store): the leases of this node's slices.
+    leases: Option<Leases>,
+    /// Where background grants run (shutdown waits for them).
+    tasks: TaskTracker,
 }
-
-type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
 
 /// What a request asks of its budgets: its worst case is `prompt_tokens` at `input` plus `choices` ×
 /// `completion_tokens` at `output` (the dearest prices of the deployments it may try).
@@ -130,6 +180,16 @@ pub struct Reservation {
     who: Who,
 }
 
+/// What a settlement leaves to the spend record: the budgets it is charged to (fleet mode), and whether the
+/// record must be written before the answer (this node's unwritten spend passed what the store holds back).
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// The budgets (scope, period, limit) the record is charged to.
+    pub charges: Vec<Charge>,
+    /// Wait for the store before answering.
+    pub wait: bool,
+}
+
 /// Who a reservation is for, for event data.
 #[derive(Debug, Clone, Default)]
 struct Who {
@@ -178,8 +238,14 @@ impl Budgets {
             .collect();
         let (notices, queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
         let thresholds = config.gateway.budget_alert_thresholds_permille.clone();
-        tasks.spawn(announcer(store.clone(), events, queue, thresholds));
+        tasks.spawn(announce::announcer(store.clone(), events, queue, thresholds));
+        let leases = match store.backend() {
+            svc_store::Backend::Postgres => Some(Leases::new(store.clone(), &config.fleet)),
+            svc_store::Backend::Sqlite => None,
+        };
         Ok(Budgets {
+            leases,
+            tasks: tasks.clone(),
             accounts: RwLock::new(HashMap::new()),
             team_anchors,
             thresholds: config.gateway.budget_alert_thresholds_permille.clone(),
@@ -188,6 +254,41 @@ impl Budgets {
             config,
             notices,
         })
+    }
+
+    /// Fleet mode: the lease state of this node (`None` on a single node).
+    pub fn leases(&self) -> Option<&Leases> {
+        self.leases.as_ref()
+    }
+
+    /// Starts the fleet's lease upkeep (nothing on a single node).
+    pub fn spawn_upkeep(self: &Arc<Self>, tasks: &TaskTracker, shutdown: tokio_util::sync::CancellationToken) {
+        Leases::spawn(self.clone(), tasks, shutdown);
+    }
+
+    /// Fleet mode: `cost` of a spend record charged to `charges` is now written to the store.
+    pub fn written(&self, charges: &[Charge], cost: Money) {
+        for c in charges {
+            let Some(scope) = Scope::from_label(&c.scope) else { continue };
+            let Some(cell) = self.accounts.read().ok().and_then(|m| m.get(&scope).cloned()) else { continue };
+            if let Some(e) = cell.get() {
+                if let Ok(mut a) = e.account.lock() {
+                    a.written(cost);
+                }
+            }
+        }
+    }
+
+    fn scoped_entries(&self) -> Vec<(Scope, Cell)> {
+        let cells: Vec<(Scope, Cell)> = match self.accounts.read() {
+            Ok(m) => m.iter().map(|(s, c)| (s.clone(), c.clone())).collect(),
+            Err(_) => Vec::new(),
+        };
+        cells.into_iter().filter(|(_, c)| c.get().is_some()).collect()
+    }
+
+    fn entries(&self) -> Vec<Cell> {
+        self.scoped_entries().into_iter().map(|(_, c)| c).collect()
     }
 
     /// Now, by the injected clock.
@@ -235,6 +336,14 @@ impl Budgets {
         cell.get_or_try_init(|| async {
             let now = self.now();
             let period = duration.period_at(anchor, now);
+            if self.leases.is_some() {
+                // Fleet mode: the fleet's spend is learned from the store with the first grant.
+                let mut account = Account::leased(limit, duration, anchor, now);
+                let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
+                let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
+                account.restore_notices(&announced);
+                return Ok::<_, ApiError>(Entry::new(account));
+            }
             let mut filter = SpendFilter { start_ms: Some(period.start.timestamp_millis()), ..Default::default() };
             match scope {
                 Scope::Team(t) => filter.team_id = Some(t.clone()),
@@ -245,7 +354,7 @@ impl Budgets {
             let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
             let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
             account.restore_notices(&announced);
-            Ok::<_, ApiError>(Mutex::new(account))
+            Ok::<_, ApiError>(Entry::new(account))
         })
         .await?;
         Ok(cell)
@@ -253,11 +362,11 @@ impl Budgets {
 
     /// Reserves the worst case of `ask` in every budget of the caller — or, when it does not fit and
     /// `budget_admission` is `cap`, a lower completion cap that does (at least `budget_min_output_tokens`) —
-    /// or refuses with 429 `Budget exceeded`.
+    /// or refuses with 429 `Budget exceeded`. In fleet mode a request that does not fit this node's slice asks
+    /// the store for more first.
     pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
         let who = who(principal);
         let applicable = self.applicable(principal);
-        let full = ask.worst_case();
         if applicable.is_empty() {
             let reservation = Reservation { holds: Vec::new(), budgets: None, who };
             return Ok(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false });
@@ -266,47 +375,91 @@ impl Budgets {
         for (scope, limit, duration, anchor) in &applicable {
             cells.push((scope.clone(), self.account(scope, *limit, *duration, *anchor).await?));
         }
+        let mut last_try = self.leases.is_none();
+        loop {
+            match self.try_admit(&cells, ask, &who, last_try)? {
+                Ok((amount, completion_tokens)) => {
+                    if let Some(leases) = &self.leases {
+                        leases.admitted(self, &cells, ask.worst_case());
+                    }
+                    let reservation = Reservation {
+                        holds: cells.into_iter().map(|(s, c)| (s, c, amount)).collect(),
+                        budgets: Some(self.clone()),
+                        who,
+                    };
+                    let capped = completion_tokens < ask.completion_tokens;
+                    return Ok(Grant { reservation, completion_tokens, capped });
+                }
+                Err(short) => {
+                    if let Some(leases) = &self.leases {
+                        for i in short {
+                            leases.ask_for(self, &cells[i].0, &cells[i].1, ask).await;
+                        }
+                    }
+                    last_try = true;
+                }
+            }
+        }
+    }
+
+    /// One try under the accounts' locks: the holds and completion cap, or (unless `last_try`) which accounts
+    /// are short of the whole worst case. On the last try, what does not fit is capped or refused.
+    #[allow(clippy::type_complexity)]
+    fn try_admit(
+        &self,
+        cells: &[(Scope, Cell)],
+        ask: &Ask,
+        who: &Who,
+        last_try: bool,
+    ) -> Result<Result<(Money, u64), Vec<usize>>, ApiError> {
         let now = self.now();
+        let full = ask.worst_case();
         // Lock every account (team before key, always), find the tightest room, then hold in all.
         let mut guards = Vec::with_capacity(cells.len());
-        for (_, cell) in &cells {
-            let Some(m) = cell.get() else { return Err(ApiError::internal("budget account missing")) };
-            guards.push(m.lock().map_err(|_| ApiError::internal("budget account poisoned"))?);
+        for (_, cell) in cells {
+            let Some(e) = cell.get() else { return Err(ApiError::internal("budget account missing")) };
+            guards.push(e.lock()?);
+        }
+        if self.leases.as_ref().is_some_and(|l| l.lapsed()) {
+            for g in guards.iter_mut() {
+                g.lapse();
+            }
         }
         let mut tightest = 0;
         let mut room = Money::MAX;
+        let mut short = Vec::new();
         for (i, g) in guards.iter_mut().enumerate() {
             let r = g.room(now);
+            if r < full {
+                short.push(i);
+            }
             if r < room {
                 (tightest, room) = (i, r);
             }
         }
         let (amount, completion_tokens) = if full <= room {
             (full, ask.completion_tokens)
+        } else if !last_try {
+            return Ok(Err(short));
         } else {
             match self.capped(ask, room) {
                 Some(k) => (ask.cost_with(k), k),
                 None => {
                     let refusal = guards[tightest].refuse(full);
+                    let period_start = guards[tightest].period.start;
                     drop(guards);
                     let scope = cells[tightest].0.clone();
                     if refusal.first_of_period {
-                        self.announce_refusal(&scope, &refusal, &who, now);
+                        self.announce_refusal(&scope, &refusal, who, period_start);
                     }
-                    return Err(refused(&scope, &refusal, &who, now));
+                    return Err(refused(&scope, &refusal, who, now));
                 }
             }
         };
         for g in guards.iter_mut() {
             g.hold(amount);
         }
-        drop(guards);
-        let reservation = Reservation {
-            holds: cells.into_iter().map(|(s, c)| (s, c, amount)).collect(),
-            budgets: Some(self.clone()),
-            who,
-        };
-        Ok(Grant { reservation, completion_tokens, capped: completion_tokens < ask.completion_tokens })
+        Ok(Ok((amount, completion_tokens)))
     }
 
     /// The lower completion cap `room` pays for, when `budget_admission` is `cap` and it is a useful one.
@@ -320,14 +473,7 @@ impl Budgets {
         (k >= settings.min_output_tokens.max(1) && ask.cost_with(k) <= room).then_some(k)
     }
 
-    fn announce_refusal(&self, scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) {
-        let period_start = self
-            .accounts
-            .read()
-            .ok()
-            .and_then(|m| m.get(scope).cloned())
-            .and_then(|c| c.get().and_then(|m| m.lock().ok().map(|a| a.period.start)))
-            .unwrap_or(now);
+    fn announce_refusal(&self, scope: &Scope, r: &Refusal, who: &Who, period_start: DateTime<Utc>) {
         let notice = Notice::Exceeded {
             spent: r.spent,
             limit: r.limit,
@@ -355,12 +501,23 @@ impl Budgets {
     ) -> Result<BudgetView, ApiError> {
         let cell = self.account(&scope, limit, duration, anchor).await?;
         let now = self.now();
-        let m = cell.get().ok_or_else(|| ApiError::internal("budget account missing"))?;
-        let mut a = m.lock().map_err(|_| ApiError::internal("budget account poisoned"))?;
-        a.roll(now);
+        let e = cell.get().ok_or_else(|| ApiError::internal("budget account missing"))?;
+        let (period_start, mut spent) = {
+            let mut a = e.lock()?;
+            a.roll(now);
+            (a.period.start, a.spent)
+        };
+        if let Some(leases) = &self.leases {
+            // The fleet's spend as written, and what this node answered but has not written yet.
+            if let Some(row) = leases.period(&scope, period_start).await? {
+                let unwritten = e.lock()?.slice().map(|s| s.unwritten).unwrap_or(Money::ZERO);
+                spent = Money::from_nanos(row.spent()).plus(unwritten);
+            }
+        }
+        let a = e.lock()?;
         Ok(BudgetView {
             limit: a.limit.as_f64(),
-            spent: a.spent.as_f64(),
+            spent: spent.as_f64(),
             reserved: a.reserved.as_f64(),
             period_start: rfc3339(a.period.start),
             reset_at: rfc3339(a.period.end),
@@ -375,60 +532,6 @@ impl Budgets {
         let anchor = team.budget_start.or_else(|| self.team_anchors.get(team_id).copied()).unwrap_or_default();
         self.view(Scope::Team(team_id.to_string()), limit, team.budget_duration, anchor).await.map(Some)
     }
-}
-
-/// The announcer task: announces queued notices one at a time, in order, until the queue closes.
-async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queue: NoticeQueue, thresholds: Vec<u32>) {
-    while let Some((scope, notice, who)) = queue.recv().await {
-        announce(&store, events.as_ref(), &thresholds, scope, notice, who).await;
-    }
-}
-
-/// Announces a notice once per period: the store decides who is first, then the event is emitted. An alert
-/// of a period whose "exceeded" was already announced is dropped (folded into it), and announcing
-/// "exceeded" records every alert threshold as announced, so none comes after it (also after a restart).
-async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
-    let (kind, event, period, spent, limit, threshold) = match &notice {
-        Notice::Alert { threshold_permille, spent, limit, period } => {
-            (notice.kind(), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
-        }
-        Notice::Exceeded { spent, limit, period, .. } => {
-            (notice.kind(), "budget.exceeded", *period, *spent, *limit, None)
-        }
-    };
-    let label = scope.label();
-    let period_ms = period.start.timestamp_millis();
-    if matches!(kind, NoticeKind::Alert(_)) {
-        match store.notices(&label, period_ms).await {
-            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
-        }
-    }
-    match store.notice_once(&label, period_ms, &kind.label()).await {
-        Ok(true) => {}
-        Ok(false) => return,
-        Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
-    }
-    if kind == NoticeKind::Exceeded {
-        for t in thresholds {
-            if let Err(e) = store.notice_once(&label, period_ms, &NoticeKind::Alert(*t).label()).await {
-                tracing::warn!(error = %e, "cannot record a budget alert as folded into `budget.exceeded`");
-            }
-        }
-    }
-    let mut data = budget_fields(&scope, &who);
-    data.insert("agent_role".into(), json!(who.agent_role));
-    data.insert("spent".into(), json!(spent.as_f64()));
-    data.insert("limit".into(), json!(limit.as_f64()));
-    data.insert("period_start".into(), json!(rfc3339(period.start)));
-    data.insert("period_end".into(), json!(rfc3339(period.end)));
-    data.insert("threshold".into(), json!(threshold.map(|t| t as f64 / 1000.0)));
-    if let Notice::Exceeded { requested, remaining, .. } = notice {
-        data.insert("requested".into(), json!(requested.map(Money::as_f64)));
-        data.insert("remaining".into(), json!(remaining.map(Money::as_f64)));
-    }
-    events.emit(GatewayEvent { kind: event, agent: who.agent.clone(), data: Value::Object(data) });
 }
 
 fn who(principal: &Principal) -> Who {
@@ -482,27 +585,42 @@ impl Reservation {
     }
 
     /// Replaces the holds by the actual cost and announces crossed thresholds. A cost above what was held is
-    /// charged only up to the hold (the guarantee: a budget never passes its limit); the caller logs it.
-    pub fn settle(mut self, actual: Money) {
-        let Some(budgets) = self.budgets.take() else { return };
+    /// charged only up to the hold (the guarantee: a budget never passes its limit); the caller logs it. In
+    /// fleet mode, says which budgets the spend record is charged to.
+    pub fn settle(mut self, actual: Money) -> Settled {
+        let mut out = Settled::default();
+        let Some(budgets) = self.budgets.take() else { return out };
         let now = budgets.now();
+        let fleet = budgets.leases.is_some();
         for (scope, cell, held) in std::mem::take(&mut self.holds) {
             let charged = actual.min(held);
-            let notices = match cell.get().map(|m| m.lock()) {
-                Some(Ok(mut a)) => a.settle(held, charged, &budgets.thresholds, now),
+            let notices = match cell.get().map(|e| e.account.lock()) {
+                Some(Ok(mut a)) => {
+                    let notices = a.settle(held, charged, &budgets.thresholds, now);
+                    if fleet {
+                        out.wait |= a.unwritten(charged);
+                        out.charges.push(Charge {
+                            scope: scope.label(),
+                            period: a.period.start.timestamp_millis(),
+                            limit: a.limit.nanos(),
+                        });
+                    }
+                    notices
+                }
                 _ => Vec::new(),
             };
             for n in notices {
                 budgets.announce(scope.clone(), n, self.who.clone());
             }
         }
+        out
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         for (_, cell, held) in self.holds.drain(..) {
-            if let Some(Ok(mut a)) = cell.get().map(|m| m.lock()) {
+            if let Some(Ok(mut a)) = cell.get().map(|e| e.account.lock()) {
                 a.release(held);
             }
         }
@@ -510,5 +628,4 @@ impl Drop for Reservation {
 }
 
 #[cfg(test)]
-#[path = "budgets_tests.rs"]
 mod tests;

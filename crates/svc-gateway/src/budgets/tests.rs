@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use crate::events::GatewayEvent;
 use crate::events::MemorySink;
 use crate::keys::VirtualKey;
 use chrono::TimeZone;

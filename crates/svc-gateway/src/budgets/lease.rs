@@ -1,0 +1,317 @@
+//! Fleet mode: this node's slices of the budgets its fleet shares, leased from the store (see svc-store's
+//! `leases` and migration 0007 for the store's side and its invariant).
+//!
+//! - A request that does not fit a slice asks the store for more ([`Leases::ask_for`]) before it is refused:
+//!   at least what it lacks, up to [`TARGET`] times its worst case, but no more than a share of what is left
+//!   (a quarter of the room divided by the live nodes), so slices shrink as a budget nears its end, down to
+//!   one request's worst case. One grant at a time per budget; the requests short of room wait for it.
+//! - A slice whose spare falls below [`LOW`] worst cases is topped up in the background after an admission.
+//! - Every heartbeat: the node's leases are renewed in one call (and admission stops taking from slices whose
+//!   lease may have lapsed), expired leases of dead nodes are reclaimed, leases of ended periods are ended,
+//!   and slices idle since the last heartbeat give their spare back.
+//! - At start (after the spend journal is written) the node returns whatever leases it held before; at a
+//!   clean stop it returns them all.
+
+use super::{Budgets, Cell, Entry, Scope};
+use crate::error::ApiError;
+use chrono::{DateTime, Utc};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use svc_budget::{Account, Money};
+use svc_config::{AdmissionMode, FleetConfig};
+use svc_store::{LeaseAsk, NodeState, PeriodRow, Store};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// A grant asks for up to this many worst cases of the request that asked.
+const TARGET: i64 = 64;
+/// A slice with less spare than this many worst cases is topped up in the background.
+const LOW: i64 = 16;
+/// A grant takes at most 1/(SHARE × live nodes) of the room left (at least what the request lacks).
+const SHARE: i64 = 4;
+
+/// The lease state of this node.
+pub struct Leases {
+    store: Store,
+    fleet: String,
+    node: String,
+    lease: Duration,
+    heartbeat: Duration,
+    /// Nodes online in the fleet, as last seen (at least 1).
+    live: AtomicI64,
+    /// Until when (ms after `epoch`) this node's leases are surely valid: the last renewal's send time plus
+    /// the lease, less a margin.
+    valid_until: AtomicU64,
+    epoch: Instant,
+    /// A renewal failed for so long that the slices lapsed: their leases are returned and started afresh once
+    /// the store answers again.
+    lapsed: AtomicBool,
+}
+
+fn nanos(m: Money) -> i64 {
+    m.nanos()
+}
+
+impl Leases {
+    /// The leases of `fleet`'s node on `store`.
+    pub fn new(store: Store, fleet: &FleetConfig) -> Leases {
+        let leases = Leases {
+            store,
+            fleet: fleet.name.clone(),
+            node: fleet.node.clone(),
+            lease: fleet.lease,
+            heartbeat: fleet.heartbeat,
+            live: AtomicI64::new(1),
+            valid_until: AtomicU64::new(0),
+            epoch: Instant::now(),
+            lapsed: AtomicBool::new(false),
+        };
+        leases.renewed(Instant::now());
+        leases
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn renewed(&self, sent: Instant) {
+        let margin = (self.lease / 10).min(Duration::from_secs(1));
+        let until = sent.saturating_duration_since(self.epoch) + self.lease.saturating_sub(margin);
+        self.valid_until.store(u64::try_from(until.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Whether this node's leases may have lapsed (no renewal got through in time).
+    pub fn lapsed(&self) -> bool {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        now > self.valid_until.load(Ordering::Relaxed)
+    }
+
+    /// At start, once this node's spend journal is written: the leases and holdbacks it left behind return to
+    /// their budgets.
+    pub async fn start(&self) -> Result<(), svc_store::StoreError> {
+        let returned = self.store.lease_return_all(&self.node).await?;
+        let released = self.store.lease_release_holdbacks(&self.node).await?;
+        if returned > 0 || released > 0 {
+            tracing::info!(leases = returned, holdbacks = released, "budget slices of this node's last run returned");
+        }
+        Ok(())
+    }
+
+    /// At a clean stop, once every spend record is written: every slice returns to its budget.
+    pub async fn stop(&self) {
+        match self.store.lease_return_all(&self.node).await {
+            Ok(n) => tracing::debug!(leases = n, "budget slices returned"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot return this node's budget slices; they return when their leases expire")
+            }
+        }
+    }
+
+    /// The period as the store sees it.
+    pub async fn period(&self, scope: &Scope, start: DateTime<Utc>) -> Result<Option<PeriodRow>, ApiError> {
+        Ok(self.store.budget_period(&scope.label(), start.timestamp_millis()).await?)
+    }
+
+    /// After an admission: marks the slices busy and tops up in the background those running low.
+    pub(super) fn admitted(&self, budgets: &Arc<Budgets>, cells: &[(Scope, Cell)], worst: Money) {
+        for (scope, cell) in cells {
+            let Some(e) = cell.get() else { continue };
+            e.busy.store(true, Ordering::Relaxed);
+            e.last_ask.store(nanos(worst), Ordering::Relaxed);
+            let spare = e.account.lock().map(|a| a.spare()).unwrap_or(Money::ZERO);
+            if nanos(spare) >= nanos(worst).saturating_mul(LOW) || e.topping.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            let (budgets, scope, cell) = (budgets.clone(), scope.clone(), cell.clone());
+            budgets.clone().tasks.spawn(async move {
+                let Some(leases) = &budgets.leases else { return };
+                let Some(e) = cell.get() else { return };
+                let want = nanos(worst).saturating_mul(TARGET);
+                let _one = e.granting.lock().await;
+                if let Err(err) = leases.grant(&budgets, &scope, e, nanos(worst).max(1), want, true).await {
+                    tracing::warn!(error = %err, budget = %scope.label(), "cannot top up this node's budget slice");
+                }
+                e.topping.store(false, Ordering::Release);
+            });
+        }
+    }
+
+    /// A request of `ask` does not fit this node's slice of `scope`: asks the store for what it lacks (and a
+    /// share more), once the grant under way, if any, is done. Failures are logged; the request is then
+    /// refused by the room it sees.
+    pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) {
+        let Some(e) = cell.get() else { return };
+        let full = ask.worst_case();
+        e.last_ask.store(nanos(full), Ordering::Relaxed);
+        let _one = e.granting.lock().await;
+        let room = match e.account.lock() {
+            Ok(mut a) => a.room(budgets.now()),
+            Err(_) => return,
+        };
+        if full <= room {
+            return; // the grant under way brought enough
+        }
+        let lacks = nanos(full.minus(room));
+        let want = nanos(full).saturating_mul(TARGET).max(lacks);
+        let result = match self.grant(budgets, scope, e, lacks, want, true).await {
+            Ok(granted) if granted == 0 && budgets.config.gateway.admission.mode == AdmissionMode::Cap => {
+                // Not enough for the whole worst case: enough for the smallest useful capped one?
+                let least = ask.cost_with(budgets.config.gateway.admission.min_output_tokens.max(1));
+                let least = nanos(least.minus(room));
+                if least > 0 && least < lacks {
+                    self.grant(budgets, scope, e, least, lacks, false).await.map(|_| ())
+                } else {
+                    Ok(())
+                }
+            }
+            other => other.map(|_| ()),
+        };
+        if let Err(err) = result {
+            tracing::warn!(error = %err, budget = %scope.label(), "cannot lease more of a budget from the store");
+        }
+    }
+
+    /// One grant of at least `least`, up to `want` (and, when `shared`, no more than this node's share of the
+    /// room left) to `scope`'s slice; returns what was granted. The caller holds `e.granting`.
+    async fn grant(
+        &self,
+        budgets: &Budgets,
+        scope: &Scope,
+        e: &Entry,
+        least: i64,
+        want: i64,
+        shared: bool,
+    ) -> Result<i64, svc_store::StoreError> {
+        let (period, limit) = match e.account.lock() {
+            Ok(mut a) => {
+                a.roll(budgets.now());
+                (a.period.start, a.limit)
+            }
+            Err(_) => return Ok(0),
+        };
+        let pending_cap = pending_cap(e);
+        let label = scope.label();
+        let ask = LeaseAsk {
+            scope: &label,
+            period: period.timestamp_millis(),
+            limit: nanos(limit),
+            node: &self.node,
+            least,
+            want,
+            share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
+            pending_cap,
+            lease_ms: self.lease_ms(),
+        };
+        let g = self.store.lease_grant(&ask).await?;
+        if let Ok(mut a) = e.account.lock() {
+            let granted = Money::from_nanos(g.granted);
+            if !a.granted(period, granted, Money::from_nanos(g.limit), Money::from_nanos(g.others_spent))
+                && g.granted > 0
+            {
+                // The period ended meanwhile: the grant is left to the old lease, ended at the next heartbeat.
+                tracing::debug!(budget = %label, "a grant arrived after its period ended");
+            }
+            a.set_pending_cap(Money::from_nanos(pending_cap));
+        }
+        Ok(g.granted)
+    }
+
+    /// Starts the lease upkeep on `tasks`, every heartbeat until `shutdown`.
+    pub fn spawn(budgets: Arc<Budgets>, tasks: &TaskTracker, shutdown: CancellationToken) {
+        let Some(leases) = budgets.leases.as_ref() else { return };
+        let mut tick = tokio::time::interval(leases.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {
+                        if let Some(leases) = &budgets.leases {
+                            leases.upkeep(&budgets).await;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// One heartbeat's upkeep (see the module's documentation).
+    async fn upkeep(&self, budgets: &Budgets) {
+        let sent = Instant::now();
+        match self.store.lease_renew(&self.node, self.lease_ms()).await {
+            Ok(_) => {
+                if self.lapsed.swap(false, Ordering::AcqRel) {
+                    // The slices lapsed meanwhile: start afresh from the store's side.
+                    if let Err(e) = self.store.lease_return_all(&self.node).await {
+                        tracing::warn!(error = %e, "cannot return lapsed budget slices");
+                        self.lapsed.store(true, Ordering::Release);
+                        return;
+                    }
+                    for cell in budgets.entries() {
+                        if let Some(Ok(mut a)) = cell.get().map(|e| e.account.lock()) {
+                            a.reset_slice();
+                        }
+                    }
+                    tracing::info!("the store answers again: budget slices start afresh");
+                }
+                self.renewed(sent);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew this node's budget leases");
+                if self.lapsed() && !self.lapsed.swap(true, Ordering::AcqRel) {
+                    tracing::error!(
+                        "budget leases may have lapsed: this node admits nothing more until the store answers"
+                    );
+                }
+                return;
+            }
+        }
+        if let Err(e) = self.store.lease_reclaim().await {
+            tracing::warn!(error = %e, "cannot reclaim the budget leases of dead nodes");
+        }
+        if let Ok(nodes) = self.store.list_nodes(&self.fleet).await {
+            let live = nodes.iter().filter(|n| n.state == NodeState::Online).count().max(1);
+            self.live.store(i64::try_from(live).unwrap_or(1), Ordering::Relaxed);
+        }
+        for (scope, cell) in budgets.scoped_entries() {
+            let Some(e) = cell.get() else { continue };
+            let (ended, give) = match e.account.lock() {
+                Ok(mut a) => {
+                    a.roll(budgets.now());
+                    let ended = a.take_ended();
+                    let idle = !e.busy.swap(false, Ordering::Relaxed);
+                    let give = if idle && !e.topping.load(Ordering::Acquire) {
+                        let spare = a.spare();
+                        a.shed(spare)
+                    } else {
+                        Money::ZERO
+                    };
+                    (ended.map(|p| p.start), (give > Money::ZERO).then_some((a.period.start, give)))
+                }
+                Err(_) => continue,
+            };
+            let label = scope.label();
+            if let Some(start) = ended {
+                if let Err(err) = self.store.lease_end(&label, start.timestamp_millis(), &self.node).await {
+                    tracing::warn!(error = %err, budget = %label, "cannot end the lease of an ended period; it expires");
+                }
+            }
+            if let Some((start, amount)) = give {
+                if let Err(err) =
+                    self.store.lease_give_back(&label, start.timestamp_millis(), &self.node, nanos(amount)).await
+                {
+                    tracing::warn!(error = %err, budget = %label, "cannot give an idle budget slice back; it returns at the period's end or at stop");
+                }
+            }
+        }
+    }
+}
+
+/// The most spend this node may answer before it is written: a quarter of the slice, at least four of the
+/// last request's worst case. The store holds this back from the lease of a node that dies until it comes back.
+fn pending_cap(e: &Entry) -> i64 {
+    let worst = e.last_ask.load(Ordering::Relaxed);
+    let granted = e.account.lock().ok().and_then(|a: std::sync::MutexGuard<'_, Account>| a.slice()).map(|s| s.granted);
+    (granted.map(nanos).unwrap_or(0) / 4).max(worst.saturating_mul(4))
+}

@@ -1,0 +1,266 @@
+//! The local spend journal of a node on a shared (PostgreSQL) store: what makes an answered request's spend
+//! survive `kill -9` without a round trip to a remote database on the request path.
+//!
+//! Each spend record is appended as one JSON line to the current segment file on the request's own thread
+//! (a `write` to the page cache, no `fsync`) before the answer; the spend writer moves records into the store
+//! in batches, idempotently (records carry a unique id), and a segment is deleted once every record in it is
+//! in the store. At start, the segments left by the last run are written to the store before the node admits
+//! anything. An OS crash (not a process crash) may lose the records of the last seconds, as SQLite's WAL with
+//! `synchronous=NORMAL` can. A lock file keeps two processes from using one node's journal.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use svc_store::ChargedRecord;
+
+/// A segment is closed (and a new one begun) past this size.
+const SEGMENT_BYTES: u64 = 8 << 20;
+
+/// The journal of one node.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    stem: String,
+    inner: Mutex<Active>,
+    /// Held for the process's life: the lock against a second process with the same node name.
+    _lock: File,
+}
+
+#[derive(Debug)]
+struct Active {
+    file: File,
+    seq: u64,
+    bytes: u64,
+    /// Records appended per segment (the current one included).
+    appended: HashMap<u64, u64>,
+    /// Records in the store per segment.
+    done: HashMap<u64, u64>,
+}
+
+/// Opening the journal failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Another process holds the node's journal.
+    #[error(
+        "another `svc serve` of node `{node}` uses the spend journal in {dir}: give each node its own `fleet.node`"
+    )]
+    Locked {
+        /// The node.
+        node: String,
+        /// The folder.
+        dir: String,
+    },
+    /// The file system refused.
+    #[error("spend journal in {dir}: {source}")]
+    Io {
+        /// The folder.
+        dir: String,
+        /// What failed.
+        source: std::io::Error,
+    },
+}
+
+fn file_part(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+impl Journal {
+    /// Opens (creating) the journal of `node` of `fleet` in `dir`; returns it with the records the last run
+    /// left (to be written to the store, then [`Journal::forget_replayed`]).
+    pub fn open(dir: &Path, fleet: &str, node: &str) -> Result<(Journal, Replay), JournalError> {
+        let io = |source| JournalError::Io { dir: dir.display().to_string(), source };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let stem = format!("spend-{}-{}", file_part(fleet), file_part(node));
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(format!("{stem}.lock")))
+            .map_err(io)?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(JournalError::Locked { node: node.to_string(), dir: dir.display().to_string() })
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let mut segments: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?;
+                let seq = name.strip_prefix(&format!("{stem}."))?.strip_suffix(".jsonl")?.parse().ok()?;
+                Some((seq, p))
+            })
+            .collect();
+        segments.sort();
+        let mut records = Vec::new();
+        let mut torn = 0usize;
+        for (_, path) in &segments {
+            let file = File::open(path).map_err(io)?;
+            for line in BufReader::new(file).split(b'\n') {
+                let line = line.map_err(io)?;
+                if line.is_empty() {
+                    continue;
+                }
+                // A torn last line (the process died mid-write) was never answered: skip it.
+                match serde_json::from_slice::<ChargedRecord>(&line) {
+                    Ok(r) => records.push(r),
+                    Err(_) => torn += 1,
+                }
+            }
+        }
+        if torn > 0 {
+            tracing::warn!(
+                lines = torn,
+                "spend journal lines that do not parse were skipped (a write cut off by a crash)"
+            );
+        }
+        let seq = segments.last().map(|(s, _)| s + 1).unwrap_or(0);
+        let file = Self::create_segment(dir, &stem, seq).map_err(io)?;
+        let active = Active { file, seq, bytes: 0, appended: HashMap::from([(seq, 0)]), done: HashMap::new() };
+        let journal = Journal { dir: dir.to_path_buf(), stem, inner: Mutex::new(active), _lock: lock };
+        Ok((journal, Replay { records, segments: segments.into_iter().map(|(_, p)| p).collect() }))
+    }
+
+    fn create_segment(dir: &Path, stem: &str, seq: u64) -> std::io::Result<File> {
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(dir.join(format!("{stem}.{seq}.jsonl")))
+    }
+
+    fn segment_path(&self, seq: u64) -> PathBuf {
+        self.dir.join(format!("{}.{seq}.jsonl", self.stem))
+    }
+
+    /// Appends a record; returns the segment it is in (to report with [`Journal::written`]).
+    pub fn append(&self, record: &ChargedRecord) -> std::io::Result<u64> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut a = self.inner.lock().map_err(|_| std::io::Error::other("spend journal lock poisoned"))?;
+        if a.bytes >= SEGMENT_BYTES {
+            let seq = a.seq + 1;
+            a.file = Self::create_segment(&self.dir, &self.stem, seq)?;
+            a.seq = seq;
+            a.bytes = 0;
+            a.appended.insert(seq, 0);
+            let old = seq - 1;
+            self.drop_if_done(&mut a, old);
+        }
+        a.file.write_all(&line)?;
+        a.bytes += line.len() as u64;
+        let seq = a.seq;
+        *a.appended.entry(seq).or_default() += 1;
+        Ok(seq)
+    }
+
+    /// `n` records of segment `seq` are in the store.
+    pub fn written(&self, seq: u64, n: u64) {
+        let Ok(mut a) = self.inner.lock() else { return };
+        *a.done.entry(seq).or_default() += n;
+        self.drop_if_done(&mut a, seq);
+    }
+
+    /// Deletes a closed segment whose records are all in the store.
+    fn drop_if_done(&self, a: &mut Active, seq: u64) {
+        if seq == a.seq {
+            return;
+        }
+        let appended = a.appended.get(&seq).copied().unwrap_or(0);
+        if a.done.get(&seq).copied().unwrap_or(0) >= appended {
+            a.appended.remove(&seq);
+            a.done.remove(&seq);
+            if let Err(e) = std::fs::remove_file(self.segment_path(seq)) {
+                tracing::warn!(error = %e, "cannot delete a written spend journal segment");
+            }
+        }
+    }
+
+    /// The segments of the last run, once their records are in the store.
+    pub fn forget_replayed(&self, replay: &Replay) {
+        for p in &replay.segments {
+            if let Err(e) = std::fs::remove_file(p) {
+                tracing::warn!(error = %e, path = %p.display(), "cannot delete a replayed spend journal segment");
+            }
+        }
+    }
+}
+
+/// What the last run left in the journal.
+#[derive(Debug)]
+pub struct Replay {
+    /// Its records, in order.
+    pub records: Vec<ChargedRecord>,
+    segments: Vec<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use svc_store::SpendRecord;
+
+    fn record(id: &str) -> ChargedRecord {
+        ChargedRecord {
+            record: SpendRecord {
+                record_id: id.into(),
+                node: Some("n".into()),
+                request_id: id.into(),
+                ts_ms: 1,
+                key_id: None,
+                team_id: Some("t".into()),
+                agent_role: None,
+                model_alias: "m".into(),
+                upstream_model: "u".into(),
+                deployment: "d".into(),
+                prompt_tokens: 1,
+                completion_tokens: 2,
+                cost: 5,
+                status: 200,
+                latency_ms: 3,
+            },
+            charges: vec![svc_store::Charge { scope: "team:t".into(), period: 1, limit: 10 }],
+        }
+    }
+
+    #[test]
+    fn records_survive_a_restart_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+        assert!(replay.records.is_empty());
+        let seq = j.append(&record("a")).unwrap();
+        j.append(&record("b")).unwrap();
+        assert!(matches!(Journal::open(dir.path(), "f", "n/1"), Err(JournalError::Locked { .. })));
+        drop(j);
+        // A torn last line is skipped.
+        let path = dir.path().join(format!("spend-f-n_1.{seq}.jsonl"));
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"record_id\":").unwrap();
+        let (j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+        let ids: Vec<&str> = replay.records.iter().map(|r| r.record.record_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(replay.records[0], record("a"));
+        j.forget_replayed(&replay);
+        assert!(!path.exists());
+        drop(j);
+        let (_j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+        assert!(replay.records.is_empty());
+    }
+
+    #[test]
+    fn a_closed_segment_is_deleted_once_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), "f", "n").unwrap();
+        let first = j.append(&record("a")).unwrap();
+        j.inner.lock().unwrap().bytes = SEGMENT_BYTES;
+        let second = j.append(&record("b")).unwrap();
+        assert_eq!(second, first + 1);
+        assert!(j.segment_path(first).exists(), "not written yet");
+        j.written(first, 1);
+        assert!(!j.segment_path(first).exists());
+        j.written(second, 1);
+        assert!(j.segment_path(second).exists(), "the current segment stays");
+    }
+}

@@ -1,0 +1,445 @@
+//! The spend writer: one task owns the store's spend writes.
+//!
+//! - Single node (SQLite): group commit. The writer takes the first record waiting, then every other record
+//!   already queued (up to a batch limit), writes them in one transaction and only then answers each waiting
+//!   request. Under load a batch forms by itself while the previous one commits; with one request at a time a
+//!   batch is one record. No timer delays any request.
+//! - Fleet (PostgreSQL, possibly across the network): the record is appended to the node's local
+//!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
+//!   on. The writer gathers records for up to [`LINGER`] (or [`LINGER_BATCH`] records) and writes them in one
+//!   round trip, idempotently, charging each to its budgets' leases. A request waits for the store only when
+//!   the journal refuses the append (disk full) or its node's unwritten spend passed what the store would hold
+//!   back for it (see `budgets::lease`).
+//!
+//! A batch the store refuses (disk full, database down) is not forgotten: its requests are answered all the
+//! same, and its records are kept and written again, oldest first, after a backoff (100 ms doubling to 30 s),
+//! or as soon as a new batch gets through, until the store takes them.
+
+use super::journal::Journal;
+use crate::budgets::Budgets;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use svc_budget::Money;
+use svc_events::RetryPolicy;
+use svc_store::{ChargedRecord, Store, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+const MAX_BATCH: usize = 512;
+const QUEUE: usize = 8192;
+/// Kept records are written again in chunks of this many, oldest first.
+const KEPT_CHUNK: usize = 4096;
+/// Once the gateway shuts down, kept records get this long (plus the attempt under way) before they are given up.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// Fleet mode: records wait this long for company before they are written (nobody waits for them).
+pub const LINGER: Duration = Duration::from_millis(50);
+/// Fleet mode: ... or until this many are waiting.
+pub const LINGER_BATCH: usize = 256;
+
+/// One record on its way to the store: the journal segment it is in (fleet mode), and whoever waits for it.
+struct Job {
+    record: ChargedRecord,
+    seq: Option<u64>,
+    done: Option<oneshot::Sender<bool>>,
+}
+
+/// What the writer does with records the store refused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeepPolicy {
+    /// The waits before writing them again.
+    pub retry: RetryPolicy,
+    /// Records kept at most; beyond this the oldest are dropped (100,000 records: about 25 MiB).
+    pub max_kept: usize,
+}
+
+impl KeepPolicy {
+    /// 100 ms doubling to 30 s, no jitter (one writer: nothing to spread out).
+    const DEFAULT: KeepPolicy = KeepPolicy {
+        retry: RetryPolicy {
+            min_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(30),
+            factor: 2.0,
+            max_retry_after: Duration::from_secs(30),
+            jitter: false,
+        },
+        max_kept: 100_000,
+    };
+}
+
+/// Where records go, and who hears that they are written.
+struct Target {
+    store: Store,
+    /// Fleet mode: the budgets whose unwritten spend shrinks, and the journal whose segments empty.
+    fleet: Option<(Arc<Budgets>, Arc<Journal>)>,
+}
+
+impl Target {
+    async fn write(&self, records: &[ChargedRecord]) -> Result<(), StoreError> {
+        match &self.fleet {
+            None => self.store.insert_spend_batch(records).await,
+            Some(_) => self.store.write_charged_spend(records).await.map(|_| ()),
+        }
+    }
+
+    fn written(&self, records: &[ChargedRecord], seqs: &[Option<u64>]) {
+        let Some((budgets, journal)) = &self.fleet else { return };
+        for (r, seq) in records.iter().zip(seqs) {
+            budgets.written(&r.charges, Money::from_nanos(r.record.cost));
+            if let Some(seq) = seq {
+                journal.written(*seq, 1);
+            }
+        }
+    }
+}
+
+/// Handle to the spend writer task.
+#[derive(Clone, Debug)]
+pub struct SpendWriter {
+    tx: mpsc::Sender<Job>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl SpendWriter {
+    /// Starts the group-commit writer of a single node on `tasks`; it ends when every handle is dropped and the
+    /// queue is drained.
+    pub fn start(store: Store, tasks: &TaskTracker) -> SpendWriter {
+        Self::start_with(store, tasks, KeepPolicy::DEFAULT)
+    }
+
+    pub(crate) fn start_with(store: Store, tasks: &TaskTracker, policy: KeepPolicy) -> SpendWriter {
+        let (tx, rx) = mpsc::channel::<Job>(QUEUE);
+        tasks.spawn(write_loop(Target { store, fleet: None }, rx, policy, None));
+        SpendWriter { tx, journal: None }
+    }
+
+    /// Starts the journaled writer of a fleet node on `tasks`.
+    pub fn start_fleet(store: Store, tasks: &TaskTracker, budgets: Arc<Budgets>, journal: Arc<Journal>) -> SpendWriter {
+        let (tx, rx) = mpsc::channel::<Job>(QUEUE);
+        let target = Target { store, fleet: Some((budgets, journal.clone())) };
+        tasks.spawn(write_loop(target, rx, KeepPolicy::DEFAULT, Some(LINGER)));
+        SpendWriter { tx, journal: Some(journal) }
+    }
+
+    /// Makes a record durable: on a single node, queues it and waits until it is committed; in a fleet, appends
+    /// it to the journal and queues it (waiting for the store only when `wait` or when the journal refuses).
+    /// Returns false when it could not be made durable yet (the failure is logged, the writer keeps the record
+    /// and tries again; the client still gets the answer it paid for).
+    pub async fn record(&self, record: ChargedRecord, wait: bool) -> bool {
+        let mut seq = None;
+        if let Some(journal) = &self.journal {
+            match journal.append(&record) {
+                Ok(s) => seq = Some(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot append to the spend journal; this request waits for the store")
+                }
+            }
+        }
+        if seq.is_some() && !wait {
+            let job = Job { record, seq, done: None };
+            // The queue is full only when the store is far behind: then wait for a place, which slows requests
+            // down instead of growing memory.
+            return self.tx.send(job).await.is_ok();
+        }
+        let (done, waiter) = oneshot::channel();
+        if self.tx.send(Job { record, seq, done: Some(done) }).await.is_err() {
+            return false;
+        }
+        waiter.await.unwrap_or(false)
+    }
+
+    /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted.
+    pub async fn replay(store: &Store, records: &[ChargedRecord]) -> Result<(), StoreError> {
+        for chunk in records.chunks(KEPT_CHUNK) {
+            store.write_charged_spend(chunk).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Gathers more jobs until `linger` passed since the first or the batch is big enough (or someone waits).
+async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Duration) {
+    let deadline = tokio::time::Instant::now() + linger;
+    while batch.len() < LINGER_BATCH && batch.iter().all(|j| j.done.is_none()) {
+        match tokio::time::timeout_at(deadline, rx.recv_many(batch, MAX_BATCH - batch.len())).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The writer task: new records written in batches, and the records of refused batches kept until the store
+/// takes them. New records are always written on their own, so a backlog never slows a request down.
+async fn write_loop(target: Target, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
+    let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+    let mut kept = Kept { records: Vec::new(), seqs: Vec::new(), max: policy.max_kept };
+    let mut waits = policy.retry.delays();
+    let mut retry_at = Instant::now();
+    let mut give_up_at: Option<Instant> = None;
+    loop {
+        if kept.records.is_empty() {
+            if give_up_at.is_some() || rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                return;
+            }
+        } else {
+            tokio::select! {
+                n = rx.recv_many(&mut batch, MAX_BATCH), if give_up_at.is_none() => {
+                    if n == 0 {
+                        // Shutting down: the kept records get a short last chance.
+                        give_up_at = Some(Instant::now() + SHUTDOWN_GRACE);
+                        waits = policy.retry.with_delays(Duration::from_millis(100), Duration::from_secs(1)).delays();
+                        retry_at = Instant::now();
+                    }
+                }
+                () = tokio::time::sleep_until(retry_at.into()) => {}
+            }
+        }
+        if let (Some(linger), false) = (linger, batch.is_empty()) {
+            gather(&mut rx, &mut batch, linger).await;
+        }
+        if !batch.is_empty() {
+            let mut records = Vec::with_capacity(batch.len());
+            let mut seqs = Vec::with_capacity(batch.len());
+            let mut done = Vec::with_capacity(batch.len());
+            for job in batch.drain(..) {
+                records.push(job.record);
+                seqs.push(job.seq);
+                done.extend(job.done);
+            }
+            let ok = match target.write(&records).await {
+                Ok(()) => {
+                    target.written(&records, &seqs);
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
+                    if kept.records.is_empty() {
+                        retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
+                    }
+                    kept.add(records, seqs);
+                    false
+                }
+            };
+            for done in done {
+                let _ = done.send(ok);
+            }
+            if ok && !kept.records.is_empty() {
+                // The store takes writes again: no need to wait for the timer.
+                retry_at = Instant::now();
+            }
+        }
+        if !kept.records.is_empty() && Instant::now() >= retry_at {
+            match kept.write(&target).await {
+                Ok(n) => {
+                    tracing::info!(records = n, "spend records kept after a failed write are now written");
+                    waits = policy.retry.delays();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, records = kept.records.len(), "kept spend records still cannot be written");
+                    retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
+                    if give_up_at.is_some_and(|at| Instant::now() >= at) {
+                        tracing::error!(
+                            records = kept.records.len(),
+                            "spend records not written at shutdown: the store refused them (a fleet node writes them from its journal at its next start)"
+                        );
+                        kept.records.clear();
+                        kept.seqs.clear();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Records the store refused, oldest first.
+struct Kept {
+    records: Vec<ChargedRecord>,
+    seqs: Vec<Option<u64>>,
+    max: usize,
+}
+
+impl Kept {
+    fn add(&mut self, records: Vec<ChargedRecord>, seqs: Vec<Option<u64>>) {
+        self.records.extend(records);
+        self.seqs.extend(seqs);
+        if self.records.len() > self.max {
+            let lost = self.records.len() - self.max;
+            tracing::error!(records = lost, "spend records dropped from memory: too many are waiting for the store");
+            self.records.drain(..lost);
+            self.seqs.drain(..lost);
+        }
+    }
+
+    /// Writes the kept records in chunks, oldest first; returns how many were written, or the first error
+    /// (the chunks written before it are no longer kept).
+    async fn write(&mut self, target: &Target) -> Result<usize, StoreError> {
+        let total = self.records.len();
+        while !self.records.is_empty() {
+            let n = self.records.len().min(KEPT_CHUNK);
+            target.write(&self.records[..n]).await?;
+            target.written(&self.records[..n], &self.seqs[..n]);
+            self.records.drain(..n);
+            self.seqs.drain(..n);
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::Connection as _;
+    use svc_store::SpendFilter;
+
+    fn record(id: &str) -> ChargedRecord {
+        ChargedRecord { record: spend(id), charges: Vec::new() }
+    }
+
+    fn spend(id: &str) -> svc_store::SpendRecord {
+        svc_store::SpendRecord {
+            record_id: id.into(),
+            node: None,
+            request_id: id.into(),
+            ts_ms: 1,
+            key_id: Some("k".into()),
+            team_id: Some("t".into()),
+            agent_role: None,
+            model_alias: "m".into(),
+            upstream_model: "u".into(),
+            deployment: "d".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cost: 7,
+            status: 200,
+            latency_ms: 1,
+        }
+    }
+
+    async fn written(store: &Store) -> Vec<String> {
+        let mut ids: Vec<String> = match store.query_spend(&SpendFilter::default(), 100, 0).await {
+            Ok(rows) => rows.into_iter().map(|r| r.request_id).collect(),
+            Err(e) => panic!("{e}"),
+        };
+        ids.sort();
+        ids
+    }
+
+    /// A store on a temporary file, and a side connection that makes it refuse spend records (a trigger stands
+    /// in for a full disk) and take them again.
+    struct Harness {
+        store: Store,
+        side: sqlx::SqliteConnection,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Harness {
+        async fn new() -> anyhow::Result<Harness> {
+            let dir = tempfile::tempdir()?;
+            let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+            let store = Store::connect(&url).await?;
+            let side = sqlx::SqliteConnection::connect(&url).await?;
+            Ok(Harness { store, side, _dir: dir })
+        }
+
+        async fn refuse(&mut self, refuse: bool) -> anyhow::Result<()> {
+            let sql = if refuse {
+                "CREATE TRIGGER full BEFORE INSERT ON spend_log BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+            } else {
+                "DROP TRIGGER full"
+            };
+            sqlx::query(sql).execute(&mut self.side).await?;
+            Ok(())
+        }
+
+        /// Waits (at most `within`) until the store holds exactly `ids`.
+        async fn holds(&self, ids: &[&str], within: Duration) -> Vec<String> {
+            let deadline = Instant::now() + within;
+            loop {
+                let now = written(&self.store).await;
+                if now == ids || Instant::now() >= deadline {
+                    return now;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    fn policy(first_delay: Duration, max_kept: usize) -> KeepPolicy {
+        KeepPolicy { retry: KeepPolicy::DEFAULT.retry.with_delays(first_delay, first_delay * 4), max_kept }
+    }
+
+    #[tokio::test]
+    async fn refused_records_are_written_by_the_backoff_when_no_request_comes() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        h.refuse(true).await?;
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_millis(20), 100));
+        assert!(!writer.record(record("a"), false).await);
+        assert!(!writer.record(record("b"), false).await);
+        assert!(written(&h.store).await.is_empty());
+        // Still refused for a few retries, then the store takes writes again; no new request comes.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        h.refuse(false).await?;
+        assert_eq!(h.holds(&["a", "b"], Duration::from_secs(5)).await, ["a", "b"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_batch_that_gets_through_brings_the_kept_records_in() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        // The backoff alone would wait a minute: only the successful batch can bring `c` in quickly.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 100));
+        h.refuse(true).await?;
+        assert!(!writer.record(record("c"), false).await);
+        h.refuse(false).await?;
+        assert!(writer.record(record("d"), false).await);
+        assert_eq!(h.holds(&["c", "d"], Duration::from_secs(5)).await, ["c", "d"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn kept_records_are_capped_oldest_first() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 2));
+        h.refuse(true).await?;
+        for id in ["r1", "r2", "r3"] {
+            assert!(!writer.record(record(id), false).await);
+        }
+        h.refuse(false).await?;
+        assert!(writer.record(record("r4"), false).await);
+        assert_eq!(h.holds(&["r2", "r3", "r4"], Duration::from_secs(5)).await, ["r2", "r3", "r4"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn shutdown_gives_kept_records_a_short_last_chance() -> anyhow::Result<()> {
+        let mut h = Harness::new().await?;
+        // A minute of backoff must not hold the shutdown up.
+        let slow = policy(Duration::from_secs(60), 100);
+
+        // The store recovers as the gateway stops: the kept record is written.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
+        h.refuse(true).await?;
+        assert!(!writer.record(record("e"), false).await);
+        h.refuse(false).await?;
+        drop(writer);
+        tasks.close();
+        assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
+        assert_eq!(written(&h.store).await, ["e"]);
+
+        // It does not: the writer gives up after the grace period instead of hanging.
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
+        h.refuse(true).await?;
+        assert!(!writer.record(record("f"), false).await);
+        drop(writer);
+        tasks.close();
+        let started = Instant::now();
+        assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
+        assert!(started.elapsed() >= SHUTDOWN_GRACE);
+        assert_eq!(written(&h.store).await, ["e"]);
+        Ok(())
+    }
+}
