@@ -97,8 +97,9 @@ pub async fn serve(
         tracing::warn!(error = %e, "cannot register the node in the store");
     }
     node.spawn(state.events.clone(), &tasks, stop.clone());
-    let budgets = state.budgets.clone();
-    budgets.spawn_upkeep(&tasks, stop.clone());
+    state.budgets.spawn_upkeep(&tasks, stop.clone());
+    // Not the budgets themselves: shutdown waits for their announcer, which ends when they are dropped.
+    let slices = state.budgets.leases().map(|_| (state.store.clone(), state.config.fleet.node.clone()));
     let limits = server::Limits::from_config(&state.config.server);
     let result = server::run(app(state), listener, limits, shutdown).await;
     poller.abort();
@@ -108,8 +109,8 @@ pub async fn serve(
     tasks.close();
     tasks.wait().await;
     // Every spend record is written now: this node's budget slices return to the fleet.
-    if let Some(leases) = budgets.leases() {
-        leases.stop().await;
+    if let Some((store, node)) = slices {
+        budgets::Leases::stop(&store, &node).await;
     }
     result
 }

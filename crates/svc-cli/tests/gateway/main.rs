@@ -12,6 +12,7 @@ mod errors;
 mod event_delivery;
 mod event_origin;
 mod events;
+mod fleet;
 mod hardening;
 mod health;
 mod keys;

@@ -99,8 +99,8 @@ impl Leases {
     }
 
     /// At a clean stop, once every spend record is written: every slice returns to its budget.
-    pub async fn stop(&self) {
-        match self.store.lease_return_all(&self.node).await {
+    pub async fn stop(store: &Store, node: &str) {
+        match store.lease_return_all(node).await {
             Ok(n) => tracing::debug!(leases = n, "budget slices returned"),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot return this node's budget slices; they return when their leases expire")

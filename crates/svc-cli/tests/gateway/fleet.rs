@@ -1,0 +1,400 @@
+//! Fleet mode (issue 11): three real `svc serve` processes on one fresh PostgreSQL database hold one budget,
+//! deliver each event once per destination, report a dead node once, and share key changes at once.
+
+use crate::harness::*;
+use futures::future::join_all;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use svc_testkit::ntfy::NtfyServer;
+use svc_testkit::upstream::Upstream;
+use svc_testkit::webhook::WebhookReceiver;
+
+/// What one call costs at the mini's prices (10 prompt and 5 completion tokens), nano-units.
+const COST: i64 = 12_000;
+/// What one call reserves (its prompt estimate and `max_tokens`), nano-units.
+const WORST: i64 = 16_800;
+/// A budget worth 50 calls.
+const LIMIT: i64 = 50 * COST;
+
+/// A fresh, empty PostgreSQL database (`$SVC_TEST_POSTGRES_URL` names the server's admin database).
+async fn fresh_database() -> String {
+    let admin =
+        std::env::var("SVC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let pool = sqlx::PgPool::connect(&admin).await.expect("PostgreSQL must be reachable for the fleet tests");
+    let now = chrono_now();
+    let name = format!("svc_test_{now}_{}", std::process::id()) + &format!("_{}", rand_suffix());
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
+    format!("{base}/{name}")
+}
+
+fn chrono_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn rand_suffix() -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{nanos:09}")
+}
+
+/// The config of fleet node `node` on `db` (short heartbeats and leases, so the tests run in seconds).
+fn node_config(base: &str, db: &str, node: &str, extra: &str) -> String {
+    let base = base.replacen("server:\n", &format!("server:\n  database_url: {db}\n"), 1);
+    format!(
+        "{base}{extra}fleet:\n  name: ci\n  node: {node}\n  offline_after_seconds: 4\n  heartbeat_seconds: 1\n  lease_seconds: 3\n  journal_dir: journal\n"
+    )
+}
+
+struct Fleet {
+    nodes: Vec<Option<Gateway>>,
+    dirs: Vec<Arc<tempfile::TempDir>>,
+    configs: Vec<String>,
+    db: String,
+}
+
+impl Fleet {
+    async fn start(base: &str, extra: &str) -> Fleet {
+        let db = fresh_database().await;
+        let mut f = Fleet { nodes: Vec::new(), dirs: Vec::new(), configs: Vec::new(), db };
+        // Started at once: the migrations run under an advisory lock.
+        let configs: Vec<String> = (1..=3).map(|i| node_config(base, &f.db, &format!("n{i}"), extra)).collect();
+        let dirs: Vec<Arc<tempfile::TempDir>> = (0..3).map(|_| Arc::new(tempfile::tempdir().unwrap())).collect();
+        let started = join_all(dirs.iter().zip(&configs).map(|(d, c)| Gateway::start_in(d.clone(), c))).await;
+        f.nodes = started.into_iter().map(Some).collect();
+        f.dirs = dirs;
+        f.configs = configs;
+        f.wait_online(3).await;
+        f
+    }
+
+    /// Waits until `n` nodes are registered online (a node registers just after it starts listening).
+    async fn wait_online(&self, n: usize) {
+        for _ in 0..200 {
+            let nodes = admin_get(self.live()[0], "/fleet/nodes").await;
+            let online = nodes["nodes"].as_array().map(|a| a.iter().filter(|n| n["state"] == "online").count());
+            if online == Some(n) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the fleet never had {n} nodes online");
+    }
+
+    fn node(&self, i: usize) -> &Gateway {
+        self.nodes[i].as_ref().expect("node running")
+    }
+
+    fn live(&self) -> Vec<&Gateway> {
+        self.nodes.iter().flatten().collect()
+    }
+
+    async fn kill(&mut self, i: usize) {
+        if let Some(g) = self.nodes[i].take() {
+            g.kill().await;
+        }
+    }
+
+    async fn restart(&mut self, i: usize) {
+        self.nodes[i] = Some(Gateway::start_in(self.dirs[i].clone(), &self.configs[i]).await);
+    }
+
+    async fn store(&self) -> svc_store::Store {
+        svc_store::Store::connect(&self.db).await.unwrap()
+    }
+
+    /// The team budget's period in the store: (held back for dead nodes, leases node 3 holds).
+    async fn period(&self) -> (i64, i64) {
+        let pool = sqlx::PgPool::connect(&self.db).await.unwrap();
+        sqlx::query_as(
+            "SELECT CAST(COALESCE((SELECT SUM(amount) FROM budget_holdbacks WHERE scope = 'team:executor'), 0) AS BIGINT), \
+             (SELECT COUNT(*) FROM budget_leases WHERE scope = 'team:executor' AND node = 'n3')",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    }
+
+    /// (total cost, answered records) in the store.
+    async fn spent(&self, filter: svc_store::SpendFilter) -> (i64, usize) {
+        let recs = self.store().await.query_spend(&filter, 100_000, 0).await.unwrap();
+        (recs.iter().map(|r| r.cost).sum(), recs.iter().filter(|r| r.status == 200).count())
+    }
+}
+
+fn capped() -> Value {
+    json!({"model": "openai/gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+}
+
+/// `n` requests at once, spread round-robin over `nodes`; (status, body) of each.
+async fn burst(nodes: &[&Gateway], key: &str, n: usize) -> Vec<(u16, Value)> {
+    let c = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let calls = (0..n).map(|i| {
+        let (c, url) = (c.clone(), nodes[i % nodes.len()].path("/v1/chat/completions"));
+        async move {
+            // A node killed mid-burst drops its connections: status 0.
+            let Ok(r) = c.post(url).bearer_auth(key).json(&capped()).send().await else { return (0, Value::Null) };
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    });
+    join_all(calls).await
+}
+
+/// Sends requests one at a time, round-robin, until every node has refused in a row; returns how many passed.
+async fn drain(nodes: &[&Gateway], key: &str) -> usize {
+    let (mut ok, mut refused_in_a_row, mut i) = (0, 0, 0);
+    while refused_in_a_row < nodes.len() {
+        let (s, _, b) = post_chat(nodes[i % nodes.len()], key, &capped()).await;
+        if s == 200 {
+            ok += 1;
+            refused_in_a_row = 0;
+        } else {
+            assert_eq!((s, b["error"]["message"].as_str()), (429, Some("Budget exceeded")), "{b}");
+            refused_in_a_row += 1;
+        }
+        i += 1;
+        assert!(i < 1000, "the drain does not end");
+    }
+    ok
+}
+
+fn assert_refusals(results: &[(u16, Value)], budget: &str) {
+    for (s, b) in results.iter().filter(|(s, _)| *s != 200) {
+        assert_eq!(
+            (*s, b["error"]["message"].as_str(), b["error"]["budget"].as_str()),
+            (429, Some("Budget exceeded"), Some(budget)),
+            "{b}"
+        );
+    }
+}
+
+fn team_budget(up: &Upstream) -> String {
+    config_for(&up.base_url, "")
+        .replace("      budget_limit: 50\n", &format!("      budget_limit: {}\n", LIMIT as f64 / 1e9))
+}
+
+#[tokio::test]
+async fn three_nodes_hold_one_team_budget() {
+    let up = Upstream::start().await.unwrap();
+    let f = Fleet::start(&team_budget(&up), "").await;
+    let key = f.node(0).key(json!({"team_id": "executor", "key_alias": "burst"})).await;
+    let results = burst(&f.live(), &key, 300).await;
+    let ok = results.iter().filter(|(s, _)| *s == 200).count();
+    assert_refusals(&results, "team");
+    let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
+    let (spent, recorded) = f.spent(team.clone()).await;
+    assert!(spent <= LIMIT, "spent {spent} over the limit {LIMIT}");
+    assert!(ok >= 25, "the fleet admits a good share of 50 requests, admitted {ok}");
+    // What reservations kept free is usable afterwards from any node, down to less than a worst case per node.
+    let more = drain(&f.live(), &key).await;
+    let (spent, recorded_after) = f.spent(team.clone()).await;
+    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+    assert_eq!((recorded, recorded_after), (ok, ok + more), "one spend record per answered request");
+    // Every node's view shows the fleet's spend.
+    for g in f.live() {
+        let info = admin_get(g, "/team/info?team_id=executor").await;
+        assert_eq!(info["budget"]["spent"], json!(spent as f64 / 1e9), "{info}");
+    }
+}
+
+#[tokio::test]
+async fn three_nodes_hold_one_key_budget() {
+    let up = Upstream::start().await.unwrap();
+    let f = Fleet::start(&config_for(&up.base_url, ""), "").await;
+    let key = f
+        .node(1)
+        .key(json!({"team_id": "executor", "key_alias": "small", "max_budget": LIMIT as f64 / 1e9, "budget_duration": "1d"}))
+        .await;
+    let results = burst(&f.live(), &key, 300).await;
+    assert_refusals(&results, "key");
+    drain(&f.live(), &key).await;
+    let (spent, _) = f.spent(Default::default()).await;
+    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+}
+
+#[tokio::test]
+async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
+    let up = Upstream::start().await.unwrap();
+    let mut f = Fleet::start(&team_budget(&up), "").await;
+    let key = f.node(0).key(json!({"team_id": "executor"})).await;
+    let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
+    {
+        let nodes = f.live();
+        let burst = burst(&nodes, &key, 150);
+        let killer = async {
+            // Once the burst is under way on node 3, kill it.
+            let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
+            for _ in 0..400 {
+                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend_log WHERE node = 'n3'")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap_or(0);
+                if n > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let pid = nodes[2].pid();
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+        };
+        let (results, ()) = tokio::join!(burst, killer);
+        for (s, b) in results.iter().filter(|(s, _)| *s != 200 && *s != 0) {
+            assert!(*s == 429 || b.is_null(), "{s} {b}");
+        }
+    }
+    f.kill(2).await;
+    assert!(f.spent(team.clone()).await.0 <= LIMIT);
+    // After the dead node's lease expires, the rest of the budget is usable from the others (less what the
+    // store holds back for the dead node's unwritten spend).
+    let survivors = [f.node(0), f.node(1)];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        drain(&survivors, &key).await;
+        let (spent, _) = f.spent(team.clone()).await;
+        assert!(spent <= LIMIT, "spent {spent}");
+        let (held_back, n3_leases) = f.period().await;
+        if n3_leases == 0 && spent >= LIMIT - held_back - 2 * WORST {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the dead node's slice never came back: spent {spent}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The dead node comes back: its journal is written, its holdback released, and the whole budget is usable.
+    f.restart(2).await;
+    drain(&f.live(), &key).await;
+    let (spent, _) = f.spent(team).await;
+    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+}
+
+fn with_receivers(base: String, ntfy: &NtfyServer, hook: &WebhookReceiver) -> String {
+    base + &format!(
+        "notifications:\n  ntfy:\n    server: {}\n    topic: fleet\n  webhooks:\n    - url: {}\n      events: ['*']\n      secret: s3cret\n      timeout_seconds: 2\n      retry: 2\n",
+        ntfy.url(),
+        hook.url()
+    )
+}
+
+#[tokio::test]
+async fn a_dead_node_is_reported_once_and_a_clean_stop_never() {
+    let up = Upstream::start().await.unwrap();
+    let ntfy = NtfyServer::start().await;
+    let hook = WebhookReceiver::start().await;
+    let mut f = Fleet::start(&with_receivers(config_for(&up.base_url, ""), &ntfy, &hook), "").await;
+    let offline = |kind: &str| kind == "node.offline";
+    f.kill(2).await;
+    // Offline after 4 s without heartbeats, noticed at the next heartbeat (1 s), delivered within moments.
+    if !eventually(12, || hook.received_count() > 0).await {
+        panic!("no node.offline; logs:\n{}\n---\n{}", f.node(0).log_text(), f.node(1).log_text());
+    }
+    let got = hook.wait_for(1, Duration::from_secs(1)).await;
+    let events: Vec<Value> =
+        got.iter().map(|r| r.json()).filter(|e| offline(e["event"].as_str().unwrap_or(""))).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["data"]["node"], "n3");
+    assert!(events[0]["data"]["offline_for_seconds"].as_u64().is_some_and(|s| s >= 4), "{}", events[0]);
+    assert!(events[0]["data"]["address"].as_str().is_some_and(|a| a.starts_with("http://127.0.0.1:")));
+    // SIGTERM of another node: nothing.
+    let mut n2 = f.nodes[1].take().unwrap();
+    n2.terminate();
+    assert_eq!(n2.exit_code(Duration::from_secs(20)).await, Some(0), "{}", n2.log_text());
+    // The dead node restarted: no further event, and it shows online.
+    f.restart(2).await;
+    tokio::time::sleep(Duration::from_secs(7)).await; // longer than offline_after plus a heartbeat: nothing more may come
+    let all: Vec<Value> =
+        hook.received().iter().map(|r| r.json()).filter(|e| offline(e["event"].as_str().unwrap_or(""))).collect();
+    assert_eq!(all.len(), 1, "exactly one node.offline at the webhook: {all:?}");
+    let pushed: Vec<_> = ntfy.messages().into_iter().filter(|m| m.title.as_deref() == Some("node.offline")).collect();
+    assert_eq!(pushed.len(), 1, "exactly one node.offline at the push server");
+    let status = svc().args(["fleet", "status", "--json", "--config"]).arg(&f.node(0).config).output().await.unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let nodes: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let state = |name: &str| {
+        let list = nodes.get("nodes").unwrap_or(&nodes);
+        list.as_array().and_then(|a| a.iter().find(|n| n["node"] == name)).map(|n| n["state"].clone())
+    };
+    assert_eq!(
+        (state("n1"), state("n2"), state("n3")),
+        (Some(json!("online")), Some(json!("stopped")), Some(json!("online")))
+    );
+}
+
+#[tokio::test]
+async fn events_reach_each_destination_once_from_any_node() {
+    let up = Upstream::start().await.unwrap();
+    let ntfy = NtfyServer::start().await;
+    let hook = WebhookReceiver::start().await;
+    ntfy.down();
+    hook.set_default_status(503);
+    let mut f = Fleet::start(&with_receivers(config_for(&up.base_url, ""), &ntfy, &hook), "").await;
+    let key = f.node(0).key(json!({"team_id": "executor", "agent_role": "planner"})).await;
+    let c = client();
+    let posts = (0..300).map(|i| {
+        let (c, url, key) = (c.clone(), f.node(i % 3).path("/events"), key.clone());
+        async move {
+            let r =
+                c.post(url).bearer_auth(key).json(&json!({"event": "test", "data": {"n": i}})).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    });
+    for (s, body) in join_all(posts).await {
+        assert_eq!(s, 202, "{body}");
+    }
+    // Let the nodes claim destinations and fail a few rounds, then kill one (it may hold a claim).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    f.kill(0).await;
+    ntfy.up().await;
+    hook.set_default_status(200);
+    let msgs = ntfy.wait_for_messages(301, Duration::from_secs(40)).await;
+    // Deliveries the receiver refused (503) while it was down do not count.
+    let accepted = || hook.received().into_iter().filter(|r| r.status == 200).collect::<Vec<_>>();
+    assert!(eventually(40, || accepted().len() >= 301).await, "{} deliveries accepted", accepted().len());
+    let got = accepted();
+    tokio::time::sleep(Duration::from_secs(2)).await; // nothing more may come
+                                                      // Killing node 1 also brings one node.offline: only the posted events are counted here.
+    let posted = |e: &Value| e["event"] == "test";
+    let pushed = |m: &svc_testkit::ntfy::Message| m.title.as_deref() != Some("node.offline");
+    let titles: Vec<_> = msgs.iter().filter(|m| pushed(m)).map(|m| (m.title.clone(), m.message.clone())).collect();
+    assert_eq!(
+        titles.len(),
+        300,
+        "{:?}",
+        titles.iter().filter(|(t, _)| t.as_deref() != Some("test")).collect::<Vec<_>>()
+    );
+    assert_eq!(got.iter().filter(|r| posted(&r.json())).count(), 300);
+    assert_eq!(ntfy.messages().iter().filter(|m| pushed(m)).count(), 300, "each event once at the push server");
+    let mut ids: Vec<i64> =
+        accepted().iter().map(|r| r.json()).filter(posted).filter_map(|e| e["data"]["n"].as_i64()).collect();
+    assert_eq!(ids.len(), 300);
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 300, "each event once at the webhook");
+}
+
+#[tokio::test]
+async fn a_key_revoked_on_one_node_is_refused_by_another_within_a_second() {
+    let up = Upstream::start().await.unwrap();
+    let f = Fleet::start(&config_for(&up.base_url, ""), "").await;
+    let key = f.node(0).key(json!({"team_id": "executor", "key_alias": "short-lived"})).await;
+    // Created on A, used on B at once.
+    assert_eq!(post_chat(f.node(1), &key, &chat("openai/gpt-4.1-mini")).await.0, 200);
+    let r = client()
+        .post(f.node(0).path("/key/delete"))
+        .bearer_auth(MASTER)
+        .json(&json!({"key_aliases": ["short-lived"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let revoked = std::time::Instant::now();
+    loop {
+        let (s, _, _) = post_chat(f.node(1), &key, &chat("openai/gpt-4.1-mini")).await;
+        if s == 401 {
+            break;
+        }
+        assert!(revoked.elapsed() < Duration::from_secs(1), "node B still accepts the revoked key");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(revoked.elapsed() < Duration::from_secs(1));
+}
