@@ -190,7 +190,7 @@ async fn three_nodes_hold_one_team_budget() {
     // What reservations kept free is usable afterwards from any node, down to less than a worst case per node.
     let more = drain(&f.live(), &key).await;
     let (spent, recorded_after) = f.spent(team.clone()).await;
-    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+    assert!((LIMIT - 3 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}");
     assert_eq!((recorded, recorded_after), (ok, ok + more), "one spend record per answered request");
     // Every node's view shows the fleet's spend.
     for g in f.live() {
@@ -211,7 +211,7 @@ async fn three_nodes_hold_one_key_budget() {
     assert_refusals(&results, "key");
     drain(&f.live(), &key).await;
     let (spent, _) = f.spent(Default::default()).await;
-    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+    assert!((LIMIT - 3 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}");
 }
 
 #[tokio::test]
@@ -262,10 +262,19 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // The dead node comes back: its journal is written, its holdback released, and the whole budget is usable.
+    // (Spare that a node kept while others asked returns when it has been idle for a heartbeat.)
     f.restart(2).await;
-    drain(&f.live(), &key).await;
-    let (spent, _) = f.spent(team).await;
-    assert!(spent <= LIMIT && spent >= LIMIT - 3 * WORST, "spent {spent} of {LIMIT}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        drain(&f.live(), &key).await;
+        let (spent, _) = f.spent(team.clone()).await;
+        assert!(spent <= LIMIT, "spent {spent}");
+        if spent >= LIMIT - 3 * WORST {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "spent {spent} of {LIMIT}: part of the budget is stranded");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
 }
 
 fn with_receivers(base: String, ntfy: &NtfyServer, hook: &WebhookReceiver) -> String {

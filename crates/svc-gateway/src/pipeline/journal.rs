@@ -227,40 +227,42 @@ mod tests {
     }
 
     #[test]
-    fn records_survive_a_restart_until_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let (j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+    fn records_survive_a_restart_until_written() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (j, replay) = Journal::open(dir.path(), "f", "n/1")?;
         assert!(replay.records.is_empty());
-        let seq = j.append(&record("a")).unwrap();
-        j.append(&record("b")).unwrap();
+        let seq = j.append(&record("a"))?;
+        j.append(&record("b"))?;
         assert!(matches!(Journal::open(dir.path(), "f", "n/1"), Err(JournalError::Locked { .. })));
         drop(j);
         // A torn last line is skipped.
         let path = dir.path().join(format!("spend-f-n_1.{seq}.jsonl"));
-        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"record_id\":").unwrap();
-        let (j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+        std::fs::OpenOptions::new().append(true).open(&path)?.write_all(b"{\"record_id\":")?;
+        let (j, replay) = Journal::open(dir.path(), "f", "n/1")?;
         let ids: Vec<&str> = replay.records.iter().map(|r| r.record.record_id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(replay.records[0], record("a"));
         j.forget_replayed(&replay);
         assert!(!path.exists());
         drop(j);
-        let (_j, replay) = Journal::open(dir.path(), "f", "n/1").unwrap();
+        let (_j, replay) = Journal::open(dir.path(), "f", "n/1")?;
         assert!(replay.records.is_empty());
+        Ok(())
     }
 
     #[test]
-    fn a_closed_segment_is_deleted_once_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let (j, _) = Journal::open(dir.path(), "f", "n").unwrap();
-        let first = j.append(&record("a")).unwrap();
-        j.inner.lock().unwrap().bytes = SEGMENT_BYTES;
-        let second = j.append(&record("b")).unwrap();
+    fn a_closed_segment_is_deleted_once_written() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (j, _) = Journal::open(dir.path(), "f", "n")?;
+        let first = j.append(&record("a"))?;
+        j.inner.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.bytes = SEGMENT_BYTES;
+        let second = j.append(&record("b"))?;
         assert_eq!(second, first + 1);
         assert!(j.segment_path(first).exists(), "not written yet");
         j.written(first, 1);
         assert!(!j.segment_path(first).exists());
         j.written(second, 1);
         assert!(j.segment_path(second).exists(), "the current segment stays");
+        Ok(())
     }
 }
