@@ -249,7 +249,7 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     // After the dead node's lease expires, the rest of the budget is usable from the others (less what the
     // store holds back for the dead node's unwritten spend).
     let survivors = [f.node(0), f.node(1)];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         drain(&survivors, &key).await;
         let (spent, _) = f.spent(team.clone()).await;
@@ -264,7 +264,7 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     // The dead node comes back: its journal is written, its holdback released, and the whole budget is usable.
     // (Spare that a node kept while others asked returns when it has been idle for a heartbeat.)
     f.restart(2).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         drain(&f.live(), &key).await;
         let (spent, _) = f.spent(team.clone()).await;
@@ -294,7 +294,7 @@ async fn a_dead_node_is_reported_once_and_a_clean_stop_never() {
     let offline = |kind: &str| kind == "node.offline";
     f.kill(2).await;
     // Offline after 4 s without heartbeats, noticed at the next heartbeat (1 s), delivered within moments.
-    if !eventually(12, || hook.received_count() > 0).await {
+    if !eventually(25, || hook.received_count() > 0).await {
         panic!("no node.offline; logs:\n{}\n---\n{}", f.node(0).log_text(), f.node(1).log_text());
     }
     let got = hook.wait_for(1, Duration::from_secs(1)).await;
