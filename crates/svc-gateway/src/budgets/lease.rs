@@ -241,19 +241,21 @@ impl Leases {
         let sent = Instant::now();
         match self.store.lease_renew(&self.node, self.lease_ms()).await {
             Ok(_) => {
-                if self.lapsed.swap(false, Ordering::AcqRel) {
-                    // The slices lapsed meanwhile: start afresh from the store's side.
-                    if let Err(e) = self.store.lease_return_all(&self.node).await {
-                        tracing::warn!(error = %e, "cannot return lapsed budget slices");
-                        self.lapsed.store(true, Ordering::Release);
-                        return;
-                    }
+                // Lapsed: a renewal failed for too long, or this one came after the leases' validity ran out
+                // (admission stopped taking from the slices meanwhile).
+                if self.lapsed.swap(false, Ordering::AcqRel) || self.lapsed() {
+                    // Local first, so nothing is admitted from a slice the store takes back.
                     for cell in budgets.entries() {
                         if let Some(Ok(mut a)) = cell.get().map(|e| e.account.lock()) {
                             a.reset_slice();
                         }
                     }
-                    tracing::info!("the store answers again: budget slices start afresh");
+                    if let Err(e) = self.store.lease_return_all(&self.node).await {
+                        tracing::warn!(error = %e, "cannot return lapsed budget slices");
+                        self.lapsed.store(true, Ordering::Release);
+                        return;
+                    }
+                    tracing::info!("budget leases had lapsed: slices start afresh");
                 }
                 self.renewed(sent);
             }
