@@ -47,9 +47,6 @@ pub struct Slice {
     pub used: Money,
     /// Of `used`, what is not written to the store yet.
     pub unwritten: Money,
-    /// The most `unwritten` may reach before a request waits for the store (what the store holds back for the
-    /// node if it dies).
-    pub pending_cap: Money,
 }
 
 /// Why a reservation was refused.
@@ -169,13 +166,6 @@ impl Account {
         true
     }
 
-    /// Fleet mode: sets the most spend that may wait unwritten (see [`Slice::pending_cap`]).
-    pub fn set_pending_cap(&mut self, cap: Money) {
-        if let Some(slice) = self.slice.as_mut() {
-            slice.pending_cap = cap;
-        }
-    }
-
     /// Fleet mode: what the slice holds that no request in flight needs (what could be given back).
     pub fn spare(&self) -> Money {
         match &self.slice {
@@ -209,15 +199,10 @@ impl Account {
         }
     }
 
-    /// Fleet mode: counts spend that was answered but is not yet written; returns whether the unwritten spend
-    /// is now above the pending cap (the request should wait until it is written).
-    pub fn unwritten(&mut self, amount: Money) -> bool {
-        match self.slice.as_mut() {
-            Some(s) => {
-                s.unwritten = s.unwritten.plus(amount);
-                s.unwritten > s.pending_cap
-            }
-            None => false,
+    /// Fleet mode: counts spend that was answered but is not yet written to the store.
+    pub fn unwritten(&mut self, amount: Money) {
+        if let Some(s) = self.slice.as_mut() {
+            s.unwritten = s.unwritten.plus(amount);
         }
     }
 
@@ -436,10 +421,10 @@ mod tests {
         assert_eq!((a.spent, a.slice().map(|s| s.used)), (Money::from_nanos(850), Some(Money::from_nanos(250))));
         assert_eq!(a.shed(Money::from_nanos(500)), Money::from_nanos(50), "only the spare goes back");
         assert_eq!(a.room(t(0)), Money::ZERO);
-        // Unwritten spend is counted against the pending cap.
-        a.set_pending_cap(Money::from_nanos(100));
-        assert!(!a.unwritten(Money::from_nanos(60)));
-        assert!(a.unwritten(Money::from_nanos(60)));
+        // Unwritten spend is counted until it is written.
+        a.unwritten(Money::from_nanos(60));
+        a.unwritten(Money::from_nanos(60));
+        assert_eq!(a.slice().map(|s| s.unwritten), Some(Money::from_nanos(120)));
         a.written(Money::from_nanos(120));
         assert_eq!(a.slice().map(|s| s.unwritten), Some(Money::ZERO));
     }

@@ -57,8 +57,6 @@ pub struct LeaseAsk<'a> {
     pub want: i64,
     /// ... but no more than this fraction of the room left (1/`share`), unless that is less than `least`.
     pub share: i64,
-    /// The most spend the node may answer before it is written (held back if the node dies).
-    pub pending_cap: i64,
     /// How long the lease lasts without renewal, ms.
     pub lease_ms: i64,
 }
@@ -110,7 +108,7 @@ impl Store {
     pub async fn lease_grant(&self, ask: &LeaseAsk<'_>) -> Result<LeaseGrant, StoreError> {
         self.fleet_only()?;
         let row = sqlx::query(
-            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(ask.scope)
         .bind(ask.period)
@@ -119,7 +117,6 @@ impl Store {
         .bind(ask.least)
         .bind(ask.want)
         .bind(ask.share)
-        .bind(ask.pending_cap)
         .bind(ask.lease_ms)
         .fetch_one(self.pool())
         .await?;

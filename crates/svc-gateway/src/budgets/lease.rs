@@ -113,14 +113,18 @@ impl Leases {
         Ok(self.store.budget_period(&scope.label(), start.timestamp_millis()).await?)
     }
 
-    /// After an admission: marks the slices busy and tops up in the background those running low.
-    pub(super) fn admitted(&self, budgets: &Arc<Budgets>, cells: &[(Scope, Cell)], worst: Money) {
-        for (scope, cell) in cells {
+    /// Whether a slice with `spare` left after admitting a request of worst case `worst` is running low.
+    pub(super) fn low(spare: Money, worst: Money) -> bool {
+        nanos(spare) < nanos(worst).saturating_mul(LOW)
+    }
+
+    /// After an admission: marks the slices busy and tops up in the background those running low (`low`, as
+    /// [`Leases::low`] found them under the admission's locks).
+    pub(super) fn admitted(&self, budgets: &Arc<Budgets>, cells: &[(Scope, Cell)], low: &[bool], worst: Money) {
+        for ((scope, cell), low) in cells.iter().zip(low) {
             let Some(e) = cell.get() else { continue };
             e.busy.store(true, Ordering::Relaxed);
-            e.last_ask.store(nanos(worst), Ordering::Relaxed);
-            let spare = e.account.lock().map(|a| a.spare()).unwrap_or(Money::ZERO);
-            if nanos(spare) >= nanos(worst).saturating_mul(LOW) || e.topping.swap(true, Ordering::AcqRel) {
+            if !low || e.topping.swap(true, Ordering::AcqRel) {
                 continue;
             }
             let (budgets, scope, cell) = (budgets.clone(), scope.clone(), cell.clone());
@@ -143,7 +147,6 @@ impl Leases {
     pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) {
         let Some(e) = cell.get() else { return };
         let full = ask.worst_case();
-        e.last_ask.store(nanos(full), Ordering::Relaxed);
         let _one = e.granting.lock().await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
@@ -190,7 +193,6 @@ impl Leases {
             }
             Err(_) => return Ok(0),
         };
-        let pending_cap = pending_cap(e);
         let label = scope.label();
         let ask = LeaseAsk {
             scope: &label,
@@ -200,7 +202,6 @@ impl Leases {
             least,
             want,
             share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
-            pending_cap,
             lease_ms: self.lease_ms(),
         };
         let g = self.store.lease_grant(&ask).await?;
@@ -212,7 +213,6 @@ impl Leases {
                 // The period ended meanwhile: the grant is left to the old lease, ended at the next heartbeat.
                 tracing::debug!(budget = %label, "a grant arrived after its period ended");
             }
-            a.set_pending_cap(Money::from_nanos(pending_cap));
         }
         Ok(g.granted)
     }
@@ -308,12 +308,4 @@ impl Leases {
             }
         }
     }
-}
-
-/// The most spend this node may answer before it is written, which the store holds back from the lease of a node
-/// that dies until it comes back and writes its journal: the whole slice. A smaller cap would let a node killed
-/// while requests waited for the store leave more in its journal than was held back (the journal also holds
-/// records of requests that were waiting, not yet answered), and their replay would pass the limit.
-fn pending_cap(_e: &Entry) -> i64 {
-    i64::MAX / 4
 }

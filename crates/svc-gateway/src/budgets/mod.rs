@@ -90,8 +90,6 @@ struct Entry {
     busy: AtomicBool,
     /// A background top-up is under way.
     topping: AtomicBool,
-    /// The worst case of the last request admitted, nano-units (what a top-up is sized on).
-    last_ask: std::sync::atomic::AtomicI64,
 }
 
 impl Entry {
@@ -101,7 +99,6 @@ impl Entry {
             granting: tokio::sync::Mutex::new(()),
             busy: AtomicBool::new(false),
             topping: AtomicBool::new(false),
-            last_ask: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
@@ -178,16 +175,6 @@ pub struct Reservation {
     holds: Vec<(Scope, Cell, Money)>,
     budgets: Option<Arc<Budgets>>,
     who: Who,
-}
-
-/// What a settlement leaves to the spend record: the budgets it is charged to (fleet mode), and whether the
-/// record must be written before the answer (this node's unwritten spend passed what the store holds back).
-#[derive(Debug, Default)]
-pub struct Settled {
-    /// The budgets (scope, period, limit) the record is charged to.
-    pub charges: Vec<Charge>,
-    /// Wait for the store before answering.
-    pub wait: bool,
 }
 
 /// Who a reservation is for, for event data.
@@ -378,9 +365,9 @@ impl Budgets {
         let mut last_try = self.leases.is_none();
         loop {
             match self.try_admit(&cells, ask, &who, last_try)? {
-                Ok((amount, completion_tokens)) => {
+                Ok((amount, completion_tokens, low)) => {
                     if let Some(leases) = &self.leases {
-                        leases.admitted(self, &cells, ask.worst_case());
+                        leases.admitted(self, &cells, &low, ask.worst_case());
                     }
                     let reservation = Reservation {
                         holds: cells.into_iter().map(|(s, c)| (s, c, amount)).collect(),
@@ -402,8 +389,9 @@ impl Budgets {
         }
     }
 
-    /// One try under the accounts' locks: the holds and completion cap, or (unless `last_try`) which accounts
-    /// are short of the whole worst case. On the last try, what does not fit is capped or refused.
+    /// One try under the accounts' locks: the holds, the completion cap and (fleet mode) which slices now run
+    /// low, or (unless `last_try`) which accounts are short of the whole worst case. On the last try, what does
+    /// not fit is capped or refused.
     #[allow(clippy::type_complexity)]
     fn try_admit(
         &self,
@@ -411,7 +399,7 @@ impl Budgets {
         ask: &Ask,
         who: &Who,
         last_try: bool,
-    ) -> Result<Result<(Money, u64), Vec<usize>>, ApiError> {
+    ) -> Result<Result<(Money, u64, Vec<bool>), Vec<usize>>, ApiError> {
         let now = self.now();
         let full = ask.worst_case();
         // Lock every account (team before key, always), find the tightest room, then hold in all.
@@ -459,7 +447,11 @@ impl Budgets {
         for g in guards.iter_mut() {
             g.hold(amount);
         }
-        Ok(Ok((amount, completion_tokens)))
+        let low = match self.leases {
+            Some(_) => guards.iter().map(|g| Leases::low(g.spare(), full)).collect(),
+            None => Vec::new(),
+        };
+        Ok(Ok((amount, completion_tokens, low)))
     }
 
     /// The lower completion cap `room` pays for, when `budget_admission` is `cap` and it is a useful one.
@@ -586,9 +578,9 @@ impl Reservation {
 
     /// Replaces the holds by the actual cost and announces crossed thresholds. A cost above what was held is
     /// charged only up to the hold (the guarantee: a budget never passes its limit); the caller logs it. In
-    /// fleet mode, says which budgets the spend record is charged to.
-    pub fn settle(mut self, actual: Money) -> Settled {
-        let mut out = Settled::default();
+    /// fleet mode, returns the budgets (scope, period, limit) the spend record is charged to.
+    pub fn settle(mut self, actual: Money) -> Vec<Charge> {
+        let mut out = Vec::new();
         let Some(budgets) = self.budgets.take() else { return out };
         let now = budgets.now();
         let fleet = budgets.leases.is_some();
@@ -598,8 +590,8 @@ impl Reservation {
                 Some(Ok(mut a)) => {
                     let notices = a.settle(held, charged, &budgets.thresholds, now);
                     if fleet {
-                        out.wait |= a.unwritten(charged);
-                        out.charges.push(Charge {
+                        a.unwritten(charged);
+                        out.push(Charge {
                             scope: scope.label(),
                             period: a.period.start.timestamp_millis(),
                             limit: a.limit.nanos(),

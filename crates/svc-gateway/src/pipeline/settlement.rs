@@ -62,7 +62,7 @@ impl Settle {
 
     async fn record(self, usage: Usage, charged: Money, status: u16) -> Money {
         // Budgets first: the next request's admission must see the actual cost, not the reservation.
-        let settled = self.reservation.settle(charged);
+        let charges = self.reservation.settle(charged);
         self.state.node.served();
         self.state.rates.charge(&self.principal, &self.state.config, usage.completion_tokens);
         let key = self.principal.key();
@@ -84,8 +84,7 @@ impl Settle {
             status: i64::from(status),
             latency_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
         };
-        let record = ChargedRecord { record, charges: settled.charges };
-        if !self.state.spend.record(record, settled.wait).await {
+        if !self.state.spend.record(ChargedRecord { record, charges }).await {
             tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");
         }
         drop(self.ticket);

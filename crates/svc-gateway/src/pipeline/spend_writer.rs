@@ -8,8 +8,7 @@
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
 //!   on. The writer gathers records for up to [`LINGER`] (or [`LINGER_BATCH`] records) and writes them in one
 //!   round trip, idempotently, charging each to its budgets' leases. A request waits for the store only when
-//!   the journal refuses the append (disk full) or its node's unwritten spend passed what the store would hold
-//!   back for it (see `budgets::lease`).
+//!   the journal refuses the append (disk full).
 //!
 //! A batch the store refuses (disk full, database down) is not forgotten: its requests are answered all the
 //! same, and its records are kept and written again, oldest first, after a backoff (100 ms doubling to 30 s),
@@ -121,10 +120,10 @@ impl SpendWriter {
     }
 
     /// Makes a record durable: on a single node, queues it and waits until it is committed; in a fleet, appends
-    /// it to the journal and queues it (waiting for the store only when `wait` or when the journal refuses).
+    /// it to the journal and queues it (waiting for the store only when the journal refuses it).
     /// Returns false when it could not be made durable yet (the failure is logged, the writer keeps the record
     /// and tries again; the client still gets the answer it paid for).
-    pub async fn record(&self, record: ChargedRecord, wait: bool) -> bool {
+    pub async fn record(&self, record: ChargedRecord) -> bool {
         let mut seq = None;
         if let Some(journal) = &self.journal {
             match journal.append(&record) {
@@ -134,7 +133,7 @@ impl SpendWriter {
                 }
             }
         }
-        if seq.is_some() && !wait {
+        if seq.is_some() {
             let job = Job { record, seq, done: None };
             // The queue is full only when the store is far behind: then wait for a place, which slows requests
             // down instead of growing memory.
@@ -373,8 +372,8 @@ mod tests {
         h.refuse(true).await?;
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_millis(20), 100));
-        assert!(!writer.record(record("a"), false).await);
-        assert!(!writer.record(record("b"), false).await);
+        assert!(!writer.record(record("a")).await);
+        assert!(!writer.record(record("b")).await);
         assert!(written(&h.store).await.is_empty());
         // Still refused for a few retries, then the store takes writes again; no new request comes.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -390,9 +389,9 @@ mod tests {
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 100));
         h.refuse(true).await?;
-        assert!(!writer.record(record("c"), false).await);
+        assert!(!writer.record(record("c")).await);
         h.refuse(false).await?;
-        assert!(writer.record(record("d"), false).await);
+        assert!(writer.record(record("d")).await);
         assert_eq!(h.holds(&["c", "d"], Duration::from_secs(5)).await, ["c", "d"]);
         Ok(())
     }
@@ -404,10 +403,10 @@ mod tests {
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_secs(60), 2));
         h.refuse(true).await?;
         for id in ["r1", "r2", "r3"] {
-            assert!(!writer.record(record(id), false).await);
+            assert!(!writer.record(record(id)).await);
         }
         h.refuse(false).await?;
-        assert!(writer.record(record("r4"), false).await);
+        assert!(writer.record(record("r4")).await);
         assert_eq!(h.holds(&["r2", "r3", "r4"], Duration::from_secs(5)).await, ["r2", "r3", "r4"]);
         Ok(())
     }
@@ -422,7 +421,7 @@ mod tests {
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
         h.refuse(true).await?;
-        assert!(!writer.record(record("e"), false).await);
+        assert!(!writer.record(record("e")).await);
         h.refuse(false).await?;
         drop(writer);
         tasks.close();
@@ -433,7 +432,7 @@ mod tests {
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, slow);
         h.refuse(true).await?;
-        assert!(!writer.record(record("f"), false).await);
+        assert!(!writer.record(record("f")).await);
         drop(writer);
         tasks.close();
         let started = Instant::now();

@@ -3,13 +3,12 @@
 -- A budget's period row holds its limit, what is granted to the nodes' leases and what is settled (spent
 -- under leases that were returned or reclaimed, plus held-back amounts). Invariant: settled + granted <= limit
 -- (grants check it under the row's lock). A lease is one node's slice of a period: `amount` granted to it,
--- `spent` charged to it by the spend records the node wrote, `pending_cap` the most spend the node may have
--- answered but not yet written (held back when a dead node's lease is reclaimed, released when it comes back
--- and has written its journal).
+-- `spent` charged to it by the spend records the node wrote. When a dead node's lease is reclaimed, its unspent
+-- part is held back (the node may have answered spend it had not written yet: its journal can hold up to that
+-- much), and released when the node comes back and has written its journal.
 --
 -- Every operation is one function, so it costs one round trip and runs in one transaction.
 ALTER TABLE budget_leases ADD COLUMN spent BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE budget_leases ADD COLUMN pending_cap BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX budget_leases_node ON budget_leases (node);
 
 CREATE TABLE budget_holdbacks (
@@ -44,7 +43,7 @@ END $$;
 -- what was granted and the period as it stands: its limit, the lease's amount after the grant, and what the
 -- fleet spent outside this node's lease (settled minus holdbacks, plus the other leases' spent).
 CREATE FUNCTION svc_budget_grant(p_scope TEXT, p_period BIGINT, p_limit BIGINT, p_node TEXT, p_least BIGINT,
-                                 p_want BIGINT, p_share BIGINT, p_pending BIGINT, p_lease_ms BIGINT)
+                                 p_want BIGINT, p_share BIGINT, p_lease_ms BIGINT)
 RETURNS TABLE (g_granted BIGINT, g_limit BIGINT, g_lease BIGINT, g_others_spent BIGINT)
 LANGUAGE plpgsql AS $$
 DECLARE lim BIGINT; per budget_periods%ROWTYPE; room BIGINT; amt BIGINT; total BIGINT;
@@ -62,10 +61,10 @@ BEGIN
     IF amt > 0 THEN
         UPDATE budget_periods b SET granted = b.granted + amt
             WHERE b.scope = p_scope AND b.period_start_ms = p_period;
-        INSERT INTO budget_leases AS l (scope, period_start_ms, node, amount, spent, pending_cap, expires_ms)
-            VALUES (p_scope, p_period, p_node, amt, 0, p_pending, svc_now_ms() + p_lease_ms)
+        INSERT INTO budget_leases AS l (scope, period_start_ms, node, amount, spent, expires_ms)
+            VALUES (p_scope, p_period, p_node, amt, 0, svc_now_ms() + p_lease_ms)
             ON CONFLICT (scope, period_start_ms, node) DO UPDATE
-            SET amount = l.amount + amt, pending_cap = p_pending, expires_ms = svc_now_ms() + p_lease_ms;
+            SET amount = l.amount + amt, expires_ms = svc_now_ms() + p_lease_ms;
     END IF;
     SELECT COALESCE(SUM(l.amount), 0) INTO total FROM budget_leases l
         WHERE l.scope = p_scope AND l.period_start_ms = p_period AND l.node = p_node;
@@ -116,8 +115,9 @@ BEGIN
     END IF;
     IF p_hold THEN
         -- Reclaimed from a node that stopped answering: spend it answered but had not written yet may still come
-        -- (when it restarts and writes its journal); hold back what it may have, so the limit holds then too.
-        hold := LEAST(l.pending_cap, GREATEST(l.amount - l.spent, 0));
+        -- (when it restarts and writes its journal), as much as its unspent part; hold that back, so the limit
+        -- holds then too.
+        hold := GREATEST(l.amount - l.spent, 0);
     END IF;
     UPDATE budget_periods b SET granted = b.granted - l.amount, settled = b.settled + l.spent + hold
         WHERE b.scope = p_scope AND b.period_start_ms = p_period;

@@ -1,6 +1,5 @@
 -- Budget leases in full (used in fleet mode, on PostgreSQL; the same tables here keep the schemas alike).
 ALTER TABLE budget_leases ADD COLUMN spent BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE budget_leases ADD COLUMN pending_cap BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX budget_leases_node ON budget_leases (node);
 
 CREATE TABLE budget_holdbacks (
