@@ -26,28 +26,8 @@ pub(crate) async fn postgres() -> TestDb {
 
 /// A fresh, empty PostgreSQL database.
 async fn postgres_url() -> String {
-    let admin =
-        std::env::var("SVC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     sqlx::any::install_default_drivers();
-    let pool = sqlx::AnyPool::connect(&admin).await.expect("PostgreSQL must be reachable for the fleet-store tests");
-    // Databases of earlier runs (named with their creation time) are dropped once they are ten minutes old, so
-    // repeated runs do not pile them up; a database in use refuses DROP, so a running test is never touched.
-    let now = chrono::Utc::now().timestamp();
-    let old = sqlx::query("SELECT CAST(datname AS TEXT) FROM pg_database WHERE datname LIKE 'svc_test_%'")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    for row in old {
-        let name: String = sqlx::Row::try_get(&row, 0).unwrap();
-        let created = name.split('_').nth(2).and_then(|t| t.parse::<i64>().ok()).unwrap_or(0);
-        if created < now - 600 {
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&pool).await;
-        }
-    }
-    let name = format!("svc_test_{now}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    format!("{base}/{name}")
+    svc_testkit::postgres::fresh_database().await
 }
 
 fn key(id: &str, alias: Option<&str>) -> KeyRow {

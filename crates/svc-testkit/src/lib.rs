@@ -4,5 +4,6 @@
 
 pub mod anthropic;
 pub mod ntfy;
+pub mod postgres;
 pub mod upstream;
 pub mod webhook;

@@ -17,28 +17,6 @@ const WORST: i64 = 16_800;
 /// A budget worth 50 calls.
 const LIMIT: i64 = 50 * COST;
 
-/// A fresh, empty PostgreSQL database (`$SVC_TEST_POSTGRES_URL` names the server's admin database).
-async fn fresh_database() -> String {
-    let admin =
-        std::env::var("SVC_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let pool = sqlx::PgPool::connect(&admin).await.expect("PostgreSQL must be reachable for the fleet tests");
-    let now = chrono_now();
-    let name = format!("svc_test_{now}_{}", std::process::id()) + &format!("_{}", rand_suffix());
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap();
-    format!("{base}/{name}")
-}
-
-fn chrono_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-fn rand_suffix() -> String {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("{nanos:09}")
-}
-
 /// The config of fleet node `node` on `db` (short heartbeats and leases, so the tests run in seconds).
 fn node_config(base: &str, db: &str, node: &str, extra: &str) -> String {
     let base = base.replacen("server:\n", &format!("server:\n  database_url: {db}\n"), 1);
@@ -56,7 +34,7 @@ struct Fleet {
 
 impl Fleet {
     async fn start(base: &str, extra: &str) -> Fleet {
-        let db = fresh_database().await;
+        let db = svc_testkit::postgres::fresh_database().await;
         let mut f = Fleet { nodes: Vec::new(), dirs: Vec::new(), configs: Vec::new(), db };
         // Started at once: the migrations run under an advisory lock.
         let configs: Vec<String> = (1..=3).map(|i| node_config(base, &f.db, &format!("n{i}"), extra)).collect();
@@ -350,9 +328,23 @@ async fn events_reach_each_destination_once_from_any_node() {
     for (s, body) in join_all(posts).await {
         assert_eq!(s, 202, "{body}");
     }
-    // Let the nodes claim destinations and fail a few rounds, then kill one (it may hold a claim).
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    f.kill(0).await;
+    // Kill the node that holds the push server's claim while it is failing to deliver: its rows must be
+    // delivered by another node once the claim's lease expires.
+    let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
+    let mut holder = None;
+    for _ in 0..200 {
+        holder = sqlx::query_scalar::<_, String>("SELECT node FROM outbox_leases WHERE destination = 'push'")
+            .fetch_optional(&pool)
+            .await
+            .unwrap();
+        if holder.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let holder = holder.expect("a node claims the push server");
+    let index = ["n1", "n2", "n3"].iter().position(|n| *n == holder).expect("a node of the fleet");
+    f.kill(index).await;
     ntfy.up().await;
     hook.set_default_status(200);
     let msgs = ntfy.wait_for_messages(301, Duration::from_secs(40)).await;

@@ -201,29 +201,12 @@ pub struct Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use svc_store::SpendRecord;
 
+    /// The spend writer's sample record, charged to a team budget (the journal keeps the charges too).
     fn record(id: &str) -> ChargedRecord {
-        ChargedRecord {
-            record: SpendRecord {
-                record_id: id.into(),
-                node: Some("n".into()),
-                request_id: id.into(),
-                ts_ms: 1,
-                key_id: None,
-                team_id: Some("t".into()),
-                agent_role: None,
-                model_alias: "m".into(),
-                upstream_model: "u".into(),
-                deployment: "d".into(),
-                prompt_tokens: 1,
-                completion_tokens: 2,
-                cost: 5,
-                status: 200,
-                latency_ms: 3,
-            },
-            charges: vec![svc_store::Charge { scope: "team:t".into(), period: 1, limit: 10 }],
-        }
+        let mut r = crate::pipeline::spend_writer::tests::record(id);
+        r.charges = vec![svc_store::Charge { scope: "team:t".into(), period: 1, limit: 10 }];
+        r
     }
 
     #[test]

@@ -284,12 +284,13 @@ impl Kept {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sqlx::Connection as _;
     use svc_store::SpendFilter;
 
-    fn record(id: &str) -> ChargedRecord {
+    /// A sample record (also the journal's tests').
+    pub(crate) fn record(id: &str) -> ChargedRecord {
         ChargedRecord { record: spend(id), charges: Vec::new() }
     }
 
