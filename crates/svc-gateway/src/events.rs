@@ -23,6 +23,16 @@ pub struct GatewayEvent {
 pub trait EventSink: Send + Sync + 'static {
     /// Hands an event over; must not block.
     fn emit(&self, event: GatewayEvent);
+
+    /// A deployment's health changed on this node to `state` (every transition, recoveries too), with the
+    /// event it calls for, if any. In fleet mode the gateway's sink lets the fleet announce each of its own
+    /// transitions once; elsewhere the event is emitted as it is.
+    fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
+        let _ = (deployment, state);
+        if let Some(e) = event {
+            self.emit(e);
+        }
+    }
 }
 
 /// Who posts `kind` on `POST /events`, or why they may not: the master key may post every kind (a fleet

@@ -98,6 +98,9 @@ pub async fn serve(
     }
     node.spawn(state.events.clone(), &tasks, stop.clone());
     state.budgets.spawn_upkeep(&tasks, stop.clone());
+    if let Some(rates) = state.rates.fleet() {
+        rates.clone().spawn(state.config.fleet.heartbeat, &tasks, stop.clone());
+    }
     // Not the budgets themselves: shutdown waits for their announcer, which ends when they are dropped.
     let slices = state.budgets.leases().map(|_| (state.store.clone(), state.config.fleet.node.clone()));
     let limits = server::Limits::from_config(&state.config.server);

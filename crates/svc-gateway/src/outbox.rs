@@ -3,7 +3,10 @@
 
 use crate::events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use svc_config::FleetConfig;
 use svc_events::{
@@ -150,6 +153,12 @@ pub struct OutboxSink {
     pub retry: RetryPolicy,
     /// Attempts after the first.
     pub retries: u32,
+    /// Fleet mode: the store that decides which node announces a fleet's `model.*` transition.
+    pub health: Option<Store>,
+    /// The order of this node's health judgements, and the last one shared per deployment (held while one
+    /// is shared, so the store sees them in the order they were made; a stale one is dropped).
+    judgements: Arc<AtomicU64>,
+    shared: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
 }
 
 impl OutboxSink {
@@ -162,7 +171,16 @@ impl OutboxSink {
             max_retry_after: Duration::from_secs(5),
             jitter: false,
         };
-        OutboxSink { emitter, fleet, tasks, retry, retries: 12 }
+        OutboxSink {
+            emitter,
+            fleet,
+            tasks,
+            retry,
+            retries: 12,
+            health: None,
+            judgements: Arc::default(),
+            shared: Arc::default(),
+        }
     }
 }
 
@@ -178,17 +196,52 @@ impl Transient for EmitFailure {
     }
 }
 
-impl EventSink for OutboxSink {
-    fn emit(&self, event: GatewayEvent) {
-        let Ok(kind) = EventKind::parse(event.kind) else {
-            tracing::error!(kind = event.kind, "the gateway tried to emit an unknown event kind");
-            return;
+impl OutboxSink {
+    /// Stores `event` in a tracked task; with `judged` (a health transition in fleet mode: the deployment and
+    /// this node's new state), only when the store says this node announces the fleet's transition, and
+    /// without an event only records the judgement.
+    fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
+        let kind = match event.as_ref().map(|e| EventKind::parse(e.kind)) {
+            Some(Ok(kind)) => Some(kind),
+            Some(Err(_)) => {
+                tracing::error!(
+                    kind = event.as_ref().map(|e| e.kind),
+                    "the gateway tried to emit an unknown event kind"
+                );
+                return;
+            }
+            None => None,
         };
+        let seq = self.judgements.fetch_add(1, Ordering::Relaxed);
+        let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j, self.shared.clone())));
+        if kind.is_none() && gate.is_none() {
+            return;
+        }
+        let (node, fleet_name) = (self.fleet.node.clone(), self.fleet.name.clone());
         let emitter = self.emitter.clone();
-        let source = Source::from_config(&self.fleet, Some(&event.agent), "gateway");
+        let source = event.as_ref().map(|e| Source::from_config(&self.fleet, Some(&e.agent), "gateway"));
         let (retry, retries) = (self.retry, self.retries);
         let tasks = self.tasks.clone();
         self.tasks.spawn(async move {
+            if let Some((store, (deployment, state), shared)) = gate {
+                let mut last = shared.lock().await;
+                if last.get(&deployment).is_some_and(|l| *l > seq) {
+                    tracing::debug!(deployment, state, "a later health judgement was shared first: this one is stale");
+                    return;
+                }
+                last.insert(deployment.clone(), seq);
+                match store.health_judged(&fleet_name, &node, &deployment, state).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        if let Some(e) = &event {
+                            tracing::debug!(kind = e.kind, deployment, "the fleet already announced this state");
+                        }
+                        return;
+                    }
+                    Err(error) => tracing::warn!(%error, deployment, "cannot share a health judgement with the fleet; announcing on this node's own"),
+                }
+            }
+            let (Some(event), Some(kind), Some(source)) = (event, kind, source) else { return };
             let attempt = || async {
                 emitter
                     .emit(&source, &Origin::Gateway, kind, event.data.clone(), &PushOverrides::default())
@@ -202,6 +255,16 @@ impl EventSink for OutboxSink {
                 tracing::error!(error = %f.error, kind = event.kind, "event could not be stored in the outbox");
             }
         });
+    }
+}
+
+impl EventSink for OutboxSink {
+    fn emit(&self, event: GatewayEvent) {
+        self.store_later(Some(event), None);
+    }
+
+    fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
+        self.store_later(event, Some((deployment.to_string(), state)));
     }
 }
 

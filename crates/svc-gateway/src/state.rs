@@ -170,8 +170,13 @@ impl AppState {
         let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
         let outbox = worker.emitter();
         worker.spawn(&tasks, shutdown.clone());
-        let events =
-            events.unwrap_or_else(|| Arc::new(OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone())));
+        let events = events.unwrap_or_else(|| {
+            let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
+            if store.backend() == svc_store::Backend::Postgres {
+                sink.health = Some(store.clone());
+            }
+            Arc::new(sink)
+        });
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
         let spend = match (journal, budgets.leases()) {
             (Some(journal), Some(leases)) => {
@@ -179,6 +184,14 @@ impl AppState {
                 SpendWriter::start_fleet(store.clone(), &tasks, budgets.clone(), journal)
             }
             _ => SpendWriter::start(store.clone(), &tasks),
+        };
+        let rates = match store.backend() {
+            svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(crate::rate::fleet::FleetRates::new(
+                store.clone(),
+                &config.fleet.name,
+                tasks.clone(),
+            ))),
+            svc_store::Backend::Sqlite => RateLimits::default(),
         };
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
         let node = Arc::new(crate::fleet::FleetNode::new(
@@ -201,7 +214,7 @@ impl AppState {
             tasks,
             started: chrono::Utc::now().timestamp(),
             budgets,
-            rates: RateLimits::default(),
+            rates,
             events,
             outbox,
             shutdown,

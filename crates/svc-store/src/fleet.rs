@@ -165,6 +165,27 @@ impl Store {
         Ok(())
     }
 
+    /// Records `node`'s judgement (`healthy`, `degraded`, `unavailable`) of `deployment`; true when this node
+    /// is the one to announce the fleet's transition (its judgement made the fleet's worst state worse).
+    /// Fleet mode only (PostgreSQL).
+    pub async fn health_judged(
+        &self,
+        fleet: &str,
+        node: &str,
+        deployment: &str,
+        state: &str,
+    ) -> Result<bool, StoreError> {
+        self.fleet_only()?;
+        let row = sqlx::query("SELECT CAST(svc_health_judged($1, $2, $3, $4) AS INTEGER)")
+            .bind(fleet)
+            .bind(node)
+            .bind(deployment)
+            .bind(state)
+            .fetch_one(self.pool())
+            .await?;
+        Ok(row.try_get::<i32, _>(0)? != 0)
+    }
+
     /// Every node of `fleet`, by name.
     pub async fn list_nodes(&self, fleet: &str) -> Result<Vec<NodeRow>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM fleet_nodes WHERE fleet = $1 ORDER BY node");

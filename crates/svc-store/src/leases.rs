@@ -97,7 +97,7 @@ impl PeriodRow {
 }
 
 impl Store {
-    fn fleet_only(&self) -> Result<(), StoreError> {
+    pub(crate) fn fleet_only(&self) -> Result<(), StoreError> {
         match self.backend() {
             Backend::Postgres => Ok(()),
             Backend::Sqlite => Err(StoreError::FleetOnly),

@@ -156,7 +156,8 @@ fn team_budget(up: &Upstream) -> String {
 #[tokio::test]
 async fn three_nodes_hold_one_team_budget() {
     let up = Upstream::start().await.unwrap();
-    let f = Fleet::start(&team_budget(&up), "").await;
+    let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
+    let f = Fleet::start(&with_receivers(team_budget(&up), &ntfy, &hook), "").await;
     let key = f.node(0).key(json!({"team_id": "executor", "key_alias": "burst"})).await;
     let results = burst(&f.live(), &key, 300).await;
     let ok = results.iter().filter(|(s, _)| *s == 200).count();
@@ -175,21 +176,83 @@ async fn three_nodes_hold_one_team_budget() {
         let info = admin_get(g, "/team/info?team_id=executor").await;
         assert_eq!(info["budget"]["spent"], json!(spent as f64 / 1e9), "{info}");
     }
+    // Every node was refused: the fleet announced `budget.exceeded` once (an alert, if any, once before it: a
+    // burst refused before the spend that crosses the alert threshold is settled folds the alert into it).
+    let events = budget_events(&hook);
+    assert!(eventually(20, || budget_events(&hook).iter().any(|k| k == "budget.exceeded")).await, "{events:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await; // two heartbeats: a late duplicate would show now
+    let once = |kinds: &[String]| {
+        kinds.iter().filter(|k| *k == "budget.alert").count() <= 1
+            && kinds.last().map(String::as_str) == Some("budget.exceeded")
+            && kinds.iter().filter(|k| *k == "budget.exceeded").count() == 1
+    };
+    assert!(once(&budget_events(&hook)), "webhook: {:?}", budget_events(&hook));
+    assert!(once(&budget_pushes(&ntfy)), "ntfy: {:?}", budget_pushes(&ntfy));
+}
+
+/// The `budget.*` events the webhook accepted, each delivery once.
+fn budget_events(hook: &WebhookReceiver) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let accepted = hook.received().into_iter().filter(|r| r.status == 200);
+    let unique = accepted.filter(|r| seen.insert(r.header("x-svc-delivery").unwrap_or("").to_string()));
+    unique.map(|r| r.json()["event"].as_str().unwrap_or("").to_string()).filter(|k| k.starts_with("budget.")).collect()
+}
+
+/// The `budget.*` pushes ntfy received.
+fn budget_pushes(ntfy: &NtfyServer) -> Vec<String> {
+    ntfy.messages().into_iter().filter_map(|m| m.title).filter(|t| t.starts_with("budget.")).collect()
 }
 
 #[tokio::test]
 async fn three_nodes_hold_one_key_budget() {
     let up = Upstream::start().await.unwrap();
-    let f = Fleet::start(&config_for(&up.base_url, ""), "").await;
+    let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
+    let f = Fleet::start(&with_receivers(config_for(&up.base_url, ""), &ntfy, &hook), "").await;
     let key = f
         .node(1)
         .key(json!({"team_id": "executor", "key_alias": "small", "max_budget": LIMIT as f64 / 1e9, "budget_duration": "1d"}))
         .await;
+    // 41 of 50 one at a time on one node: the 80% alert threshold is crossed (the other nodes learn of the
+    // spend at their first grant and see it crossed too), the fleet announces it once; then a burst over all
+    // nodes: refused everywhere, `budget.exceeded` once.
+    for i in 0..41 {
+        let (s, _, b) = post_chat(f.node(0), &key, &capped()).await;
+        assert_eq!(s, 200, "call {i}: {b}\n{}", f.node(0).log_text());
+    }
     let results = burst(&f.live(), &key, 300).await;
     assert_refusals(&results, "key");
     drain(&f.live(), &key).await;
     let (spent, _) = f.spent(Default::default()).await;
     assert!((LIMIT - 3 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}");
+    assert!(eventually(20, || budget_events(&hook).len() >= 2).await, "{:?}", budget_events(&hook));
+    tokio::time::sleep(Duration::from_secs(2)).await; // two heartbeats: a late duplicate would show now
+    assert_eq!(budget_events(&hook), ["budget.alert", "budget.exceeded"]);
+    assert_eq!(budget_pushes(&ntfy), ["budget.alert", "budget.exceeded"]);
+}
+
+#[tokio::test]
+async fn three_nodes_hold_one_key_rpm_limit() {
+    const RPM: usize = 60;
+    let up = Upstream::start().await.unwrap();
+    let f = Fleet::start(&config_for(&up.base_url, ""), "").await;
+    let key = f.node(2).key(json!({"team_id": "executor", "key_alias": "paced", "rpm_limit": RPM})).await;
+    let started = std::time::Instant::now();
+    let results = burst(&f.live(), &key, 300).await;
+    // The bucket refills at one request a second while the burst runs.
+    let refill = started.elapsed().as_secs() as usize + 1;
+    let ok = results.iter().filter(|(s, _)| *s == 200).count();
+    for (s, b) in results.iter().filter(|(s, _)| *s != 200) {
+        assert_eq!(
+            (*s, b["error"]["type"].as_str(), b["error"]["message"].as_str()),
+            (429, Some("rate_limit_exceeded"), Some("Rate limit exceeded: key requests per minute")),
+            "{b}"
+        );
+    }
+    // Allowances still held by nodes (a chunk is a quarter of the limit over the live nodes) are not lost:
+    // they come back within a heartbeat of idleness.
+    assert!((RPM - 3 * (RPM / 12)..=RPM + refill).contains(&ok), "admitted {ok} of {RPM} per minute (+{refill})");
+    let (_, recorded) = f.spent(Default::default()).await;
+    assert_eq!(recorded, ok, "one spend record per answered request");
 }
 
 #[tokio::test]
@@ -398,4 +461,71 @@ async fn a_key_revoked_on_one_node_is_refused_by_another_within_a_second() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(revoked.elapsed() < Duration::from_secs(1));
+}
+
+/// The health of alias `flaky` as `g` judges it.
+async fn flaky_state(g: &Gateway) -> String {
+    let v = admin_get(g, "/health/models").await;
+    v["data"][0]["state"].as_str().unwrap_or("").to_string()
+}
+
+/// Waits until every node judges `flaky` `state`.
+async fn all_judge(f: &Fleet, state: &str) {
+    for _ in 0..200 {
+        let mut all = true;
+        for g in f.live() {
+            all &= flaky_state(g).await == state;
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the nodes never all judged `flaky` {state}");
+}
+
+#[tokio::test]
+async fn a_deployment_every_node_judges_unavailable_is_announced_once_per_fleet_transition() {
+    let up = Upstream::start().await.unwrap();
+    let hook = WebhookReceiver::start().await;
+    let base = format!(
+        "server:\n  host: 127.0.0.1\n  port: 0
+model_list:
+  - model_name: flaky
+    model_info: {{ id: flaky-1 }}
+    params: {{ model: openai/up-flaky, api_base: '{}', timeout_seconds: 5 }}
+gateway_settings:
+  readiness_cache_seconds: 0
+  health_check_interval_seconds: 1
+notifications:
+  webhooks:
+    - url: {}
+      events: ['model.*']
+      secret: s3cret
+",
+        up.base_url,
+        hook.url()
+    );
+    let f = Fleet::start(&base, "").await;
+    all_judge(&f, "healthy").await;
+    let announced = || {
+        let mut seen = std::collections::HashSet::new();
+        let accepted = hook.received().into_iter().filter(|r| r.status == 200);
+        let unique = accepted.filter(|r| seen.insert(r.header("x-svc-delivery").unwrap_or("").to_string()));
+        unique.map(|r| r.json()["event"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>()
+    };
+    // Every node's probe fails: three judgements, one fleet transition, one event.
+    up.set(|b| b.models_status = 503);
+    all_judge(&f, "unavailable").await;
+    assert!(eventually(10, || !announced().is_empty()).await);
+    tokio::time::sleep(Duration::from_secs(2)).await; // two more probe rounds: a duplicate would show now
+    assert_eq!(announced(), ["model.unavailable"]);
+    // Recovered everywhere (silently), then down again: a new fleet transition, announced once more.
+    up.set(|b| b.models_status = 200);
+    all_judge(&f, "healthy").await;
+    up.set(|b| b.models_status = 503);
+    all_judge(&f, "unavailable").await;
+    assert!(eventually(10, || announced().len() >= 2).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(announced(), ["model.unavailable", "model.unavailable"]);
 }

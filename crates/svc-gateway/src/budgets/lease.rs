@@ -205,6 +205,8 @@ impl Leases {
             lease_ms: self.lease_ms(),
         };
         let g = self.store.lease_grant(&ask).await?;
+        // Not idle: a request is waiting for this grant (the upkeep must not give it back before it is used).
+        e.busy.store(true, Ordering::Relaxed);
         if let Ok(mut a) = e.account.lock() {
             let granted = Money::from_nanos(g.granted);
             if !a.granted(period, granted, Money::from_nanos(g.limit), Money::from_nanos(g.others_spent))
@@ -217,27 +219,35 @@ impl Leases {
         Ok(g.granted)
     }
 
-    /// Starts the lease upkeep on `tasks`, every heartbeat until `shutdown`.
+    /// Starts the lease upkeep on `tasks`, every heartbeat until `shutdown`: the renewal in a loop of its own,
+    /// so that the rest of the upkeep (its store calls slow under load) never delays it into a lapse.
     pub fn spawn(budgets: Arc<Budgets>, tasks: &TaskTracker, shutdown: CancellationToken) {
         let Some(leases) = budgets.leases.as_ref() else { return };
-        let mut tick = tokio::time::interval(leases.heartbeat);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tasks.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tick.tick() => {
-                        if let Some(leases) = &budgets.leases {
-                            leases.upkeep(&budgets).await;
+        let heartbeat = leases.heartbeat;
+        for renewal in [true, false] {
+            let (budgets, shutdown) = (budgets.clone(), shutdown.clone());
+            let mut tick = tokio::time::interval(heartbeat);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tick.tick() => {
+                            let Some(leases) = &budgets.leases else { return };
+                            if renewal {
+                                leases.renew(&budgets).await;
+                            } else {
+                                leases.upkeep(&budgets).await;
+                            }
                         }
                     }
                 }
-            }
-        });
+            });
+        }
     }
 
-    /// One heartbeat's upkeep (see the module's documentation).
-    async fn upkeep(&self, budgets: &Budgets) {
+    /// One heartbeat's renewal of this node's leases (starting the slices afresh when they had lapsed).
+    async fn renew(&self, budgets: &Budgets) {
         let sent = Instant::now();
         match self.store.lease_renew(&self.node, self.lease_ms()).await {
             Ok(_) => {
@@ -266,9 +276,12 @@ impl Leases {
                         "budget leases may have lapsed: this node admits nothing more until the store answers"
                     );
                 }
-                return;
             }
         }
+    }
+
+    /// One heartbeat's upkeep besides the renewal (see the module's documentation).
+    async fn upkeep(&self, budgets: &Budgets) {
         if let Err(e) = self.store.lease_reclaim().await {
             tracing::warn!(error = %e, "cannot reclaim the budget leases of dead nodes");
         }

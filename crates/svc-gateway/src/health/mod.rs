@@ -339,6 +339,7 @@ pub fn announce(subject: Subject<'_>, t: &Transition, sink: &dyn EventSink) {
                 reason = %t.reason,
                 "model recovered"
             );
+            sink.health_changed(subject.deployment, t.state.as_str(), None);
             return;
         }
     };
@@ -362,7 +363,8 @@ pub fn announce(subject: Subject<'_>, t: &Transition, sink: &dyn EventSink) {
         "error_rate": (f.calls > 0).then(|| f.error_rate()),
         "p95_latency_ms": f.p95_ms,
     });
-    sink.emit(GatewayEvent { kind, agent: "gateway".into(), data });
+    let event = GatewayEvent { kind, agent: "gateway".into(), data };
+    sink.health_changed(subject.deployment, t.state.as_str(), Some(event));
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -
 /// passes untouched (spec 8.2).
 pub async fn admit(state: &AppState, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
     if principal.key().is_some() {
-        state.rates.admit(principal, &state.config, ask.prompt_tokens)?;
+        state.rates.admit(principal, &state.config, ask.prompt_tokens).await?;
     }
     state.budgets.admit(principal, ask).await
 }

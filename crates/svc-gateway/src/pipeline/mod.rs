@@ -89,7 +89,7 @@ pub async fn handle(
     let mut req = ChatRequest::parse(body)?;
     let alias = req.model().to_string();
     access::check(state, &principal, &alias)?;
-    let plan = state.models.plan(&alias);
+    let plan = state.models.plan(&alias, state.events.as_ref());
     let Some((plan, first_route)) = plan.and_then(|p| p.candidates().first().cloned().map(|r| (p, r))) else {
         return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist.")));
     };

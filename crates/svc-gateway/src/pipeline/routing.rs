@@ -166,13 +166,13 @@ impl ModelTable {
     }
 
     /// The deployments a request for `alias` may try, in order (see the module documentation).
-    pub fn plan(&self, alias: &str) -> Option<Plan> {
+    pub fn plan(&self, alias: &str, sink: &dyn EventSink) -> Option<Plan> {
         let group = self.groups.get(alias)?;
         let fallbacks = group.fallbacks.iter().filter_map(|f| self.groups.get(f));
         let mut candidates = Vec::with_capacity(self.attempts.min(MAX_PLAN));
         let mut spare = Vec::new();
         for g in std::iter::once(group).chain(fallbacks) {
-            g.rank(&mut candidates, &mut spare);
+            g.rank(&mut candidates, &mut spare, sink);
         }
         candidates.append(&mut spare);
         candidates.truncate(self.attempts.min(MAX_PLAN));
@@ -183,7 +183,7 @@ impl ModelTable {
 impl Group {
     /// Appends the deployments in rotation to `into`, fewest in flight first (round robin among equals), and
     /// the others to `spare`.
-    fn rank(&self, into: &mut Vec<Arc<Route>>, spare: &mut Vec<Arc<Route>>) {
+    fn rank(&self, into: &mut Vec<Arc<Route>>, spare: &mut Vec<Arc<Route>>, sink: &dyn EventSink) {
         let n = self.routes.len();
         if n == 0 {
             return;
@@ -192,7 +192,7 @@ impl Group {
         let first = into.len();
         for i in 0..n {
             let r = &self.routes[(start + i) % n];
-            r.refresh();
+            r.refresh(sink);
             if r.health.available() {
                 into.push(r.clone());
             } else {
@@ -280,11 +280,11 @@ impl Route {
         }
     }
 
-    /// Lets an unavailable deployment whose failures have aged out come back (see [`Health::refresh`]); only
-    /// logs, since leaving unavailable has no event.
-    pub fn refresh(&self) {
+    /// Lets an unavailable deployment whose failures have aged out come back (see [`Health::refresh`]): no
+    /// event, but a fleet learns of the recovery.
+    pub fn refresh(&self, sink: &dyn EventSink) {
         if let Some(t) = self.health.refresh() {
-            announce(self.subject(), &t, &crate::events::LogSink);
+            announce(self.subject(), &t, sink);
         }
     }
 
@@ -378,7 +378,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
 ";
 
     fn ids(t: &ModelTable, alias: &str) -> Vec<String> {
-        let plan = t.plan(alias).unwrap_or_else(|| panic!("no plan for {alias}"));
+        let plan = t.plan(alias, &crate::events::LogSink).unwrap_or_else(|| panic!("no plan for {alias}"));
         plan.candidates().iter().map(|r| r.deployment.id.clone()).collect()
     }
 
@@ -393,7 +393,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
             assert_eq!(ids(&t, "a")[0], "a2", "least in flight");
         }
         assert_eq!(ids(&t, "b"), ["b1"]);
-        assert!(t.plan("c").is_none());
+        assert!(t.plan("c", &crate::events::LogSink).is_none());
     }
 
     #[test]
@@ -414,10 +414,10 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
     #[test]
     fn attempts_wrap_around_and_skip_rate_limited_deployments() {
         let t = table(YAML);
-        let mut plan = t.plan("b").unwrap_or_else(|| panic!("no plan"));
+        let mut plan = t.plan("b", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
         let repeats: Vec<u32> = std::iter::from_fn(|| plan.next_attempt().map(|a| a.repeat)).collect();
         assert_eq!(repeats, vec![0, 1, 2, 3, 4], "1 + num_retries attempts on the only deployment");
-        let mut plan = t.plan("a").unwrap_or_else(|| panic!("no plan"));
+        let mut plan = t.plan("a", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
         let first = plan.next_attempt().unwrap_or_else(|| panic!("no attempt"));
         plan.exclude(&first);
         let rest: Vec<String> =

@@ -7,8 +7,12 @@
 //! short for them, and a completion larger than what is left is not let off whole, as a single
 //! all-or-nothing `check_n` would). The master key is never limited (spec 8.2).
 //!
+//! In fleet mode the limits hold across the fleet: see [`fleet`].
+//!
 //! A key's limiters are found by its id; when `/key/update` changes its limits, new limiters replace the
 //! old ones at its next request, and [`RateLimits::retain_keys`] drops those of keys that no longer exist.
+
+pub mod fleet;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -47,6 +51,32 @@ impl Limits {
 pub struct RateLimits {
     keys: RwLock<HashMap<String, Arc<Limits>>>,
     teams: RwLock<HashMap<String, Arc<Limits>>>,
+    /// Fleet mode: the fleet's buckets (the limiters above serve only when the store does not answer).
+    fleet: Option<Arc<fleet::FleetRates>>,
+}
+
+/// Whose limit.
+#[derive(Clone, Copy)]
+enum Who {
+    Key,
+    Team,
+}
+
+impl Who {
+    fn as_str(self) -> &'static str {
+        match self {
+            Who::Key => "key",
+            Who::Team => "team",
+        }
+    }
+}
+
+/// The limits of one key or team, as a request finds them.
+struct Scope<'a> {
+    who: Who,
+    id: &'a str,
+    rpm: Option<u32>,
+    tpm: Option<u64>,
 }
 
 fn wait_secs(not_until: &governor::NotUntil<<DefaultClock as Clock>::Instant>) -> u64 {
@@ -116,30 +146,84 @@ fn limits_in(
 }
 
 impl RateLimits {
-    fn key_limits(&self, principal: &Principal) -> Option<Arc<Limits>> {
-        let k = principal.key()?;
-        limits_in(&self.keys, &k.id, k.rpm_limit, k.tpm_limit)
+    /// Limits held across the fleet, with `fleet`'s buckets.
+    pub fn for_fleet(fleet: Arc<fleet::FleetRates>) -> RateLimits {
+        RateLimits { fleet: Some(fleet), ..RateLimits::default() }
     }
 
-    fn team_limits(&self, principal: &Principal, config: &svc_config::Config) -> Option<Arc<Limits>> {
-        let k = principal.key()?;
-        let team = config.team(&k.team_id)?;
-        limits_in(&self.teams, &team.team_id, team.rpm_limit, team.tpm_limit)
+    /// The fleet's buckets, in fleet mode.
+    pub fn fleet(&self) -> Option<&Arc<fleet::FleetRates>> {
+        self.fleet.as_ref()
+    }
+
+    fn scopes<'a>(principal: &'a Principal, config: &'a svc_config::Config) -> Vec<Scope<'a>> {
+        let Some(k) = principal.key() else { return Vec::new() };
+        let mut scopes = vec![Scope { who: Who::Key, id: &k.id, rpm: k.rpm_limit, tpm: k.tpm_limit }];
+        if let Some(team) = config.team(&k.team_id) {
+            scopes.push(Scope { who: Who::Team, id: &team.team_id, rpm: team.rpm_limit, tpm: team.tpm_limit });
+        }
+        scopes
+    }
+
+    fn local(&self, s: &Scope) -> Option<Arc<Limits>> {
+        let map = match s.who {
+            Who::Key => &self.keys,
+            Who::Team => &self.teams,
+        };
+        limits_in(map, s.id, s.rpm, s.tpm)
     }
 
     /// Counts a request (and its estimated prompt tokens) against the key's and the team's limits.
-    pub fn admit(
+    pub async fn admit(
         &self,
         principal: &Principal,
         config: &svc_config::Config,
         prompt_tokens: u64,
     ) -> Result<(), ApiError> {
         let tokens = u32::try_from(prompt_tokens).unwrap_or(u32::MAX);
-        if let Some(l) = self.key_limits(principal) {
-            check(&l, "key", tokens)?;
+        for s in Self::scopes(principal, config) {
+            if s.rpm.is_none() && s.tpm.is_none() {
+                continue;
+            }
+            match &self.fleet {
+                Some(f) => self.admit_fleet(f, &s, tokens).await?,
+                None => {
+                    if let Some(l) = self.local(&s) {
+                        check(&l, s.who.as_str(), tokens)?;
+                    }
+                }
+            }
         }
-        if let Some(l) = self.team_limits(principal, config) {
-            check(&l, "team", tokens)?;
+        Ok(())
+    }
+
+    async fn admit_fleet(&self, f: &Arc<fleet::FleetRates>, s: &Scope<'_>, tokens: u32) -> Result<(), ApiError> {
+        let who = s.who.as_str();
+        let limits = [
+            ("rpm", s.rpm.map(i64::from), 1, "requests per minute"),
+            ("tpm", s.tpm.map(|t| i64::try_from(t).unwrap_or(i64::MAX)), i64::from(tokens), "tokens per minute"),
+        ];
+        for (kind, limit, n, what) in limits {
+            let Some(limit) = limit.filter(|l| *l > 0) else { continue };
+            if n <= 0 {
+                continue;
+            }
+            if n > limit {
+                let what = format!("{who} {what} (the request alone is larger than the limit)");
+                return Err(ApiError::rate_limited(&what, 60));
+            }
+            match f.take(&format!("{kind}:{who}:{}", s.id), limit, n).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(ApiError::rate_limited(&format!("{who} {what}"), fleet::refill_secs(n, limit)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reach the fleet's rate limits: this node limits on its own");
+                    if let Some(l) = self.local(s) {
+                        return check(&l, who, tokens);
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -150,9 +234,18 @@ impl RateLimits {
         if n == 0 {
             return;
         }
-        for l in [self.key_limits(principal), self.team_limits(principal, config)].into_iter().flatten() {
-            if let Some(tpm) = &l.tpm {
-                drain(tpm, n);
+        for s in Self::scopes(principal, config) {
+            let Some(tpm) = s.tpm else { continue };
+            match &self.fleet {
+                Some(f) => {
+                    let limit = i64::try_from(tpm).unwrap_or(i64::MAX);
+                    f.charge(&format!("tpm:{}:{}", s.who.as_str(), s.id), limit, i64::from(n));
+                }
+                None => {
+                    if let Some(tpm) = self.local(&s).as_ref().and_then(|l| l.tpm.as_ref()) {
+                        drain(tpm, n);
+                    }
+                }
             }
         }
     }
@@ -201,24 +294,24 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    #[test]
-    fn a_completion_larger_than_what_is_left_empties_the_bucket() {
+    #[tokio::test]
+    async fn a_completion_larger_than_what_is_left_empties_the_bucket() {
         let (limits, config) = (RateLimits::default(), config());
         let p = key(Some(1_000));
-        assert!(limits.admit(&p, &config, 200).is_ok());
+        assert!(limits.admit(&p, &config, 200).await.is_ok());
         // 1,500 completion tokens with 800 left: the 800 are taken (check_n alone would have taken none).
         limits.charge(&p, &config, 1_500);
-        let refused = limits.admit(&p, &config, 100).err();
+        let refused = limits.admit(&p, &config, 100).await.err();
         assert_eq!(refused.map(|e| e.status().as_u16()), Some(429), "the bucket is empty");
     }
 
-    #[test]
-    fn changed_limits_take_effect_and_deleted_keys_are_dropped() {
+    #[tokio::test]
+    async fn changed_limits_take_effect_and_deleted_keys_are_dropped() {
         let (limits, config) = (RateLimits::default(), config());
-        assert!(limits.admit(&key(Some(100)), &config, 100).is_ok());
-        assert!(limits.admit(&key(Some(100)), &config, 1).is_err());
+        assert!(limits.admit(&key(Some(100)), &config, 100).await.is_ok());
+        assert!(limits.admit(&key(Some(100)), &config, 1).await.is_err());
         // `/key/update` raised the limit: fresh limiters.
-        assert!(limits.admit(&key(Some(10_000)), &config, 1).is_ok());
+        assert!(limits.admit(&key(Some(10_000)), &config, 1).await.is_ok());
         assert_eq!(limits.key_count(), 1);
         limits.retain_keys(&HashSet::new());
         assert_eq!(limits.key_count(), 0);

@@ -1,0 +1,249 @@
+//! Fleet mode: `rpm_limit` / `tpm_limit` held by the whole fleet. Each limit is one token bucket in the store
+//! (capacity the limit, refilled at the limit per minute: `svc_rate_take` in migration 0007); a node takes
+//! tokens from it in small chunks into a local allowance and admits from that in memory.
+//!
+//! - A request the allowance cannot hold asks the store for what it lacks and a chunk more (one ask at a time
+//!   per bucket); a chunk is a quarter of the limit divided by the live nodes, so the allowances of all nodes
+//!   together hold at most a quarter of a limit.
+//! - An allowance running low (under half a chunk) is topped up in the background.
+//! - Every heartbeat, allowances unused since the last one give their tokens back to the bucket.
+//!
+//! Since every admitted token came out of the one bucket, the fleet admits no more than one node would with
+//! the same bucket, except that tokens taken into an allowance may be spent up to one heartbeat after they
+//! were taken: in any minute the fleet admits at most the limit plus the allowances held at its start (at
+//! most a quarter of the limit). When the store does not answer, each node falls back to its own limiter of
+//! the whole limit (logged).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use svc_store::{NodeState, Store, StoreError};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// A chunk is at most 1/(SHARE × live nodes) of a limit.
+const SHARE: i64 = 4;
+
+/// One bucket's local allowance.
+struct Allowance {
+    per_minute: i64,
+    tokens: Mutex<i64>,
+    /// One ask to the store at a time.
+    asking: tokio::sync::Mutex<()>,
+    busy: AtomicBool,
+    topping: AtomicBool,
+}
+
+impl Allowance {
+    /// Takes `n` tokens if the allowance holds them; returns what is left.
+    fn take(&self, n: i64) -> Option<i64> {
+        let mut t = self.tokens.lock().ok()?;
+        (*t >= n).then(|| {
+            *t -= n;
+            *t
+        })
+    }
+
+    /// Takes up to `n` tokens; returns how many it could not.
+    fn drain(&self, n: i64) -> i64 {
+        let Ok(mut t) = self.tokens.lock() else { return n };
+        let taken = (*t).min(n).max(0);
+        *t -= taken;
+        n - taken
+    }
+
+    fn add(&self, n: i64) {
+        if let Ok(mut t) = self.tokens.lock() {
+            *t = t.saturating_add(n);
+        }
+    }
+
+    fn held(&self) -> i64 {
+        self.tokens.lock().map(|t| *t).unwrap_or(0)
+    }
+
+    /// Takes every token held.
+    fn take_all(&self) -> i64 {
+        self.tokens.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or(0)
+    }
+}
+
+/// The allowances of this node.
+pub struct FleetRates {
+    store: Store,
+    fleet: String,
+    live: AtomicI64,
+    buckets: RwLock<HashMap<String, Arc<Allowance>>>,
+    tasks: TaskTracker,
+}
+
+/// What a refused take should wait before retrying: the bucket's refill of `n` tokens.
+pub fn refill_secs(n: i64, per_minute: i64) -> u64 {
+    let secs = (n.max(1) as f64) * 60.0 / (per_minute.max(1) as f64);
+    (secs.ceil() as u64).clamp(1, 60)
+}
+
+impl FleetRates {
+    /// The allowances of a node of `fleet` on `store`; background top-ups run on `tasks`.
+    pub fn new(store: Store, fleet: &str, tasks: TaskTracker) -> FleetRates {
+        FleetRates {
+            store,
+            fleet: fleet.to_string(),
+            live: AtomicI64::new(1),
+            buckets: RwLock::new(HashMap::new()),
+            tasks,
+        }
+    }
+
+    fn chunk(&self, per_minute: i64) -> i64 {
+        (per_minute / SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1))).max(1)
+    }
+
+    fn allowance(&self, scope: &str, per_minute: i64) -> Option<Arc<Allowance>> {
+        if let Some(a) = self.buckets.read().ok()?.get(scope) {
+            if a.per_minute == per_minute {
+                return Some(a.clone());
+            }
+        }
+        let mut m = self.buckets.write().ok()?;
+        let a = m.entry(scope.to_string()).or_insert_with(|| Arc::new(new_allowance(per_minute)));
+        if a.per_minute != per_minute {
+            // The limit changed: a fresh allowance (what the old one held stays taken until its bucket refills).
+            *a = Arc::new(new_allowance(per_minute));
+        }
+        Some(a.clone())
+    }
+
+    /// Takes `n` tokens of the fleet's bucket `scope` (a limit of `per_minute`): `Ok(true)` when taken.
+    pub async fn take(self: &Arc<Self>, scope: &str, per_minute: i64, n: i64) -> Result<bool, StoreError> {
+        let Some(a) = self.allowance(scope, per_minute) else { return Ok(false) };
+        a.busy.store(true, Ordering::Relaxed);
+        if let Some(left) = a.take(n) {
+            if left < self.chunk(per_minute) / 2 {
+                self.top_up(scope, &a);
+            }
+            return Ok(true);
+        }
+        let _one = a.asking.lock().await;
+        if a.take(n).is_some() {
+            return Ok(true); // the ask under way brought enough
+        }
+        let lacks = n - a.held().max(0);
+        let want = self.chunk(per_minute).max(lacks);
+        let got = self.store.rate_take(scope, per_minute, per_minute, lacks, want).await?;
+        a.add(got);
+        Ok(a.take(n).is_some())
+    }
+
+    /// Counts `n` more tokens of `scope` after the fact: from the allowance, and what it lacks from the bucket
+    /// (in the background, as many as it holds).
+    pub fn charge(self: &Arc<Self>, scope: &str, per_minute: i64, n: i64) {
+        let Some(a) = self.allowance(scope, per_minute) else { return };
+        a.busy.store(true, Ordering::Relaxed);
+        let owed = a.drain(n);
+        if owed <= 0 {
+            return;
+        }
+        let (me, scope) = (self.clone(), scope.to_string());
+        self.tasks.spawn(async move {
+            if let Err(e) = me.store.rate_take(&scope, per_minute, per_minute, 0, owed).await {
+                tracing::warn!(error = %e, bucket = %scope, "cannot count tokens against a fleet-wide limit");
+            }
+        });
+    }
+
+    fn top_up(self: &Arc<Self>, scope: &str, a: &Arc<Allowance>) {
+        if a.topping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (me, scope, a) = (self.clone(), scope.to_string(), a.clone());
+        self.tasks.spawn(async move {
+            let _one = a.asking.lock().await;
+            let chunk = me.chunk(a.per_minute);
+            match me.store.rate_take(&scope, a.per_minute, a.per_minute, 1, chunk).await {
+                Ok(got) => a.add(got),
+                Err(e) => tracing::warn!(error = %e, bucket = %scope, "cannot top up a fleet-wide rate allowance"),
+            }
+            a.topping.store(false, Ordering::Release);
+        });
+    }
+
+    /// Starts the upkeep on `tasks`: every `heartbeat`, the live nodes are counted and idle allowances give
+    /// their tokens back; at `shutdown`, all of them.
+    pub fn spawn(self: Arc<Self>, heartbeat: Duration, tasks: &TaskTracker, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        self.give_back(true).await;
+                        return;
+                    }
+                    _ = tick.tick() => {
+                        if let Ok(nodes) = self.store.list_nodes(&self.fleet).await {
+                            let live = nodes.iter().filter(|n| n.state == NodeState::Online).count().max(1);
+                            self.live.store(i64::try_from(live).unwrap_or(1), Ordering::Relaxed);
+                        }
+                        self.give_back(false).await;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Gives back the tokens of allowances idle since the last call (or of all of them).
+    async fn give_back(&self, all: bool) {
+        let idle: Vec<(String, Arc<Allowance>)> = match self.buckets.read() {
+            Ok(m) => m
+                .iter()
+                .filter(|(_, a)| !a.busy.swap(false, Ordering::Relaxed) || all)
+                .filter(|(_, a)| !a.topping.load(Ordering::Acquire))
+                .map(|(s, a)| (s.clone(), a.clone()))
+                .collect(),
+            Err(_) => return,
+        };
+        for (scope, a) in idle {
+            let n = a.take_all();
+            if n <= 0 {
+                continue;
+            }
+            if let Err(e) = self.store.rate_give_back(&scope, a.per_minute, n).await {
+                tracing::debug!(error = %e, bucket = %scope, "cannot give rate tokens back; the bucket refills anyway");
+            }
+        }
+    }
+}
+
+fn new_allowance(per_minute: i64) -> Allowance {
+    Allowance {
+        per_minute,
+        tokens: Mutex::new(0),
+        asking: tokio::sync::Mutex::new(()),
+        busy: AtomicBool::new(false),
+        topping: AtomicBool::new(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowance_takes_what_it_holds_and_drains_the_rest() {
+        let a = new_allowance(10);
+        a.add(5);
+        assert_eq!(a.take(6), None);
+        assert_eq!(a.take(3), Some(2));
+        assert_eq!(a.drain(7), 5, "two taken, five owed");
+        assert_eq!(a.held(), 0);
+    }
+
+    #[test]
+    fn a_refused_take_waits_for_the_refill_of_what_it_asked() {
+        assert_eq!(refill_secs(1, 60), 1);
+        assert_eq!(refill_secs(1, 30), 2);
+        assert_eq!(refill_secs(1_000, 100), 60, "never more than a minute");
+    }
+}
