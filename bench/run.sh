@@ -91,19 +91,8 @@ if [[ -n ${BENCH_HALT_POLL_NS:-} ]]; then
     echo "$BENCH_HALT_POLL_NS" >"$HALT_POLL"
 fi
 
-# Waits (at most 30 s) for `listening on http://ADDR` in log $1; prints ADDR.
-wait_listening() {
-    local log=$1 pid=$2 addr=""
-    for _ in $(seq 300); do
-        addr=$(grep -o 'listening on http://[0-9.:]*' "$log" 2>/dev/null | head -1 | sed 's|listening on http://||') || true
-        [[ -n $addr ]] && { echo "$addr"; return 0; }
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "bench/run.sh: no 'listening on' in $log:" >&2
-    cat "$log" >&2
-    return 1
-}
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
 
 {
     echo "# svc benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -159,10 +148,6 @@ GW_ADDR=$(wait_listening "$WORK/gateway.log" "$GW_PID")
 echo "upstream http://$UP_ADDR (pid $UP_PID, core 1); gateway http://$GW_ADDR (pid $GW_PID, core 0, $(ls /proc/$GW_PID/task | wc -l) threads)" |
     tee -a "$OUT/machine.txt"
 
-new_key() {
-    curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" -H 'Content-Type: application/json' \
-        -d "$2" "http://$1/key/generate" | grep -o '"key":"[^"]*"' | head -1 | cut -d'"' -f4
-}
 KEY_OFF=$(new_key "$GW_ADDR" '{"team_id":"bench-off","key_alias":"bench-off"}')
 KEY_ON=$(new_key "$GW_ADDR" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
 [[ $KEY_OFF == sk-* && $KEY_ON == sk-* ]] || { echo "bench/run.sh: could not create the keys" >&2; cat "$WORK/gateway.log" >&2; exit 1; }

@@ -19,6 +19,7 @@
 
 pub mod bench;
 pub mod client;
+pub mod delay;
 pub mod measure;
 pub mod procstat;
 pub mod report;

@@ -5,6 +5,7 @@
 //! svc-bench run --url http://127.0.0.1:4000/v1/chat/completions --key sk-svc-… \
 //!     --measure latency,open,peak [--stream] [--duration 5] [--rate 1000] [--concurrency 64]
 //! svc-bench report results.jsonl [--rss-kib N]
+//! svc-bench delay-proxy --listen 127.0.0.1:15432 --to 127.0.0.1:5432 --one-way-us 500
 //! ```
 
 use anyhow::Context;
@@ -31,6 +32,21 @@ enum Cmd {
     Run(RunArgs),
     /// Markdown tables (direct vs gateway, added latency, targets) from the JSON lines of a run.
     Report(ReportArgs),
+    /// A TCP forwarder adding a fixed delay each way (a remote database where the kernel has no `netem`).
+    DelayProxy(DelayArgs),
+}
+
+#[derive(Args)]
+struct DelayArgs {
+    /// Where to listen.
+    #[arg(long)]
+    listen: std::net::SocketAddr,
+    /// Where to forward.
+    #[arg(long)]
+    to: std::net::SocketAddr,
+    /// The delay added each way, µs (500: a round trip 1 ms longer).
+    #[arg(long, default_value_t = 500)]
+    one_way_us: u64,
 }
 
 #[derive(Args)]
@@ -108,6 +124,10 @@ struct ReportArgs {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Cmd::Run(args) => run(args),
+        Cmd::DelayProxy(a) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(svc_bench::delay::serve(a.listen, a.to, Duration::from_micros(a.one_way_us))),
         Cmd::Report(args) => {
             let mut input = String::new();
             for f in &args.files {
