@@ -142,6 +142,44 @@ async fn rate_buckets_are_shared_and_refill() {
 }
 
 #[tokio::test]
+async fn the_fleet_announces_each_of_its_health_transitions_once() {
+    let db = postgres().await;
+    let s = &db.store;
+    for name in ["a", "b", "c"] {
+        let row = crate::NodeRow {
+            node: name.into(),
+            fleet: "f".into(),
+            address: format!("http://{name}:4000"),
+            version: "1".into(),
+            started_ms: 1,
+            heartbeat_ms: 1,
+            state: crate::NodeState::Online,
+            state_since_ms: 1,
+            requests_served: 0,
+            in_flight: 0,
+            teams: "{}".into(),
+        };
+        s.register_node(&row).await.unwrap();
+    }
+    let judged =
+        |node: &'static str, state: &'static str| async move { s.health_judged("f", node, "d1", state).await.unwrap() };
+    assert!(judged("a", "degraded").await, "the first to judge it degraded announces");
+    assert!(!judged("b", "degraded").await, "the fleet is degraded already");
+    assert!(judged("b", "unavailable").await, "worse: announced");
+    assert!(!judged("c", "unavailable").await);
+    assert!(!judged("a", "unavailable").await);
+    // Recoveries are silent; the fleet is healthy again only when every online node is.
+    assert!(!judged("a", "healthy").await);
+    assert!(!judged("b", "healthy").await);
+    assert!(!judged("a", "degraded").await, "c still judges it unavailable");
+    assert!(!judged("c", "healthy").await);
+    assert!(!judged("a", "healthy").await);
+    assert!(judged("c", "degraded").await, "a new transition of the fleet");
+    // Another deployment is judged apart.
+    assert!(s.health_judged("f", "a", "d2", "unavailable").await.unwrap());
+}
+
+#[tokio::test]
 async fn sqlite_refuses_fleet_operations() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display())).await.unwrap();
