@@ -8,11 +8,11 @@
 //! - An allowance running low (under half a chunk) is topped up in the background.
 //! - Every heartbeat, allowances unused since the last one give their tokens back to the bucket.
 //!
-//! Since every admitted token came out of the one bucket, the fleet admits no more than one node would with
-//! the same bucket, except that tokens taken into an allowance may be spent up to one heartbeat after they
-//! were taken: in any minute the fleet admits at most the limit plus the allowances held at its start (at
-//! most a quarter of the limit). When the store does not answer, each node falls back to its own limiter of
-//! the whole limit (logged).
+//! Since every admitted token came out of the one bucket, the fleet admits no more than one node with the
+//! same limit would (a burst of the limit, then the limit per minute), except that tokens taken into an
+//! allowance may be spent up to one heartbeat after they were taken: at most the allowances held, a quarter of
+//! the limit, on top. When the store does not answer, each node falls back to its own limiter of the whole
+//! limit (logged).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
