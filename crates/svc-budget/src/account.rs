@@ -250,6 +250,13 @@ impl Account {
         }
     }
 
+    /// Fleet mode: what the whole fleet has left as this node last saw it (`limit - spent - reserved`), slices
+    /// of other nodes included.
+    pub fn fleet_room(&mut self, now: DateTime<Utc>) -> Money {
+        self.roll(now);
+        self.limit.minus(self.spent).minus(self.reserved).at_least_zero()
+    }
+
     /// What is left in the period containing `now`: `limit - spent - reserved`, at least zero; in fleet mode,
     /// no more than the slice has left (`granted - used - reserved`).
     pub fn room(&mut self, now: DateTime<Utc>) -> Money {

@@ -276,6 +276,79 @@ impl Store {
     }
 }
 
+/// The PostgreSQL channel of budget notices: `room:<scope>` when a lease gives room back, `need:<node>|<scope>`
+/// when a node lacks room that other nodes' slices may hold.
+const BUDGET_CHANNEL: &str = "svc_budget";
+
+/// What the fleet says about a budget's room (see [`Store::budget_notices`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetNotice {
+    /// Room was given back to the budget with this scope.
+    Room(String),
+    /// `node` lacks room of the budget with this scope: nodes holding spare of it should give it back.
+    Need {
+        /// The node that lacks room.
+        node: String,
+        /// The budget.
+        scope: String,
+    },
+}
+
+impl BudgetNotice {
+    fn parse(payload: &str) -> Option<BudgetNotice> {
+        if let Some(scope) = payload.strip_prefix("room:") {
+            return Some(BudgetNotice::Room(scope.to_string()));
+        }
+        let (node, scope) = payload.strip_prefix("need:")?.split_once('|')?;
+        Some(BudgetNotice::Need { node: node.to_string(), scope: scope.to_string() })
+    }
+}
+
+/// Budget notices from the store (PostgreSQL `LISTEN`).
+pub struct BudgetNotices(sqlx::postgres::PgListener);
+
+impl BudgetNotices {
+    /// The next notice (unknown payloads are skipped). An error means the connection broke (listen again).
+    pub async fn next(&mut self) -> Result<BudgetNotice, StoreError> {
+        loop {
+            let n = self.0.recv().await?;
+            if let Some(notice) = BudgetNotice::parse(n.payload()) {
+                return Ok(notice);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for BudgetNotices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BudgetNotices")
+    }
+}
+
+impl Store {
+    /// Listens for budget notices of the fleet; `None` on SQLite.
+    pub async fn budget_notices(&self) -> Result<Option<BudgetNotices>, StoreError> {
+        let Some(url) = self.url() else { return Ok(None) };
+        if self.backend() != Backend::Postgres {
+            return Ok(None);
+        }
+        let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+        listener.listen(BUDGET_CHANNEL).await?;
+        Ok(Some(BudgetNotices(listener)))
+    }
+
+    /// Tells the fleet that `node` lacks room of `scope` (nodes holding spare of it give it back).
+    pub async fn budget_need(&self, scope: &str, node: &str) -> Result<(), StoreError> {
+        self.fleet_only()?;
+        sqlx::query("SELECT CAST(1 AS BIGINT) FROM pg_notify($1, $2)")
+            .bind(BUDGET_CHANNEL)
+            .bind(format!("need:{node}|{scope}"))
+            .fetch_one(self.pool())
+            .await?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 #[path = "leases_tests.rs"]
 mod tests;

@@ -22,7 +22,7 @@ mod wal;
 pub use file::sqlite_path;
 pub use fleet::{NodeRow, NodeState};
 pub use keys::{KeyChanges, KeyRow};
-pub use leases::{Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
+pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{NewEvent, OutboxItem, OutboxStats};
 pub use spend::{SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
 pub use teams::TeamRow;

@@ -256,6 +256,28 @@ async fn three_nodes_hold_one_key_rpm_limit() {
 }
 
 #[tokio::test]
+async fn a_node_short_of_room_gets_the_spare_other_nodes_hold() {
+    let up = Upstream::start().await.unwrap();
+    let f = Fleet::start(&config_for(&up.base_url, ""), "").await;
+    let body = json!({"team_id": "executor", "key_alias": "shared", "max_budget": LIMIT as f64 / 1e9, "budget_duration": "1d"});
+    let key = f.node(0).key(body).await;
+    // One request at a time, round-robin: every node is busy, so none gives its slice back for idleness. Near
+    // the end a node's slice runs dry while the others hold spare: it asks them for it before refusing.
+    let mut answered = 0;
+    loop {
+        let (s, _, b) = post_chat(f.node(answered % 3), &key, &capped()).await;
+        if s != 200 {
+            assert_eq!((s, b["error"]["message"].as_str()), (429, Some("Budget exceeded")), "{b}");
+            break;
+        }
+        answered += 1;
+        assert!(answered <= 50, "more answered than the budget pays for");
+    }
+    let spent = answered as i64 * COST;
+    assert!(spent >= LIMIT - 2 * WORST, "the first refusal came at {spent} of {LIMIT} ({answered} answered)");
+}
+
+#[tokio::test]
 async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     let up = Upstream::start().await.unwrap();
     let mut f = Fleet::start(&team_budget(&up), "").await;

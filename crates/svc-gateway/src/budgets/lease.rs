@@ -9,6 +9,9 @@
 //! - Every heartbeat: the node's leases are renewed in one call (and admission stops taking from slices whose
 //!   lease may have lapsed), expired leases of dead nodes are reclaimed, leases of ended periods are ended,
 //!   and slices idle since the last heartbeat give their spare back.
+//! - A request still short while the fleet has room (it sits in other nodes' slices) tells the fleet it needs
+//!   room (`NOTIFY`); the nodes holding spare of that budget give it back, and the request tries once more
+//!   when room comes back (or after [`NEED_WAIT`]).
 //! - At start (after the spend journal is written) the node returns whatever leases it held before; at a
 //!   clean stop it returns them all.
 
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_config::{AdmissionMode, FleetConfig};
-use svc_store::{LeaseAsk, NodeState, PeriodRow, Store};
+use svc_store::{BudgetNotice, LeaseAsk, NodeState, PeriodRow, Store};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -30,6 +33,8 @@ const TARGET: i64 = 64;
 const LOW: i64 = 16;
 /// A grant takes at most 1/(SHARE × live nodes) of the room left (at least what the request lacks).
 const SHARE: i64 = 4;
+/// How long a request short of room waits for other nodes to give theirs back.
+const NEED_WAIT: Duration = Duration::from_millis(250);
 
 /// The lease state of this node.
 pub struct Leases {
@@ -172,6 +177,110 @@ impl Leases {
         };
         if let Err(err) = result {
             tracing::warn!(error = %err, budget = %scope.label(), "cannot lease more of a budget from the store");
+            return;
+        }
+        self.ask_the_fleet(budgets, scope, e, full).await;
+    }
+
+    /// Still short of `full` while the fleet has room for it: the room sits in other nodes' slices. Asks them
+    /// to give it back, waits for room to come back (at most [`NEED_WAIT`]) and asks the store once more.
+    async fn ask_the_fleet(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
+        let now = budgets.now();
+        let (room, fleet_room) = match e.account.lock() {
+            Ok(mut a) => (a.room(now), a.fleet_room(now)),
+            Err(_) => return,
+        };
+        if full <= room || fleet_room < full {
+            return;
+        }
+        let label = scope.label();
+        let woken = e.room.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if let Err(err) = self.store.budget_need(&label, &self.node).await {
+            tracing::warn!(error = %err, budget = %label, "cannot ask the fleet for budget room");
+            return;
+        }
+        let _ = tokio::time::timeout(NEED_WAIT, woken).await;
+        let room = match e.account.lock() {
+            Ok(mut a) => a.room(budgets.now()),
+            Err(_) => return,
+        };
+        if full <= room {
+            return;
+        }
+        let lacks = nanos(full.minus(room));
+        if let Err(err) = self.grant(budgets, scope, e, lacks, lacks, true).await {
+            tracing::warn!(error = %err, budget = %label, "cannot lease more of a budget from the store");
+        }
+    }
+
+    /// Listens for the fleet's budget notices on `tasks` until `shutdown`: room given back wakes the requests
+    /// waiting for it; another node's need makes this node give back its spare of that budget.
+    fn listen(budgets: Arc<Budgets>, tasks: &TaskTracker, shutdown: CancellationToken) {
+        tasks.spawn(async move {
+            let mut waits = svc_events::RetryPolicy::OUTBOX
+                .with_delays(Duration::from_millis(200), Duration::from_secs(10))
+                .delays();
+            loop {
+                let Some(leases) = &budgets.leases else { return };
+                let listening = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    l = leases.store.budget_notices() => l,
+                };
+                match listening {
+                    Ok(None) => return,
+                    Ok(Some(mut notices)) => loop {
+                        let notice = tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            n = notices.next() => n,
+                        };
+                        match notice {
+                            Ok(n) => leases.notice(&budgets, n).await,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "lost the budget channel of the store; listening again");
+                                break;
+                            }
+                        }
+                    },
+                    Err(e) => tracing::warn!(error = %e, "cannot listen for the fleet's budget notices"),
+                }
+                let wait = waits.next().unwrap_or(Duration::from_secs(10));
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        });
+    }
+
+    async fn notice(&self, budgets: &Budgets, notice: BudgetNotice) {
+        let (label, need) = match notice {
+            BudgetNotice::Room(scope) => (scope, false),
+            BudgetNotice::Need { node, .. } if node == self.node => return,
+            BudgetNotice::Need { scope, .. } => (scope, true),
+        };
+        let Some(scope) = Scope::from_label(&label) else { return };
+        let Some(cell) = budgets.accounts.read().ok().and_then(|m| m.get(&scope).cloned()) else { return };
+        let Some(e) = cell.get() else { return };
+        if !need {
+            e.room.notify_waiters();
+            return;
+        }
+        let give = match e.account.lock() {
+            Ok(mut a) => {
+                a.roll(budgets.now());
+                let spare = a.spare();
+                (a.period.start, a.shed(spare))
+            }
+            Err(_) => return,
+        };
+        if give.1 > Money::ZERO {
+            if let Err(err) =
+                self.store.lease_give_back(&label, give.0.timestamp_millis(), &self.node, nanos(give.1)).await
+            {
+                tracing::warn!(error = %err, budget = %label, "cannot give spare budget back to a node that needs it");
+            }
         }
     }
 
@@ -224,6 +333,7 @@ impl Leases {
     pub fn spawn(budgets: Arc<Budgets>, tasks: &TaskTracker, shutdown: CancellationToken) {
         let Some(leases) = budgets.leases.as_ref() else { return };
         let heartbeat = leases.heartbeat;
+        Leases::listen(budgets.clone(), tasks, shutdown.clone());
         for renewal in [true, false] {
             let (budgets, shutdown) = (budgets.clone(), shutdown.clone());
             let mut tick = tokio::time::interval(heartbeat);

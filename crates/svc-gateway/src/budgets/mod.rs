@@ -90,6 +90,8 @@ struct Entry {
     busy: AtomicBool,
     /// A background top-up is under way.
     topping: AtomicBool,
+    /// Fleet mode: woken when the store says room of this budget was given back.
+    room: tokio::sync::Notify,
 }
 
 impl Entry {
@@ -99,6 +101,7 @@ impl Entry {
             granting: tokio::sync::Mutex::new(()),
             busy: AtomicBool::new(false),
             topping: AtomicBool::new(false),
+            room: tokio::sync::Notify::new(),
         }
     }
 
