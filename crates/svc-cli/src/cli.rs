@@ -170,4 +170,10 @@ pub enum FleetCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Release the budget a dead node holds (its leases and the part held back for its unwritten spend), when
+    /// its spend journal is lost for good; refused while the node is online
+    Forget {
+        /// The node's name (`fleet.node`)
+        node: String,
+    },
 }

@@ -1,4 +1,5 @@
 //! `svc fleet status`: the nodes of the fleet as the store knows them, read directly (no server needed).
+//! `svc fleet forget`: releases what a dead node holds of the fleet's budgets.
 
 use super::{load_config, open_store};
 use crate::cli::FleetCommand;
@@ -7,7 +8,10 @@ use std::path::Path;
 
 /// Runs a `svc fleet` command.
 pub async fn run(explicit: Option<&Path>, cmd: FleetCommand) -> anyhow::Result<()> {
-    let FleetCommand::Status { json } = cmd;
+    let json = match cmd {
+        FleetCommand::Status { json } => json,
+        FleetCommand::Forget { node } => return forget(explicit, &node).await,
+    };
     let config = load_config(explicit)?;
     let store = open_store(&config).await?;
     let nodes = svc_gateway::fleet::status(&store, &config.fleet.name).await?;
@@ -40,5 +44,29 @@ pub async fn run(explicit: Option<&Path>, cmd: FleetCommand) -> anyhow::Result<(
     if nodes.is_empty() {
         writeln!(out, "(no node of fleet `{}` has registered in this store)", config.fleet.name)?;
     }
+    Ok(())
+}
+
+/// Releases the leases and holdbacks of `node`, which must not be online.
+async fn forget(explicit: Option<&Path>, node: &str) -> anyhow::Result<()> {
+    let config = load_config(explicit)?;
+    let store = open_store(&config).await?;
+    let nodes = store.list_nodes(&config.fleet.name).await?;
+    let Some(row) = nodes.iter().find(|n| n.node == node) else {
+        anyhow::bail!("no node `{node}` in fleet `{}`", config.fleet.name);
+    };
+    if row.state == svc_store::NodeState::Online {
+        anyhow::bail!(
+            "node `{node}` is online (last heartbeat {} s ago): stop it, or wait until the fleet declares it offline",
+            (chrono::Utc::now().timestamp_millis() - row.heartbeat_ms) / 1000
+        );
+    }
+    let leases = store.lease_return_all(node).await?;
+    let holdbacks = store.lease_release_holdbacks(node).await?;
+    store.close().await;
+    eprintln!(
+        "svc: released {leases} lease(s) and {holdbacks} holdback(s) of node `{node}`; if it starts again with its old \
+         journal, that spend is still recorded (it was answered) and may take its budgets past their limit"
+    );
     Ok(())
 }

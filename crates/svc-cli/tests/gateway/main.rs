@@ -13,6 +13,7 @@ mod event_delivery;
 mod event_origin;
 mod events;
 mod fleet;
+mod fleet_events;
 mod hardening;
 mod health;
 mod keys;
