@@ -12,7 +12,7 @@ use svc_events::{EventKind, Origin};
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayEvent {
     /// Event kind (spec 6.1).
-    pub kind: &'static str,
+    pub kind: EventKind,
     /// Envelope `agent`: the key's agent role or alias, else `gateway`.
     pub agent: String,
     /// Envelope `data`.
@@ -61,7 +61,7 @@ pub struct LogSink;
 
 impl EventSink for LogSink {
     fn emit(&self, event: GatewayEvent) {
-        tracing::info!(kind = event.kind, agent = %event.agent, data = %event.data, "event");
+        tracing::info!(kind = event.kind.as_str(), agent = %event.agent, data = %event.data, "event");
     }
 }
 

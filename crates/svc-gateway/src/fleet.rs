@@ -153,7 +153,7 @@ impl FleetNode {
             tracing::warn!(node = %n.node, address = %n.address, last_seen = %rfc3339_ms(n.heartbeat_ms),
                 "node offline: its heartbeats stopped");
             events.emit(GatewayEvent {
-                kind: "node.offline",
+                kind: svc_events::EventKind::NodeOffline,
                 agent: "gateway".into(),
                 data: json!({
                     "node": n.node,

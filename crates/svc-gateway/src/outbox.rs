@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use svc_config::FleetConfig;
 use svc_events::{
-    EmitError, Emitter, EventKind, NewOutboxEvent, Origin, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source,
-    Transient,
+    EmitError, Emitter, NewOutboxEvent, Origin, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source, Transient,
 };
 use svc_store::{NewEvent, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -201,17 +200,7 @@ impl OutboxSink {
     /// this node's new state), only when the store says this node announces the fleet's transition, and
     /// without an event only records the judgement.
     fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
-        let kind = match event.as_ref().map(|e| EventKind::parse(e.kind)) {
-            Some(Ok(kind)) => Some(kind),
-            Some(Err(_)) => {
-                tracing::error!(
-                    kind = event.as_ref().map(|e| e.kind),
-                    "the gateway tried to emit an unknown event kind"
-                );
-                return;
-            }
-            None => None,
-        };
+        let kind = event.as_ref().map(|e| e.kind);
         let seq = self.judgements.fetch_add(1, Ordering::Relaxed);
         let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j, self.shared.clone())));
         if kind.is_none() && gate.is_none() {
@@ -234,7 +223,7 @@ impl OutboxSink {
                     Ok(true) => {}
                     Ok(false) => {
                         if let Some(e) = &event {
-                            tracing::debug!(kind = e.kind, deployment, "the fleet already announced this state");
+                            tracing::debug!(kind = e.kind.as_str(), deployment, "the fleet already announced this state");
                         }
                         return;
                     }
@@ -249,10 +238,10 @@ impl OutboxSink {
                     .map_err(|error| EmitFailure { error, shutting_down: tasks.is_closed() })
             };
             let on_retry = |f: &EmitFailure, wait: Duration| {
-                tracing::warn!(error = %f.error, kind = event.kind, ?wait, "event could not be stored in the outbox; trying again");
+                tracing::warn!(error = %f.error, kind = event.kind.as_str(), ?wait, "event could not be stored in the outbox; trying again");
             };
             if let Err(f) = retry.run(retries, attempt, on_retry).await {
-                tracing::error!(error = %f.error, kind = event.kind, "event could not be stored in the outbox");
+                tracing::error!(error = %f.error, kind = event.kind.as_str(), "event could not be stored in the outbox");
             }
         });
     }
@@ -297,7 +286,7 @@ mod tests {
         let mut sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         sink.retry = sink.retry.with_delays(Duration::from_millis(20), Duration::from_millis(50));
         let event = |model: &str| GatewayEvent {
-            kind: "model.degraded",
+            kind: svc_events::EventKind::ModelDegraded,
             agent: "gateway".into(),
             data: serde_json::json!({ "model": model }),
         };

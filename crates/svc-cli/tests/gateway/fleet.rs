@@ -94,10 +94,24 @@ impl Fleet {
         .unwrap()
     }
 
-    /// (total cost, answered records) in the store.
+    /// (total cost, answered records) in the store, once the nodes' spend writers have written what was
+    /// answered (they write every 50 ms: two reads 200 ms apart agree).
     pub(crate) async fn spent(&self, filter: svc_store::SpendFilter) -> (i64, usize) {
-        let recs = self.store().await.query_spend(&filter, 100_000, 0).await.unwrap();
-        (recs.iter().map(|r| r.cost).sum(), recs.iter().filter(|r| r.status == 200).count())
+        let store = self.store().await;
+        let read = || async {
+            let recs = store.query_spend(&filter, 100_000, 0).await.unwrap();
+            (recs.iter().map(|r| r.cost).sum::<i64>(), recs.iter().filter(|r| r.status == 200).count())
+        };
+        let mut last = read().await;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = read().await;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
     }
 }
 
@@ -176,14 +190,14 @@ async fn three_nodes_hold_one_team_budget() {
         let info = admin_get(g, "/team/info?team_id=executor").await;
         assert_eq!(info["budget"]["spent"], json!(spent as f64 / 1e9), "{info}");
     }
-    // Every node was refused: the fleet announced `budget.exceeded` once (an alert, if any, once before it: a
-    // burst refused before the spend that crosses the alert threshold is settled folds the alert into it).
+    // Every node was refused: the fleet announced `budget.exceeded` once, and the alert at most once (a burst
+    // refused before the spend that crosses the alert threshold is settled folds the alert into it; an alert a
+    // node announced while another announced the refusal may arrive after it: nodes are not ordered).
     let events = budget_events(&hook);
     assert!(eventually(20, || budget_events(&hook).iter().any(|k| k == "budget.exceeded")).await, "{events:?}");
     tokio::time::sleep(Duration::from_secs(2)).await; // two heartbeats: a late duplicate would show now
     let once = |kinds: &[String]| {
         kinds.iter().filter(|k| *k == "budget.alert").count() <= 1
-            && kinds.last().map(String::as_str) == Some("budget.exceeded")
             && kinds.iter().filter(|k| *k == "budget.exceeded").count() == 1
     };
     assert!(once(&budget_events(&hook)), "webhook: {:?}", budget_events(&hook));
@@ -304,7 +318,8 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
         };
         let (results, ()) = tokio::join!(burst, killer);
         for (s, b) in results.iter().filter(|(s, _)| *s != 200 && *s != 0) {
-            assert!(*s == 429 || b.is_null(), "{s} {b}");
+            let logs: Vec<String> = nodes.iter().take(2).map(|g| g.log_text()).collect();
+            assert!(*s == 429 || b.is_null(), "{s} {b}\n{}", logs.join("\n-----\n"));
         }
     }
     f.kill(2).await;
@@ -375,7 +390,8 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
     assert_eq!(f.period().await, (0, 0), "nothing held back or leased for n3");
     drain(&f.live(), &key).await;
     let (spent, _) = f.spent(team).await;
-    assert!((LIMIT - 2 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}");
+    let logs: Vec<String> = f.live().iter().map(|g| g.log_text()).collect();
+    assert!((LIMIT - 2 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}\n{}", logs.join("\n-----\n"));
     let (code, stderr) = {
         let out = svc().args(["fleet", "forget", "n9", "--config"]).arg(&f.node(0).config).output().await.unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())

@@ -6,6 +6,7 @@ use crate::events::{EventSink, GatewayEvent};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use svc_budget::{Money, Notice, NoticeKind};
+use svc_events::EventKind;
 use svc_store::Store;
 
 pub(super) type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
@@ -23,10 +24,10 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
 async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
     let (kind, event, period, spent, limit, threshold) = match &notice {
         Notice::Alert { threshold_permille, spent, limit, period } => {
-            (notice.kind(), "budget.alert", *period, *spent, *limit, Some(*threshold_permille))
+            (notice.kind(), EventKind::BudgetAlert, *period, *spent, *limit, Some(*threshold_permille))
         }
         Notice::Exceeded { spent, limit, period, .. } => {
-            (notice.kind(), "budget.exceeded", *period, *spent, *limit, None)
+            (notice.kind(), EventKind::BudgetExceeded, *period, *spent, *limit, None)
         }
     };
     let label = scope.label();

@@ -165,7 +165,7 @@ async fn budget_events_are_announced_once_per_period() {
     assert!(r.budgets.admit(&p, &nanos(200_000_000)).await.is_err());
     let mut kinds = Vec::new();
     for _ in 0..100 {
-        kinds = r.events.events().iter().map(|e| e.kind).collect::<Vec<_>>();
+        kinds = r.events.events().iter().map(|e| e.kind.as_str()).collect::<Vec<_>>();
         if kinds.len() >= 3 {
             break;
         }
@@ -175,13 +175,14 @@ async fn budget_events_are_announced_once_per_period() {
     let events = r.events.events();
     kinds.sort_unstable();
     assert_eq!(kinds, vec!["budget.alert", "budget.alert", "budget.exceeded"], "{events:?}");
-    let exceeded = events.iter().find(|e| e.kind == "budget.exceeded").unwrap();
+    let exceeded = events.iter().find(|e| e.kind == svc_events::EventKind::BudgetExceeded).unwrap();
     assert_eq!(exceeded.agent, "coder");
     assert_eq!(exceeded.data["team_id"], "t");
     assert_eq!(exceeded.data["key_alias"], "agent-key");
     assert_eq!(exceeded.data["limit"], 1.0);
     assert_eq!(exceeded.data["period_end"], "2026-02-28T00:00:00Z");
-    let alert = events.iter().find(|e| e.kind == "budget.alert" && e.data["threshold"] == 0.8).unwrap();
+    let alert =
+        events.iter().find(|e| e.kind == svc_events::EventKind::BudgetAlert && e.data["threshold"] == 0.8).unwrap();
     assert_eq!(alert.data["spent"], 0.85);
     // A restart in the same period does not announce them again.
     let dir = r._dir;
@@ -267,7 +268,7 @@ async fn exceeded_before_any_alert_folds_the_alerts_in() {
     r.budgets.admit(&p, &nanos(900_000_000)).await.unwrap().reservation.settle(m(900_000_000));
     let events = events_after(&r, 1).await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let kinds: Vec<&str> = r.events.events().iter().map(|e| e.kind).collect();
+    let kinds: Vec<&str> = r.events.events().iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["budget.exceeded"], "{events:?}");
     // Also after a restart in the same period.
     let dir = r._dir;

@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use svc_config::{HealthSettings, RoutingSettings};
+use svc_events::EventKind;
 
 /// The health of a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -328,8 +329,8 @@ impl Health {
 /// Emits the event of a transition, if it has one, and logs it either way.
 pub fn announce(subject: Subject<'_>, t: &Transition, sink: &dyn EventSink) {
     let kind = match (t.previous, t.state) {
-        (_, State::Unavailable) => "model.unavailable",
-        (State::Healthy, State::Degraded) => "model.degraded",
+        (_, State::Unavailable) => EventKind::ModelUnavailable,
+        (State::Healthy, State::Degraded) => EventKind::ModelDegraded,
         _ => {
             tracing::info!(
                 alias = subject.alias,
@@ -349,7 +350,8 @@ pub fn announce(subject: Subject<'_>, t: &Transition, sink: &dyn EventSink) {
         state = t.state.as_str(),
         previous_state = t.previous.as_str(),
         reason = %t.reason,
-        "{kind}"
+        "{}",
+        kind.as_str()
     );
     let f = &t.figures;
     let data = json!({
@@ -408,7 +410,7 @@ mod tests {
         run(&h, &sink, &[ok; 40]);
         assert_eq!(h.state(), State::Healthy);
         let events = sink.events();
-        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, vec!["model.degraded", "model.unavailable"]);
         assert_eq!(events[0].data["previous_state"], "healthy");
         assert_eq!(events[0].data["state"], "degraded");
