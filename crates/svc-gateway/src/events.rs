@@ -27,8 +27,7 @@ pub trait EventSink: Send + Sync + 'static {
     /// A deployment's health changed on this node to `state` (every transition, recoveries too), with the
     /// event it calls for, if any. In fleet mode the gateway's sink lets the fleet announce each of its own
     /// transitions once; elsewhere the event is emitted as it is.
-    fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
-        let _ = (deployment, state);
+    fn health_changed(&self, _deployment: &str, _state: &'static str, event: Option<GatewayEvent>) {
         if let Some(e) = event {
             self.emit(e);
         }

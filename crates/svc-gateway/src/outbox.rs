@@ -201,8 +201,9 @@ impl OutboxSink {
     /// without an event only records the judgement.
     fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
         let kind = event.as_ref().map(|e| e.kind);
-        let seq = self.judgements.fetch_add(1, Ordering::Relaxed);
         let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j, self.shared.clone())));
+        // The order of this node's judgements; only they need one.
+        let seq = if gate.is_some() { self.judgements.fetch_add(1, Ordering::Relaxed) } else { 0 };
         if kind.is_none() && gate.is_none() {
             return;
         }

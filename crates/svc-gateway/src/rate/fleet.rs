@@ -14,6 +14,7 @@
 //! the limit, on top. When the store does not answer, each node falls back to its own limiter of the whole
 //! limit (logged).
 
+use super::Who;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -25,8 +26,30 @@ use tokio_util::task::TaskTracker;
 /// A chunk is at most 1/(SHARE × live nodes) of a limit.
 const SHARE: i64 = 4;
 
+/// Which fleet-wide bucket: a key's or a team's, of requests or of tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// Whose limit.
+    pub who: Who,
+    /// Requests (`rpm_limit`) or tokens (`tpm_limit`).
+    pub tokens: bool,
+}
+
+impl Bucket {
+    fn index(self) -> usize {
+        usize::from(self.tokens) * 2 + usize::from(self.who == Who::Team)
+    }
+
+    /// The bucket's name in the store: `rpm:key:<id>`, `tpm:team:<id>`.
+    fn label(self, id: &str) -> String {
+        format!("{}:{}:{id}", if self.tokens { "tpm" } else { "rpm" }, self.who.as_str())
+    }
+}
+
 /// One bucket's local allowance.
 struct Allowance {
+    /// The bucket's name in the store.
+    scope: String,
     per_minute: i64,
     tokens: Mutex<i64>,
     /// One ask to the store at a time.
@@ -74,7 +97,8 @@ pub struct FleetRates {
     store: Store,
     fleet: String,
     live: AtomicI64,
-    buckets: RwLock<HashMap<String, Arc<Allowance>>>,
+    /// Allowances by key or team id, one map per [`Bucket`] kind (found without building a name).
+    buckets: [RwLock<HashMap<String, Arc<Allowance>>>; 4],
     tasks: TaskTracker,
 }
 
@@ -87,41 +111,38 @@ pub fn refill_secs(n: i64, per_minute: i64) -> u64 {
 impl FleetRates {
     /// The allowances of a node of `fleet` on `store`; background top-ups run on `tasks`.
     pub fn new(store: Store, fleet: &str, tasks: TaskTracker) -> FleetRates {
-        FleetRates {
-            store,
-            fleet: fleet.to_string(),
-            live: AtomicI64::new(1),
-            buckets: RwLock::new(HashMap::new()),
-            tasks,
-        }
+        FleetRates { store, fleet: fleet.to_string(), live: AtomicI64::new(1), buckets: Default::default(), tasks }
     }
 
     fn chunk(&self, per_minute: i64) -> i64 {
         (per_minute / SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1))).max(1)
     }
 
-    fn allowance(&self, scope: &str, per_minute: i64) -> Option<Arc<Allowance>> {
-        if let Some(a) = self.buckets.read().ok()?.get(scope) {
+    fn allowance(&self, bucket: Bucket, id: &str, per_minute: i64) -> Option<Arc<Allowance>> {
+        let map = &self.buckets[bucket.index()];
+        if let Some(a) = map.read().ok()?.get(id) {
             if a.per_minute == per_minute {
                 return Some(a.clone());
             }
         }
-        let mut m = self.buckets.write().ok()?;
-        let a = m.entry(scope.to_string()).or_insert_with(|| Arc::new(new_allowance(per_minute)));
+        let mut m = map.write().ok()?;
+        let fresh = || Arc::new(new_allowance(bucket.label(id), per_minute));
+        let a = m.entry(id.to_string()).or_insert_with(fresh);
         if a.per_minute != per_minute {
             // The limit changed: a fresh allowance (what the old one held stays taken until its bucket refills).
-            *a = Arc::new(new_allowance(per_minute));
+            *a = fresh();
         }
         Some(a.clone())
     }
 
-    /// Takes `n` tokens of the fleet's bucket `scope` (a limit of `per_minute`): `Ok(true)` when taken.
-    pub async fn take(self: &Arc<Self>, scope: &str, per_minute: i64, n: i64) -> Result<bool, StoreError> {
-        let Some(a) = self.allowance(scope, per_minute) else { return Ok(false) };
+    /// Takes `n` tokens of the fleet's `bucket` of key or team `id` (a limit of `per_minute`): `Ok(true)` when
+    /// taken.
+    pub async fn take(self: &Arc<Self>, bucket: Bucket, id: &str, per_minute: i64, n: i64) -> Result<bool, StoreError> {
+        let Some(a) = self.allowance(bucket, id, per_minute) else { return Ok(false) };
         a.busy.store(true, Ordering::Relaxed);
         if let Some(left) = a.take(n) {
             if left < self.chunk(per_minute) / 2 {
-                self.top_up(scope, &a);
+                self.top_up(&a);
             }
             return Ok(true);
         }
@@ -131,39 +152,39 @@ impl FleetRates {
         }
         let lacks = n - a.held().max(0);
         let want = self.chunk(per_minute).max(lacks);
-        let got = self.store.rate_take(scope, per_minute, per_minute, lacks, want).await?;
+        let got = self.store.rate_take(&a.scope, per_minute, per_minute, lacks, want).await?;
         a.add(got);
         Ok(a.take(n).is_some())
     }
 
-    /// Counts `n` more tokens of `scope` after the fact: from the allowance, and what it lacks from the bucket
-    /// (in the background, as many as it holds).
-    pub fn charge(self: &Arc<Self>, scope: &str, per_minute: i64, n: i64) {
-        let Some(a) = self.allowance(scope, per_minute) else { return };
+    /// Counts `n` more tokens of `bucket` of `id` after the fact: from the allowance, and what it lacks from
+    /// the store's bucket (in the background, as many as it holds).
+    pub fn charge(self: &Arc<Self>, bucket: Bucket, id: &str, per_minute: i64, n: i64) {
+        let Some(a) = self.allowance(bucket, id, per_minute) else { return };
         a.busy.store(true, Ordering::Relaxed);
         let owed = a.drain(n);
         if owed <= 0 {
             return;
         }
-        let (me, scope) = (self.clone(), scope.to_string());
+        let me = self.clone();
         self.tasks.spawn(async move {
-            if let Err(e) = me.store.rate_take(&scope, per_minute, per_minute, 0, owed).await {
-                tracing::warn!(error = %e, bucket = %scope, "cannot count tokens against a fleet-wide limit");
+            if let Err(e) = me.store.rate_take(&a.scope, per_minute, per_minute, 0, owed).await {
+                tracing::warn!(error = %e, bucket = %a.scope, "cannot count tokens against a fleet-wide limit");
             }
         });
     }
 
-    fn top_up(self: &Arc<Self>, scope: &str, a: &Arc<Allowance>) {
+    fn top_up(self: &Arc<Self>, a: &Arc<Allowance>) {
         if a.topping.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (me, scope, a) = (self.clone(), scope.to_string(), a.clone());
+        let (me, a) = (self.clone(), a.clone());
         self.tasks.spawn(async move {
             let _one = a.asking.lock().await;
             let chunk = me.chunk(a.per_minute);
-            match me.store.rate_take(&scope, a.per_minute, a.per_minute, 1, chunk).await {
+            match me.store.rate_take(&a.scope, a.per_minute, a.per_minute, 1, chunk).await {
                 Ok(got) => a.add(got),
-                Err(e) => tracing::warn!(error = %e, bucket = %scope, "cannot top up a fleet-wide rate allowance"),
+                Err(e) => tracing::warn!(error = %e, bucket = %a.scope, "cannot top up a fleet-wide rate allowance"),
             }
             a.topping.store(false, Ordering::Release);
         });
@@ -195,29 +216,31 @@ impl FleetRates {
 
     /// Gives back the tokens of allowances idle since the last call (or of all of them).
     async fn give_back(&self, all: bool) {
-        let idle: Vec<(String, Arc<Allowance>)> = match self.buckets.read() {
-            Ok(m) => m
-                .iter()
-                .filter(|(_, a)| !a.busy.swap(false, Ordering::Relaxed) || all)
-                .filter(|(_, a)| !a.topping.load(Ordering::Acquire))
-                .map(|(s, a)| (s.clone(), a.clone()))
-                .collect(),
-            Err(_) => return,
-        };
-        for (scope, a) in idle {
+        let mut idle: Vec<Arc<Allowance>> = Vec::new();
+        for map in &self.buckets {
+            let Ok(m) = map.read() else { continue };
+            idle.extend(
+                m.values()
+                    .filter(|a| !a.busy.swap(false, Ordering::Relaxed) || all)
+                    .filter(|a| !a.topping.load(Ordering::Acquire))
+                    .cloned(),
+            );
+        }
+        for a in idle {
             let n = a.take_all();
             if n <= 0 {
                 continue;
             }
-            if let Err(e) = self.store.rate_give_back(&scope, a.per_minute, n).await {
-                tracing::debug!(error = %e, bucket = %scope, "cannot give rate tokens back; the bucket refills anyway");
+            if let Err(e) = self.store.rate_give_back(&a.scope, a.per_minute, n).await {
+                tracing::debug!(error = %e, bucket = %a.scope, "cannot give rate tokens back; the bucket refills anyway");
             }
         }
     }
 }
 
-fn new_allowance(per_minute: i64) -> Allowance {
+fn new_allowance(scope: String, per_minute: i64) -> Allowance {
     Allowance {
+        scope,
         per_minute,
         tokens: Mutex::new(0),
         asking: tokio::sync::Mutex::new(()),
@@ -232,12 +255,20 @@ mod tests {
 
     #[test]
     fn an_allowance_takes_what_it_holds_and_drains_the_rest() {
-        let a = new_allowance(10);
+        let a = new_allowance("rpm:key:k".into(), 10);
         a.add(5);
         assert_eq!(a.take(6), None);
         assert_eq!(a.take(3), Some(2));
         assert_eq!(a.drain(7), 5, "two taken, five owed");
         assert_eq!(a.held(), 0);
+    }
+
+    #[test]
+    fn each_bucket_has_its_own_map_and_name() {
+        let all = [(Who::Key, false), (Who::Team, false), (Who::Key, true), (Who::Team, true)];
+        let indexes: Vec<usize> = all.iter().map(|&(who, tokens)| Bucket { who, tokens }.index()).collect();
+        assert_eq!(indexes, [0, 1, 2, 3]);
+        assert_eq!(Bucket { who: Who::Team, tokens: true }.label("t"), "tpm:team:t");
     }
 
     #[test]

@@ -56,9 +56,11 @@ pub struct RateLimits {
 }
 
 /// Whose limit.
-#[derive(Clone, Copy)]
-enum Who {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// A virtual key's.
     Key,
+    /// Its team's.
     Team,
 }
 
@@ -156,13 +158,16 @@ impl RateLimits {
         self.fleet.as_ref()
     }
 
-    fn scopes<'a>(principal: &'a Principal, config: &'a svc_config::Config) -> Vec<Scope<'a>> {
-        let Some(k) = principal.key() else { return Vec::new() };
-        let mut scopes = vec![Scope { who: Who::Key, id: &k.id, rpm: k.rpm_limit, tpm: k.tpm_limit }];
-        if let Some(team) = config.team(&k.team_id) {
-            scopes.push(Scope { who: Who::Team, id: &team.team_id, rpm: team.rpm_limit, tpm: team.tpm_limit });
-        }
-        scopes
+    /// The key's and its team's limits (no allocation: this runs for every request).
+    fn scopes<'a>(principal: &'a Principal, config: &'a svc_config::Config) -> [Option<Scope<'a>>; 2] {
+        let Some(k) = principal.key() else { return [None, None] };
+        let team = config.team(&k.team_id).map(|t| Scope {
+            who: Who::Team,
+            id: &t.team_id,
+            rpm: t.rpm_limit,
+            tpm: t.tpm_limit,
+        });
+        [Some(Scope { who: Who::Key, id: &k.id, rpm: k.rpm_limit, tpm: k.tpm_limit }), team]
     }
 
     fn local(&self, s: &Scope) -> Option<Arc<Limits>> {
@@ -181,7 +186,7 @@ impl RateLimits {
         prompt_tokens: u64,
     ) -> Result<(), ApiError> {
         let tokens = u32::try_from(prompt_tokens).unwrap_or(u32::MAX);
-        for s in Self::scopes(principal, config) {
+        for s in Self::scopes(principal, config).into_iter().flatten() {
             if s.rpm.is_none() && s.tpm.is_none() {
                 continue;
             }
@@ -200,10 +205,10 @@ impl RateLimits {
     async fn admit_fleet(&self, f: &Arc<fleet::FleetRates>, s: &Scope<'_>, tokens: u32) -> Result<(), ApiError> {
         let who = s.who.as_str();
         let limits = [
-            ("rpm", s.rpm.map(i64::from), 1, "requests per minute"),
-            ("tpm", s.tpm.map(|t| i64::try_from(t).unwrap_or(i64::MAX)), i64::from(tokens), "tokens per minute"),
+            (false, s.rpm.map(i64::from), 1, "requests per minute"),
+            (true, s.tpm.map(|t| i64::try_from(t).unwrap_or(i64::MAX)), i64::from(tokens), "tokens per minute"),
         ];
-        for (kind, limit, n, what) in limits {
+        for (tokens_bucket, limit, n, what) in limits {
             let Some(limit) = limit.filter(|l| *l > 0) else { continue };
             if n <= 0 {
                 continue;
@@ -212,7 +217,7 @@ impl RateLimits {
                 let what = format!("{who} {what} (the request alone is larger than the limit)");
                 return Err(ApiError::rate_limited(&what, 60));
             }
-            match f.take(&format!("{kind}:{who}:{}", s.id), limit, n).await {
+            match f.take(fleet::Bucket { who: s.who, tokens: tokens_bucket }, s.id, limit, n).await {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(ApiError::rate_limited(&format!("{who} {what}"), fleet::refill_secs(n, limit)));
@@ -234,12 +239,12 @@ impl RateLimits {
         if n == 0 {
             return;
         }
-        for s in Self::scopes(principal, config) {
+        for s in Self::scopes(principal, config).into_iter().flatten() {
             let Some(tpm) = s.tpm else { continue };
             match &self.fleet {
                 Some(f) => {
                     let limit = i64::try_from(tpm).unwrap_or(i64::MAX);
-                    f.charge(&format!("tpm:{}:{}", s.who.as_str(), s.id), limit, i64::from(n));
+                    f.charge(fleet::Bucket { who: s.who, tokens: true }, s.id, limit, i64::from(n));
                 }
                 None => {
                     if let Some(tpm) = self.local(&s).as_ref().and_then(|l| l.tpm.as_ref()) {
