@@ -204,12 +204,17 @@ async fn three_nodes_hold_one_team_budget() {
     assert!(once(&budget_pushes(&ntfy)), "ntfy: {:?}", budget_pushes(&ntfy));
 }
 
-/// The `budget.*` events the webhook accepted, each delivery once.
-fn budget_events(hook: &WebhookReceiver) -> Vec<String> {
+/// The kinds of the events the webhook accepted, each delivery once (a retried delivery keeps its id).
+pub(crate) fn accepted_events(hook: &WebhookReceiver) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     let accepted = hook.received().into_iter().filter(|r| r.status == 200);
     let unique = accepted.filter(|r| seen.insert(r.header("x-svc-delivery").unwrap_or("").to_string()));
-    unique.map(|r| r.json()["event"].as_str().unwrap_or("").to_string()).filter(|k| k.starts_with("budget.")).collect()
+    unique.map(|r| r.json()["event"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// The `budget.*` events the webhook accepted, each delivery once.
+fn budget_events(hook: &WebhookReceiver) -> Vec<String> {
+    accepted_events(hook).into_iter().filter(|k| k.starts_with("budget.")).collect()
 }
 
 /// The `budget.*` pushes ntfy received.
@@ -364,11 +369,14 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
     // Node 3 holds a slice, then dies.
     assert_eq!(post_chat(f.node(2), &key, &capped()).await.0, 200);
     f.kill(2).await;
-    let forget = || async {
-        let out = svc().args(["fleet", "forget", "n3", "--config"]).arg(&f.node(0).config).output().await.unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    let forget = |node: &'static str| {
+        let config = f.node(0).config.clone();
+        async move {
+            let out = svc().args(["fleet", "forget", node, "--config"]).arg(config).output().await.unwrap();
+            (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+        }
     };
-    let (code, stderr) = forget().await;
+    let (code, stderr) = forget("n3").await;
     assert_eq!(code, Some(1), "refused while the fleet still sees it online: {stderr}");
     assert!(stderr.contains("node `n3` is online"), "{stderr}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -379,7 +387,7 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
     // Offline (declared after 4 s) and its unspent slice held back: the operator releases it.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let (code, stderr) = forget().await;
+        let (code, stderr) = forget("n3").await;
         if code == Some(0) {
             assert!(stderr.contains("holdback(s) of node `n3`"), "{stderr}");
             break;
@@ -392,10 +400,7 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
     let (spent, _) = f.spent(team).await;
     let logs: Vec<String> = f.live().iter().map(|g| g.log_text()).collect();
     assert!((LIMIT - 2 * WORST..=LIMIT).contains(&spent), "spent {spent} of {LIMIT}\n{}", logs.join("\n-----\n"));
-    let (code, stderr) = {
-        let out = svc().args(["fleet", "forget", "n9", "--config"]).arg(&f.node(0).config).output().await.unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
-    };
+    let (code, stderr) = forget("n9").await;
     assert_eq!(code, Some(1));
     assert!(stderr.contains("no node `n9` in fleet `ci`"), "{stderr}");
 }

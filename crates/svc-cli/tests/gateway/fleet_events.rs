@@ -173,32 +173,11 @@ async fn all_judge(f: &Fleet, state: &str) {
 async fn a_deployment_every_node_judges_unavailable_is_announced_once_per_fleet_transition() {
     let up = Upstream::start().await.unwrap();
     let hook = WebhookReceiver::start().await;
-    let base = format!(
-        "server:\n  host: 127.0.0.1\n  port: 0
-model_list:
-  - model_name: flaky
-    model_info: {{ id: flaky-1 }}
-    params: {{ model: openai/up-flaky, api_base: '{}', timeout_seconds: 5 }}
-gateway_settings:
-  readiness_cache_seconds: 0
-  health_check_interval_seconds: 1
-notifications:
-  webhooks:
-    - url: {}
-      events: ['model.*']
-      secret: s3cret
-",
-        up.base_url,
-        hook.url()
-    );
+    // The probe runs every second on every node.
+    let base = super::health::flaky_config(&up.base_url, &hook, 1);
     let f = Fleet::start(&base, "").await;
     all_judge(&f, "healthy").await;
-    let announced = || {
-        let mut seen = std::collections::HashSet::new();
-        let accepted = hook.received().into_iter().filter(|r| r.status == 200);
-        let unique = accepted.filter(|r| seen.insert(r.header("x-svc-delivery").unwrap_or("").to_string()));
-        unique.map(|r| r.json()["event"].as_str().unwrap_or("").to_string()).collect::<Vec<_>>()
-    };
+    let announced = || accepted_events(&hook);
     // Every node's probe fails: three judgements, one fleet transition, one event.
     up.set(|b| b.models_status = 503);
     all_judge(&f, "unavailable").await;

@@ -8,8 +8,14 @@ use std::time::Duration;
 use svc_testkit::upstream::Upstream;
 use svc_testkit::webhook::WebhookReceiver;
 
-/// One alias `flaky` on `base`, health thresholds small enough to reach in a test, events `model.*` to `hook`.
+/// One alias `flaky` on `base`, health thresholds small enough to reach in a test, events `model.*` to `hook`,
+/// node `node-1` of fleet `ci-fleet`.
 fn config(base: &str, hook: &WebhookReceiver, probe_seconds: u64) -> String {
+    flaky_config(base, hook, probe_seconds) + "fleet:\n  name: ci-fleet\n  node: node-1\n"
+}
+
+/// [`config`] without its fleet section (the fleet tests add their own).
+pub(crate) fn flaky_config(base: &str, hook: &WebhookReceiver, probe_seconds: u64) -> String {
     format!(
         "server:\n  host: 127.0.0.1\n  port: 0
 model_list:
@@ -33,9 +39,6 @@ notifications:
     - url: {}
       events: ['model.*']
       secret: s3cret
-fleet:
-  name: ci-fleet
-  node: node-1
 ",
         hook.url()
     )
