@@ -76,27 +76,7 @@ MASTER="sk-master-bench-$(date +%s%N)"
 config() {
     local dir=$1 url=$2 node=${3:-}
     mkdir -p "$dir"
-    cat >"$dir/svc.yaml" <<YAML
-server:
-  host: 127.0.0.1
-  port: 0
-  database_url: $url
-model_list:
-  - model_name: openai/gpt-4.1-mini
-    params:
-      model: openai/up-mini
-      api_base: http://$UP_ADDR/v1
-      api_key: upstream-secret
-      input_cost_per_token: 0.0000004
-      output_cost_per_token: 0.0000016
-      max_output_tokens: 32768
-gateway_settings:
-  budget_duration: 30d
-  teams:
-    - team_id: bench-on
-      budget_limit: 1000000
-      models: [openai/gpt-4.1-mini]
-YAML
+    gateway_yaml "$url" "$UP_ADDR" >"$dir/svc.yaml"
     if [[ -n $node ]]; then
         printf 'fleet:\n  name: bench\n  node: %s\n  journal_dir: %s/journal\n' "$node" "$dir" >>"$dir/svc.yaml"
     fi

@@ -116,30 +116,7 @@ UP0_ADDR=$(wait_listening "$WORK/upstream0.log" "$UP0_PID")
 
 # The gateway: core 0, one tokio worker thread.
 MASTER="sk-master-bench-$(date +%s%N)"
-cat >"$WORK/svc.yaml" <<EOF
-server:
-  host: 127.0.0.1
-  port: 0
-  database_url: sqlite://$WORK/svc.db
-model_list:
-  - model_name: openai/gpt-4.1-mini
-    params:
-      model: openai/up-mini
-      api_base: http://$UP_ADDR/v1
-      api_key: upstream-secret
-      timeout_seconds: 30
-      input_cost_per_token: 0.0000004
-      output_cost_per_token: 0.0000016
-      max_output_tokens: 32768
-gateway_settings:
-  budget_duration: 30d
-  teams:
-    - team_id: bench-off
-      models: [openai/gpt-4.1-mini]
-    - team_id: bench-on
-      budget_limit: 1000000
-      models: [openai/gpt-4.1-mini]
-EOF
+gateway_yaml "sqlite://$WORK/svc.db" "$UP_ADDR" >"$WORK/svc.yaml"
 SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc" serve --config "$WORK/svc.yaml" \
     >/dev/null 2>"$WORK/gateway.log" &
 GW_PID=$!
