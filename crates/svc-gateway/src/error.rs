@@ -115,6 +115,11 @@ impl ApiError {
         )
     }
 
+    /// 426: the request asked for a protocol upgrade the route does not serve.
+    pub fn upgrade_required(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UPGRADE_REQUIRED, "invalid_request_error", message)
+    }
+
     /// 400 for a query string that does not fit the route's parameters.
     pub fn bad_query(param: Option<String>, reason: impl std::fmt::Display) -> ApiError {
         let message = match &param {
@@ -209,6 +214,7 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
+        resp.extensions_mut().insert(ErrorMessage(self.0.message.clone()));
         if self.0.status.is_server_error() {
             let parts = *self.0;
             let logged = match parts.detail {
@@ -220,6 +226,11 @@ impl IntoResponse for ApiError {
         resp
     }
 }
+
+/// The message of an error response, so a front end with its own error shape (Anthropic Messages) can write
+/// the same error in it.
+#[derive(Debug, Clone)]
+pub struct ErrorMessage(pub String);
 
 /// Marks a 5xx response so the logging middleware writes it once.
 #[derive(Debug, Clone)]

@@ -10,6 +10,7 @@ pub mod budgets;
 pub mod error;
 pub mod events;
 pub mod fleet;
+pub mod front;
 pub mod handlers;
 pub mod health;
 pub mod keys;
@@ -63,7 +64,11 @@ async fn request_context(mut req: Request, next: Next) -> Response {
         .map(Arc::from)
         .unwrap_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()));
     req.extensions_mut().insert(RequestId(id.clone(), started));
+    let anthropic = front::messages::is_messages_path(req.uri().path());
     let mut resp = next.run(req).await;
+    if anthropic {
+        resp = front::messages::error_in_shape(resp);
+    }
     let wait = resp.extensions().get::<UpstreamWait>().map(|w| w.0).unwrap_or(Duration::ZERO);
     let overhead = started.elapsed().saturating_sub(wait);
     let h = resp.headers_mut();

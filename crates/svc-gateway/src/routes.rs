@@ -12,6 +12,9 @@ use axum::Router;
 fn protected(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/chat/completions", post(chat::completions))
+        .route("/messages", post(chat::messages))
+        .route("/messages/count_tokens", post(chat::count_tokens))
+        .route("/responses", post(chat::responses).get(chat::responses_upgrade))
         .route("/models", get(models::list))
         .route("/key/generate", post(admin::generate))
         .route("/key/update", post(admin::update))

@@ -45,14 +45,24 @@ pub fn conservative(text: &str) -> u64 {
 /// The conservative estimate of a chat request's prompt: the JSON of its messages and of its tools (and
 /// functions and response format), framing, and [`MEDIA_PART_TOKENS`] per media part.
 pub fn prompt_tokens(req: &ChatRequest) -> u64 {
+    prompt_by(req, conservative)
+}
+
+/// The plain estimate of a chat request's prompt ([`text_tokens`] in place of [`conservative`]): what
+/// `count_tokens` answers for a deployment that cannot count.
+pub fn prompt_tokens_plain(req: &ChatRequest) -> u64 {
+    prompt_by(req, text_tokens)
+}
+
+fn prompt_by(req: &ChatRequest, count: fn(&str) -> u64) -> u64 {
     let messages = req.messages();
     let mut total = FRAMING.saturating_add(PER_MESSAGE.saturating_mul(messages.len() as u64));
     for m in messages {
-        total = total.saturating_add(conservative(&m.to_string()));
+        total = total.saturating_add(count(&m.to_string()));
     }
     for field in ["tools", "functions", "response_format"] {
         if let Some(v) = req.field(field) {
-            total = total.saturating_add(conservative(&v.to_string()));
+            total = total.saturating_add(count(&v.to_string()));
         }
     }
     total.saturating_add(MEDIA_PART_TOKENS.saturating_mul(media_parts(messages)))

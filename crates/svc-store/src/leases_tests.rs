@@ -29,6 +29,9 @@ fn spend(id: &str, node: &str, cost: i64, scope: &str) -> ChargedRecord {
             cost,
             status: 200,
             latency_ms: 1,
+            api: None,
+            client: None,
+            session_id: None,
         },
         charges: vec![Charge { scope: scope.into(), period: P, limit: 1_000 }],
     }

@@ -41,6 +41,15 @@ pub struct SpendRecord {
     pub status: i64,
     /// Total latency.
     pub latency_ms: i64,
+    /// The client API (`chat`, `messages`, `responses`, `embeddings`).
+    #[serde(default)]
+    pub api: Option<String>,
+    /// The client family (`claude-cli`, `codex_exec`, `OpenAI/Python`, …).
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The agent's session id.
+    #[serde(default)]
+    pub session_id: Option<String>,
 }
 
 /// Filters for [`Store::query_spend`]. `None` means any.
@@ -67,6 +76,12 @@ pub enum SpendGroup {
     Key,
     /// Per alias.
     Model,
+    /// Per client family.
+    Client,
+    /// Per agent session.
+    Session,
+    /// Per client API.
+    Api,
 }
 
 impl SpendGroup {
@@ -75,6 +90,17 @@ impl SpendGroup {
             SpendGroup::Team => "team_id",
             SpendGroup::Key => "key_id",
             SpendGroup::Model => "model_alias",
+            SpendGroup::Client => "client",
+            SpendGroup::Session => "session_id",
+            SpendGroup::Api => "api",
+        }
+    }
+
+    /// The label of records without a value.
+    fn missing(self) -> &'static str {
+        match self {
+            SpendGroup::Team | SpendGroup::Key => "(master key)",
+            SpendGroup::Model | SpendGroup::Client | SpendGroup::Session | SpendGroup::Api => "(unknown)",
         }
     }
 }
@@ -188,7 +214,7 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        // 15 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
+        // 18 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
         // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
         // round trip each to the database.
         const ROWS: usize = 512;
@@ -198,9 +224,9 @@ impl Store {
         for chunk in records.chunks(ROWS) {
             let mut sql = String::from(
                 "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
-                 upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms) VALUES ",
+                 upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",
             );
-            crate::push_values(&mut sql, self.backend(), chunk.len(), 15);
+            crate::push_values(&mut sql, self.backend(), chunk.len(), 18);
             sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
             let mut q = sqlx::query(&sql);
             for r in chunk {
@@ -225,7 +251,10 @@ impl Store {
                     .bind(sane.completion_tokens)
                     .bind(sane.cost)
                     .bind(sane.status)
-                    .bind(sane.latency_ms);
+                    .bind(sane.latency_ms)
+                    .bind(sane.api)
+                    .bind(sane.client)
+                    .bind(sane.session_id);
             }
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
@@ -244,7 +273,7 @@ impl Store {
         let n = w.next();
         let sql = format!(
             "SELECT COALESCE(record_id, CAST(id AS TEXT)) AS record_id, node, request_id, ts_ms, key_id, team_id, agent_role, \
-             model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms \
+             model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id \
              FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
             w.sql,
             n + 1
@@ -268,6 +297,9 @@ impl Store {
                     cost: r.try_get("cost")?,
                     status: r.try_get("status")?,
                     latency_ms: r.try_get("latency_ms")?,
+                    api: r.try_get("api")?,
+                    client: r.try_get("client")?,
+                    session_id: r.try_get("session_id")?,
                 })
             })
             .collect()
@@ -289,9 +321,9 @@ impl Store {
     /// Totals grouped by team, key or alias, for records matching `f`, dearest first.
     pub async fn spend_totals(&self, group: SpendGroup, f: &SpendFilter) -> Result<Vec<SpendTotal>, StoreError> {
         let w = Where::of(f);
-        let column = group.column();
+        let (column, missing) = (group.column(), group.missing());
         let sql = format!(
-            "SELECT COALESCE({column}, '(master key)') AS g, COUNT(*) AS n, CAST(COALESCE(SUM(prompt_tokens),0) AS BIGINT) AS p, \
+            "SELECT COALESCE({column}, '{missing}') AS g, COUNT(*) AS n, CAST(COALESCE(SUM(prompt_tokens),0) AS BIGINT) AS p, \
              CAST(COALESCE(SUM(completion_tokens),0) AS BIGINT) AS c, CAST(COALESCE(SUM(cost / {NANOS}),0) AS BIGINT) AS su, \
              CAST(COALESCE(SUM(cost % {NANOS}),0) AS BIGINT) AS sr FROM spend_log{} GROUP BY g",
             w.sql

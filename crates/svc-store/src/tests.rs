@@ -112,6 +112,9 @@ fn rec(i: i64, team: &str) -> SpendRecord {
         cost: 100,
         status: 200,
         latency_ms: 3,
+        api: None,
+        client: None,
+        session_id: None,
     }
 }
 

@@ -102,6 +102,9 @@ async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
         cost,
         status: 200,
         latency_ms: 1,
+        api: None,
+        client: None,
+        session_id: None,
     };
     store.insert_spend_batch(&[r]).await.unwrap();
 }

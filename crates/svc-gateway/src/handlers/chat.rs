@@ -1,26 +1,92 @@
-//! `POST /chat/completions` (spec 4.1).
+//! The model endpoints: `POST /chat/completions` (spec 4.1), `POST /messages` (Anthropic Messages) and
+//! `POST /responses` (OpenAI Responses). Each reads its body, turns it into the pipeline's request by its
+//! front end (`crate::front`) and runs the one pipeline.
 
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::front::{Api, Caller};
 use crate::handlers::read_body;
-use crate::pipeline;
+use crate::pipeline::{self, Inbound};
 use crate::state::AppState;
 use crate::RequestId;
 use axum::body::Body;
 use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+
+/// Runs one model request that came in by `api`.
+async fn run(
+    state: AppState,
+    principal: Principal,
+    id: RequestId,
+    headers: &HeaderMap,
+    body: Body,
+    api: Api,
+) -> Response {
+    let RequestId(request_id, started) = id;
+    let result: Result<Response, ApiError> = async {
+        let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
+        let chat = api.to_chat(&bytes)?;
+        let inbound = Inbound { api, caller: Caller::from_headers(headers) };
+        pipeline::handle(&state, principal, request_id.to_string(), &chat, started, inbound).await
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
 
 /// Chat completion, plain or streamed.
 pub async fn completions(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
-    Extension(RequestId(request_id, started)): Extension<RequestId>,
+    Extension(id): Extension<RequestId>,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let result: Result<Response, ApiError> = async {
-        let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-        pipeline::handle(&state, principal, request_id.to_string(), &bytes, started).await
-    }
-    .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+    run(state, principal, id, &headers, body, Api::Chat).await
+}
+
+/// Anthropic Messages, plain or streamed (`?beta=true` is accepted and changes nothing).
+pub async fn messages(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Extension(id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    run(state, principal, id, &headers, body, Api::Messages).await
+}
+
+/// OpenAI Responses, plain or streamed.
+pub async fn responses(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Extension(id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    run(state, principal, id, &headers, body, Api::Responses).await
+}
+
+/// `POST /messages/count_tokens`: the prompt's tokens by the gateway's plain estimate (the alias must exist
+/// and be allowed to the caller, as for a call).
+pub async fn count_tokens(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    body: Body,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
+    let chat = crate::front::messages::to_chat(&bytes)?;
+    let req = svc_providers::ChatRequest::from_body(chat);
+    pipeline::access::check(&state, &principal, req.model())?;
+    let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
+    Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })))
+}
+
+/// `GET /responses` (a WebSocket upgrade, as current Codex versions try first): 426, so the client falls back
+/// to HTTP at once.
+pub async fn responses_upgrade() -> Response {
+    let err = ApiError::upgrade_required("the gateway serves the Responses API over HTTP POST only, not WebSocket");
+    let mut resp = err.into_response();
+    resp.headers_mut().insert(axum::http::header::UPGRADE, axum::http::HeaderValue::from_static("HTTP/1.1"));
+    resp
 }

@@ -30,6 +30,7 @@ pub mod upstream;
 use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
+use crate::front::{Api, Caller};
 use crate::health::Outcome;
 use crate::state::AppState;
 use axum::body::Body;
@@ -75,6 +76,17 @@ struct Call<'a> {
     /// The cap the budgets pay for, when it is lower than the client's.
     granted: Option<u64>,
     meter: Meter,
+    api: Api,
+}
+
+/// How a request came in: its client API (the body is already in the pipeline's chat-completions form)
+/// and who called.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    /// The client API, in whose shape the answer is written.
+    pub api: Api,
+    /// Who called.
+    pub caller: Caller,
 }
 
 /// Runs a chat completion through every stage.
@@ -84,6 +96,7 @@ pub async fn handle(
     request_id: String,
     body: &Bytes,
     started: Instant,
+    inbound: Inbound,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(state)?;
     let mut req = ChatRequest::parse(body)?;
@@ -121,6 +134,7 @@ pub async fn handle(
         asked: req.max_tokens(),
         granted: capped.then_some(completion_tokens),
         meter,
+        api: inbound.api,
     };
     let settle = |route: &Arc<Route>, in_flight: InFlight, call: &Call<'_>| Settle {
         state: state.clone(),
@@ -131,6 +145,8 @@ pub async fn handle(
         ticket,
         in_flight,
         reservation,
+        api: inbound.api,
+        caller: inbound.caller.clone(),
     };
     let mut response = match call.attempts(plan, req, first_route).await {
         Ok(Done { route, answer, in_flight, meter, waited }) => {
@@ -277,14 +293,16 @@ impl Call<'_> {
     async fn answer(&self, settle: Settle, answer: Answer, meter: Meter) -> Result<Response, ApiError> {
         let mut response = match answer {
             Answer::Reply(reply) => {
-                let bytes = upstream::reply(settle, meter, reply.body).await?;
+                let bytes = upstream::reply(settle, meter, reply.body, self.api).await?;
                 let mut resp = Response::new(Body::from(bytes));
                 resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 resp
             }
             Answer::Stream(chunks) => {
                 let limits = self.state.config.gateway.streams;
-                let body = upstream::stream_body(settle, chunks, self.client_wants_usage, meter, limits, self.started);
+                let encoder = self.api.encoder(&settle.route.alias);
+                let wants_usage = self.client_wants_usage || encoder.is_some();
+                let body = upstream::stream_body(settle, chunks, wants_usage, meter, limits, self.started, encoder);
                 let mut resp = Response::new(body);
                 let h = resp.headers_mut();
                 h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

@@ -4,6 +4,7 @@
 
 use crate::auth::Principal;
 use crate::budgets::Reservation;
+use crate::front::{Api, Caller};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::routing::{InFlight, Route};
 use crate::state::AppState;
@@ -30,6 +31,10 @@ pub struct Settle {
     pub in_flight: InFlight,
     /// The budget holds of the call.
     pub reservation: Reservation,
+    /// The client API it came in by.
+    pub api: Api,
+    /// Who called.
+    pub caller: Caller,
 }
 
 impl Settle {
@@ -83,6 +88,9 @@ impl Settle {
             cost: charged.nanos(),
             status: i64::from(status),
             latency_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            api: Some(self.api.as_str().to_string()),
+            client: self.caller.client.clone(),
+            session_id: self.caller.session.clone(),
         };
         if !self.state.spend.record(ChargedRecord { record, charges }).await {
             tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");

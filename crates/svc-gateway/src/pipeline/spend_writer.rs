@@ -311,6 +311,9 @@ pub(crate) mod tests {
             cost: 7,
             status: 200,
             latency_ms: 1,
+            api: None,
+            client: None,
+            session_id: None,
         }
     }
 

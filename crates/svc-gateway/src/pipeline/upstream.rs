@@ -14,6 +14,7 @@
 //! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
+use crate::front::{Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use axum::body::Body;
@@ -47,7 +48,7 @@ fn log_fault(settle: &Settle, metered: &Metered) {
 /// Finishes a non-streaming call: meter, settle, restore the alias, serialize. When the upstream's usage is
 /// missing or not believed, the response carries the counts that were charged as its `usage`, so every
 /// answer has the spec 2.5 shape and what the client is shown is what was recorded.
-pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>) -> Result<Bytes, ApiError> {
+pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>, api: Api) -> Result<Bytes, ApiError> {
     let completion = || body.get("choices").map(estimate::completion_tokens).unwrap_or(0);
     let metered = meter.judge(usage::read(body.get("usage")), completion);
     log_fault(&settle, &metered);
@@ -56,7 +57,7 @@ pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>) -
     }
     body.insert("model".into(), Value::String(settle.route.alias.clone()));
     settle.finish(metered.usage, 200).await;
-    serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
+    serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
 /// State of a forwarded stream.
@@ -81,6 +82,8 @@ struct Forward {
     finished: bool,
     /// `id` and `created` of the first chunk, for the chunks the gateway adds itself.
     first: Option<(Value, Value)>,
+    /// The client API's events, when it is not chat completions.
+    encoder: Option<Encoder>,
 }
 
 /// Why a stream ended before the upstream finished it.
@@ -126,6 +129,9 @@ impl Forward {
                 chunk.insert("usage".into(), usage_json(metered.usage));
             }
         }
+        if let Some(encoder) = &mut self.encoder {
+            return encoder.chunk(&chunk);
+        }
         chunk.insert("model".into(), self.alias.clone());
         sse_data(&chunk)
     }
@@ -144,8 +150,11 @@ impl Forward {
 
     /// The end of a stream: `data: [DONE]`, after a usage chunk of what was charged when the client asked for
     /// usage and the upstream sent none.
-    fn done(&self, charged: Usage) -> Bytes {
+    fn done(&mut self, charged: Usage) -> Bytes {
         const DONE: &[u8] = b"data: [DONE]\n\n";
+        if let Some(encoder) = &mut self.encoder {
+            return encoder.done(charged);
+        }
         if !self.client_wants_usage || self.reported.is_some() {
             return Bytes::from_static(DONE);
         }
@@ -156,7 +165,10 @@ impl Forward {
 
     /// The end of a stream cut at its cap: every choice finishes with `length`, then the charged usage (when
     /// asked) and `[DONE]`.
-    fn cut(&self, charged: Usage) -> Bytes {
+    fn cut(&mut self, charged: Usage) -> Bytes {
+        if let Some(encoder) = &mut self.encoder {
+            return encoder.cut(charged);
+        }
         let finishes: Vec<Value> = (0..self.meter.choices.max(1))
             .map(|i| serde_json::json!({"index": i, "delta": {}, "finish_reason": "length"}))
             .collect();
@@ -221,7 +233,10 @@ impl Forward {
                 settle.in_flight.broken();
                 settle.finish(metered.usage, err.status().as_u16()).await;
                 tracing::warn!(error = %err.message(), "upstream stream failed mid-way");
-                sse_data(&err.body()).unwrap_or_default()
+                match &mut self.encoder {
+                    Some(encoder) => encoder.error(&err),
+                    None => sse_data(&err.body()).unwrap_or_default(),
+                }
             }
         }
     }
@@ -258,6 +273,7 @@ pub fn stream_body(
     meter: Meter,
     limits: StreamSettings,
     started: std::time::Instant,
+    encoder: Option<Encoder>,
 ) -> Body {
     let alias = Value::String(settle.route.alias.clone());
     let now = Instant::now();
@@ -277,6 +293,7 @@ pub fn stream_body(
         settle: Some(settle),
         finished: false,
         first: None,
+        encoder,
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         if st.finished {

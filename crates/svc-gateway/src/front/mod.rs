@@ -1,0 +1,176 @@
+//! Front ends: the client APIs the pipeline serves. Each turns its request into the pipeline's
+//! chat-completions request and renders the pipeline's answer (a completion, or a stream of chunks) in its
+//! own shape; chat completions is the identity. Files by direction: `messages.rs` (Anthropic Messages ↔
+//! chat), `messages_stream.rs`, `responses.rs` (OpenAI Responses ↔ chat), `responses_stream.rs`.
+//!
+//! Who called is read here too ([`Caller`]): the client family from `User-Agent` and the agent's session id,
+//! recorded with each spend record.
+
+pub mod messages;
+pub mod messages_stream;
+pub mod responses;
+pub mod responses_stream;
+
+use crate::error::ApiError;
+use axum::http::HeaderMap;
+use bytes::Bytes;
+use messages_stream::MessagesStream;
+use responses_stream::ResponsesStream;
+use serde_json::{Map, Value};
+use svc_budget::Usage;
+
+/// The client API a request came in by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/messages` (Anthropic).
+    Messages,
+    /// `POST /v1/responses` (OpenAI).
+    Responses,
+    /// `POST /v1/embeddings`.
+    Embeddings,
+}
+
+impl Api {
+    /// The name recorded with spend (`chat`, `messages`, `responses`, `embeddings`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Messages => "messages",
+            Api::Responses => "responses",
+            Api::Embeddings => "embeddings",
+        }
+    }
+
+    /// The pipeline's chat-completions body of a request to this API.
+    pub fn to_chat(self, body: &Bytes) -> Result<Bytes, ApiError> {
+        let chat = match self {
+            Api::Chat | Api::Embeddings => return Ok(body.clone()),
+            Api::Messages => messages::to_chat(body)?,
+            Api::Responses => responses::to_chat(body)?,
+        };
+        serde_json::to_vec(&chat).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the request"))
+    }
+
+    /// A completion (metered, `model` the alias) in this API's shape.
+    pub fn render(self, completion: Map<String, Value>) -> Map<String, Value> {
+        match self {
+            Api::Chat | Api::Embeddings => completion,
+            Api::Messages => messages::from_completion(&completion),
+            Api::Responses => responses::from_completion(&completion),
+        }
+    }
+
+    /// The encoder of a stream answered under `alias`, for a translated API (`None`: chat completions).
+    pub fn encoder(self, alias: &str) -> Option<Encoder> {
+        match self {
+            Api::Chat | Api::Embeddings => None,
+            Api::Messages => Some(Encoder::Messages(MessagesStream::new(alias))),
+            Api::Responses => Some(Encoder::Responses(Box::new(ResponsesStream::new(alias)))),
+        }
+    }
+}
+
+/// A stream translated from chat chunks to another API's events.
+#[derive(Debug)]
+pub enum Encoder {
+    /// Anthropic Messages events.
+    Messages(MessagesStream),
+    /// OpenAI Responses events.
+    Responses(Box<ResponsesStream>),
+}
+
+impl Encoder {
+    /// The events of one chunk.
+    pub fn chunk(&mut self, chunk: &Map<String, Value>) -> Option<Bytes> {
+        match self {
+            Encoder::Messages(s) => s.chunk(chunk),
+            Encoder::Responses(s) => s.chunk(chunk),
+        }
+    }
+
+    /// The end of a finished stream, with what was charged.
+    pub fn done(&mut self, charged: Usage) -> Bytes {
+        match self {
+            Encoder::Messages(s) => s.done(charged),
+            Encoder::Responses(s) => s.done(charged),
+        }
+    }
+
+    /// The end of a stream cut at its completion cap.
+    pub fn cut(&mut self, charged: Usage) -> Bytes {
+        match self {
+            Encoder::Messages(s) => s.cut(charged),
+            Encoder::Responses(s) => s.cut(charged),
+        }
+    }
+
+    /// The error event of a stream that failed mid-way.
+    pub fn error(&mut self, err: &ApiError) -> Bytes {
+        match self {
+            Encoder::Messages(s) => s.error(err),
+            Encoder::Responses(s) => s.error(err),
+        }
+    }
+}
+
+/// Who called, as far as the request tells: recorded with spend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The client family: the `User-Agent` product name (`claude-cli`, `codex_exec`, `OpenAI/Python`, …).
+    pub client: Option<String>,
+    /// The agent's session id (`X-Claude-Code-Session-Id`, Codex's `session-id`, or `x-session-id`).
+    pub session: Option<String>,
+}
+
+/// The longest client or session name kept.
+const MAX_NAME: usize = 64;
+
+impl Caller {
+    /// Reads the caller from request headers; values that are not short printable text are not kept.
+    pub fn from_headers(headers: &HeaderMap) -> Caller {
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+        };
+        let client = text("user-agent").map(client_family).filter(|c| !c.is_empty());
+        let session = ["x-claude-code-session-id", "session-id", "x-session-id"]
+            .iter()
+            .find_map(|h| text(h))
+            .map(|s| s.chars().take(MAX_NAME).collect());
+        Caller { client, session }
+    }
+}
+
+/// The product name of a `User-Agent`: its first token up to `/` (`claude-cli/2.1 (external)` →
+/// `claude-cli`), at most [`MAX_NAME`] characters.
+fn client_family(user_agent: &str) -> String {
+    let first = user_agent.split_whitespace().next().unwrap_or_default();
+    first.split('/').next().unwrap_or_default().chars().take(MAX_NAME).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn callers_are_read_from_agent_headers() {
+        let mut h = HeaderMap::new();
+        h.insert("user-agent", HeaderValue::from_static("claude-cli/2.1.330 (external, sdk-cli)"));
+        h.insert("x-claude-code-session-id", HeaderValue::from_static("5f0c-session"));
+        assert_eq!(
+            Caller::from_headers(&h),
+            Caller { client: Some("claude-cli".into()), session: Some("5f0c-session".into()) }
+        );
+        let mut h = HeaderMap::new();
+        h.insert("user-agent", HeaderValue::from_static("codex_exec/0.169.0 (Debian 12; x86_64)"));
+        h.insert("session-id", HeaderValue::from_static("0199-abc"));
+        assert_eq!(Caller::from_headers(&h).client.as_deref(), Some("codex_exec"));
+        assert_eq!(Caller::from_headers(&HeaderMap::new()), Caller::default());
+    }
+}
