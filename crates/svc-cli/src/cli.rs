@@ -72,6 +72,26 @@ pub struct SpendArgs {
     /// Only the last period of this length, e.g. 12h, 7d, 1mo [default: all time]
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
+    /// Tables to print, in order (repeatable or comma-separated) [default: team,key,model]
+    #[arg(long = "by", value_name = "GROUP", value_delimiter = ',')]
+    pub by: Vec<SpendBy>,
+}
+
+/// What `svc spend` groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpendBy {
+    /// Per team
+    Team,
+    /// Per key (shown by alias)
+    Key,
+    /// Per model alias
+    Model,
+    /// Per client family (claude-cli, codex_exec, …)
+    Client,
+    /// Per agent session
+    Session,
+    /// Per client API (chat, messages, responses, embeddings)
+    Api,
 }
 
 /// `svc serve` options.

@@ -348,7 +348,8 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
     }
     let mut allowed = Vec::new();
     for (name, n) in listed {
-        if !all.knows(&name) {
+        // A wildcard (`claude-*`) may name a wildcard alias or cover plain ones; it is not checked by name.
+        if !name.contains('*') && !all.knows(&name) {
             let hint = did_you_mean(&name, all.aliases());
             r.error(
                 &n,

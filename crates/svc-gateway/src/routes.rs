@@ -12,6 +12,7 @@ use axum::Router;
 fn protected(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/chat/completions", post(chat::completions))
+        .route("/embeddings", post(chat::embeddings))
         .route("/messages", post(chat::messages))
         .route("/messages/count_tokens", post(chat::count_tokens))
         .route("/responses", post(chat::responses).get(chat::responses_upgrade))

@@ -10,6 +10,7 @@ pub mod estimate;
 pub mod http;
 mod mock;
 mod openai;
+pub mod passthrough;
 mod provider;
 mod request;
 pub mod sse;

@@ -1,12 +1,13 @@
 //! The built-in `mock` provider: deterministic replies with honest token counts, streaming included, so a
 //! fleet can be tested end to end with no accounts, no network and no spend.
 //!
-//! The reply to a conversation is `[mock <model>] ` followed by the last user message (at most 64
+//! The reply to a conversation is `[mock <model>] ` (the upstream model id the request names) followed by the last user message (at most 64
 //! tokens), or a greeting when there is none. Tokens are counted by one rule everywhere: a run of letters
 //! or digits is one token, every other visible character is one token. The prompt costs its messages'
 //! tokens plus 4 per message plus 3 (the chat framing, as OpenAI counts it); the completion costs exactly
 //! the tokens streamed, and `max_tokens` cuts the reply with `finish_reason: "length"`.
 
+use crate::passthrough::{Forwarded, Raw};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{json, Map, Value};
 
@@ -95,13 +96,14 @@ fn as_map(v: Value) -> Map<String, Value> {
 }
 
 impl Mock {
-    pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
-        let (tokens, finish) = reply(&d.upstream_model, &req);
+    pub(crate) async fn chat(&self, _d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
+        let model = req.model().to_string();
+        let (tokens, finish) = reply(&model, &req);
         let body = json!({
             "id": format!("chatcmpl-mock-{}", uuid::Uuid::new_v4().simple()),
             "object": "chat.completion",
             "created": chrono::Utc::now().timestamp(),
-            "model": d.upstream_model,
+            "model": model,
             "choices": [{
                 "index": 0,
                 "message": {"role": "assistant", "content": tokens.concat()},
@@ -112,11 +114,11 @@ impl Mock {
         Ok(Reply { body: as_map(body) })
     }
 
-    pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        let (tokens, finish) = reply(&d.upstream_model, &req);
+    pub(crate) async fn chat_stream(&self, _d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+        let (tokens, finish) = reply(req.model(), &req);
         let id = format!("chatcmpl-mock-{}", uuid::Uuid::new_v4().simple());
         let created = chrono::Utc::now().timestamp();
-        let model = d.upstream_model.clone();
+        let model = req.model().to_string();
         let chunk = |delta: Value, finish: Value, usage: Value| {
             as_map(json!({
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -139,6 +141,60 @@ impl Mock {
             }
         }
         Ok(Box::pin(futures::stream::iter(chunks.into_iter().map(Ok))))
+    }
+}
+
+/// Dimensions of a mock embedding.
+const EMBEDDING_DIMENSIONS: usize = 16;
+
+/// The mock embedding of `text`: [`EMBEDDING_DIMENSIONS`] numbers from -1 to 1 derived from the text's bytes
+/// (FNV-1a), the same for the same text, different for different texts.
+fn embedding(text: &str) -> Vec<f64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    (0..EMBEDDING_DIMENSIONS)
+        .map(|i| {
+            for b in text.bytes().chain([i as u8]) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            ((h >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+impl Mock {
+    /// Embeddings (`POST /embeddings`): one deterministic vector per input (a string, or a list of strings or
+    /// token arrays), usage by the mock's token rule.
+    pub(crate) async fn embed(&self, _d: &Deployment, req: Forwarded) -> Result<Raw, ProviderError> {
+        let body: Value = serde_json::from_slice(&req.body).map_err(|e| ProviderError::Unsupported {
+            message: format!("request body is not JSON: {e}"),
+            param: None,
+        })?;
+        let inputs: Vec<String> = match body.get("input") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|i| match i {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            _ => {
+                return Err(ProviderError::Unsupported {
+                    message: "`input` must be a string or a non-empty array".into(),
+                    param: Some("input".into()),
+                })
+            }
+        };
+        let tokens: u64 = inputs.iter().map(|t| count_tokens(t)).sum();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": embedding(t)}))
+            .collect();
+        let reply = json!({"object": "list", "data": data, "model": body.get("model"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}});
+        Ok(Raw::Reply(as_map(reply)))
     }
 }
 
@@ -169,7 +225,7 @@ mod tests {
 
     #[tokio::test]
     async fn replies_deterministically_with_honest_usage() {
-        let req = ChatRequest::parse(br#"{"model":"x","messages":[{"role":"user","content":"Say hi"}]}"#).unwrap();
+        let req = ChatRequest::parse(br#"{"model":"gpt-x","messages":[{"role":"user","content":"Say hi"}]}"#).unwrap();
         let r = dep().chat(req.clone()).await.unwrap().body;
         assert_eq!(r["choices"][0]["message"]["content"], "[mock gpt-x] Say hi");
         // "[", "mock", "gpt", "-", "x", "]", "Say", "hi" = 8; prompt: 2 + 4 + 3 = 9.
@@ -185,6 +241,21 @@ mod tests {
         assert_eq!(text, "[mock gpt-x] Say hi");
         let last = chunks.last().unwrap().as_ref().unwrap();
         assert_eq!(last["usage"]["completion_tokens"], 8);
+    }
+
+    #[tokio::test]
+    async fn embeddings_are_deterministic() {
+        let req = |input: &str| Forwarded {
+            body: bytes::Bytes::from(format!(r#"{{"model":"e","input":["{input}","other"]}}"#)),
+            stream: false,
+            headers: Vec::new(),
+        };
+        let Ok(Raw::Reply(a)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
+        let Ok(Raw::Reply(b)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
+        assert_eq!(a["data"], b["data"]);
+        assert_eq!(a["data"][0]["embedding"].as_array().map(Vec::len), Some(16));
+        assert_ne!(a["data"][0]["embedding"], a["data"][1]["embedding"]);
+        assert_eq!(a["usage"]["prompt_tokens"], 3);
     }
 
     #[tokio::test]

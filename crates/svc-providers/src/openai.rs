@@ -4,6 +4,7 @@
 //! [`ProviderError::BadResponse`] (a 502 the gateway may retry), never a completion.
 
 use crate::http::{error_body, raw_message, ApiKey};
+use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -100,6 +101,50 @@ impl OpenAi {
             return Err(status_error(&d.id, resp).await);
         }
         Ok(Box::pin(sse::json_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes)))
+    }
+
+    /// A Responses or embeddings request passed through to `{api_base}/responses` or `/embeddings`.
+    pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+        let path = match wire {
+            Wire::Embeddings => "embeddings",
+            Wire::Responses | Wire::Messages => "responses",
+        };
+        let rb = self
+            .client
+            .post(format!("{}/{path}", self.api_base))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(req.body);
+        let rb = self.authorize(rb, &d.id)?;
+        if !req.stream {
+            let resp =
+                rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+            if !resp.status().is_success() {
+                return Err(status_error(&d.id, resp).await);
+            }
+            let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+            let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
+            let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&bytes) else {
+                return Err(bad("response is not a JSON object".into()));
+            };
+            passthrough::check_answer(&body).map_err(bad)?;
+            return Ok(Raw::Reply(body));
+        }
+        let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
+            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
+            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+        };
+        if !resp.status().is_success() {
+            return Err(status_error(&d.id, resp).await);
+        }
+        let on_error = |dep: &str, event: &Value| ProviderError::BadResponse {
+            deployment: dep.to_string(),
+            detail: format!(
+                "the stream sent an error: {}",
+                event.as_object().map(sse::error_message).unwrap_or_default()
+            ),
+        };
+        let events = passthrough::typed_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error);
+        Ok(Raw::Stream(Box::pin(events)))
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {

@@ -2,6 +2,7 @@
 //! to the provider that speaks its API with exhaustive matches, so a new provider does not compile until
 //! every operation is decided for it.
 
+use crate::passthrough::{Forwarded, Raw, Wire};
 use crate::{Anthropic, ChatRequest, Mock, OpenAi, ProviderError};
 use futures::Stream;
 use serde_json::{Map, Value};
@@ -71,6 +72,30 @@ impl Deployment {
             Upstream::OpenAi(p) => p.chat_stream(self, req).await,
             Upstream::Anthropic(p) => p.chat_stream(self, req).await,
             Upstream::Mock(p) => p.chat_stream(self, req).await,
+        }
+    }
+
+    /// Whether a request in `wire` can be passed through to this deployment (its upstream speaks that API).
+    pub fn speaks(&self, wire: Wire) -> bool {
+        matches!(
+            (&self.upstream, wire),
+            (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings)
+                | (Upstream::Anthropic(_), Wire::Messages)
+                | (Upstream::Mock(_), Wire::Embeddings)
+        )
+    }
+
+    /// A request passed through in the upstream's own API; resolves when the upstream has answered (a whole
+    /// reply, or the headers of a stream). Only for a `wire` the deployment [`speaks`](Self::speaks).
+    pub async fn forward(&self, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+        match (&self.upstream, wire) {
+            (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings) => p.forward(self, wire, req).await,
+            (Upstream::Anthropic(p), Wire::Messages) => p.forward(self, req).await,
+            (Upstream::Mock(p), Wire::Embeddings) => p.embed(self, req).await,
+            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
+                message: format!("deployment `{}` does not speak this API", self.id),
+                param: None,
+            }),
         }
     }
 

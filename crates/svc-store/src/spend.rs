@@ -61,6 +61,10 @@ pub struct SpendFilter {
     pub key_id: Option<String>,
     /// Alias.
     pub model: Option<String>,
+    /// Client family.
+    pub client: Option<String>,
+    /// Agent session id.
+    pub session_id: Option<String>,
     /// Inclusive start.
     pub start_ms: Option<i64>,
     /// Exclusive end.
@@ -165,6 +169,12 @@ impl<'f> Where<'f> {
         }
         if let Some(m) = &f.model {
             w.push("model_alias =", Bind::Text(m));
+        }
+        if let Some(c) = &f.client {
+            w.push("client =", Bind::Text(c));
+        }
+        if let Some(sid) = &f.session_id {
+            w.push("session_id =", Bind::Text(sid));
         }
         if let Some(t) = f.start_ms {
             w.push("ts_ms >=", Bind::Int(t));

@@ -5,5 +5,6 @@
 pub mod anthropic;
 pub mod ntfy;
 pub mod postgres;
+pub mod responses;
 pub mod upstream;
 pub mod webhook;

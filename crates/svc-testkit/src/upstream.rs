@@ -1,5 +1,5 @@
 //! A programmable OpenAI-compatible upstream for tests and benchmarks: `POST /v1/chat/completions` (plain
-//! and SSE) and `GET /v1/models`, answering a fixed reply with fixed usage, recording every request, and
+//! and SSE), `POST /v1/responses` and `POST /v1/embeddings` (`crate::responses`) and `GET /v1/models`, answering a fixed reply with fixed usage, recording every request, and
 //! misbehaving on demand (fail the next N calls, delay, hold a stream after its first chunk, cut a stream).
 
 use axum::body::{Body, Bytes};
@@ -91,8 +91,8 @@ pub struct Recorded {
 /// Shared state of a running upstream.
 #[derive(Debug, Default)]
 pub struct Shared {
-    behaviour: Mutex<Behaviour>,
-    requests: Mutex<Vec<Recorded>>,
+    pub(crate) behaviour: Mutex<Behaviour>,
+    pub(crate) requests: Mutex<Vec<Recorded>>,
     release: Notify,
     /// Streams whose client went away before the end.
     pub streams_cancelled: AtomicUsize,
@@ -163,6 +163,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
+        .route("/v1/responses", post(crate::responses::responses))
+        .route("/responses", post(crate::responses::responses))
+        .route("/v1/embeddings", post(crate::responses::embeddings))
+        .route("/embeddings", post(crate::responses::embeddings))
         .route("/v1/models", get(models))
         .route("/models", get(models))
         .with_state(shared)
@@ -178,7 +182,7 @@ async fn models(State(s): State<Arc<Shared>>) -> Response {
     }
 }
 
-fn error(status: u16, message: &str) -> Response {
+pub(crate) fn error(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, Json(json!({"error": {"message": message, "type": "upstream_test_error", "param": null, "code": null}})))
         .into_response()

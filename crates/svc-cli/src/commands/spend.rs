@@ -1,13 +1,14 @@
-//! `svc spend`: spend per team, per key and per model, read from the store.
+//! `svc spend`: spend per team, per key and per model (or per client, agent session or API with `--by`),
+//! read from the store.
 
 use super::{load_config, open_store, Exit};
-use crate::cli::SpendArgs;
+use crate::cli::{SpendArgs, SpendBy};
 use std::io::Write;
 use std::path::Path;
 use svc_budget::{BudgetDuration, Money};
 use svc_store::{SpendFilter, SpendGroup, SpendTotal};
 
-/// Prints three tables: by team, by key, by model.
+/// Prints one table per grouping: by team, by key, by model unless `--by` says otherwise.
 pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()> {
     let config = load_config(explicit)?;
     let store = open_store(&config).await?;
@@ -25,7 +26,16 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
     }
     let keys = store.list_keys().await?;
     let mut out = super::stdout();
-    for (group, title) in [(SpendGroup::Team, "TEAM"), (SpendGroup::Key, "KEY"), (SpendGroup::Model, "MODEL")] {
+    let by = if args.by.is_empty() { vec![SpendBy::Team, SpendBy::Key, SpendBy::Model] } else { args.by.clone() };
+    for b in by {
+        let (group, title) = match b {
+            SpendBy::Team => (SpendGroup::Team, "TEAM"),
+            SpendBy::Key => (SpendGroup::Key, "KEY"),
+            SpendBy::Model => (SpendGroup::Model, "MODEL"),
+            SpendBy::Client => (SpendGroup::Client, "CLIENT"),
+            SpendBy::Session => (SpendGroup::Session, "SESSION"),
+            SpendBy::Api => (SpendGroup::Api, "API"),
+        };
         let totals = store.spend_totals(group, &filter).await?;
         let label = |t: &SpendTotal| -> String {
             if group != SpendGroup::Key {

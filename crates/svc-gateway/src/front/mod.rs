@@ -6,8 +6,10 @@
 //! Who called is read here too ([`Caller`]): the client family from `User-Agent` and the agent's session id,
 //! recorded with each spend record.
 
+pub mod embeddings;
 pub mod messages;
 pub mod messages_stream;
+pub mod passthrough;
 pub mod responses;
 pub mod responses_stream;
 
@@ -15,9 +17,11 @@ use crate::error::ApiError;
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use messages_stream::MessagesStream;
+use passthrough::PassStream;
 use responses_stream::ResponsesStream;
 use serde_json::{Map, Value};
 use svc_budget::Usage;
+use svc_providers::passthrough::Wire;
 
 /// The client API a request came in by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +47,21 @@ impl Api {
         }
     }
 
+    /// The upstream API a request to this one passes through to unchanged (when the deployment speaks it).
+    pub fn wire(self) -> Option<Wire> {
+        match self {
+            Api::Chat => None,
+            Api::Messages => Some(Wire::Messages),
+            Api::Responses => Some(Wire::Responses),
+            Api::Embeddings => Some(Wire::Embeddings),
+        }
+    }
+
     /// The pipeline's chat-completions body of a request to this API.
     pub fn to_chat(self, body: &Bytes) -> Result<Bytes, ApiError> {
         let chat = match self {
-            Api::Chat | Api::Embeddings => return Ok(body.clone()),
+            Api::Chat => return Ok(body.clone()),
+            Api::Embeddings => embeddings::to_chat(body)?,
             Api::Messages => messages::to_chat(body)?,
             Api::Responses => responses::to_chat(body)?,
         };
@@ -79,14 +94,17 @@ pub enum Encoder {
     Messages(MessagesStream),
     /// OpenAI Responses events.
     Responses(Box<ResponsesStream>),
+    /// The upstream's own events, passed through.
+    Pass(PassStream),
 }
 
 impl Encoder {
     /// The events of one chunk.
-    pub fn chunk(&mut self, chunk: &Map<String, Value>) -> Option<Bytes> {
+    pub fn chunk(&mut self, chunk: Map<String, Value>) -> Option<Bytes> {
         match self {
-            Encoder::Messages(s) => s.chunk(chunk),
-            Encoder::Responses(s) => s.chunk(chunk),
+            Encoder::Messages(s) => s.chunk(&chunk),
+            Encoder::Responses(s) => s.chunk(&chunk),
+            Encoder::Pass(s) => s.event(chunk).0,
         }
     }
 
@@ -95,6 +113,8 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.done(charged),
             Encoder::Responses(s) => s.done(charged),
+            // The upstream's own last events were forwarded already.
+            Encoder::Pass(_) => Bytes::new(),
         }
     }
 
@@ -103,6 +123,7 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.cut(charged),
             Encoder::Responses(s) => s.cut(charged),
+            Encoder::Pass(s) => s.cut(charged),
         }
     }
 
@@ -111,6 +132,7 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.error(err),
             Encoder::Responses(s) => s.error(err),
+            Encoder::Pass(s) => s.error(err),
         }
     }
 }

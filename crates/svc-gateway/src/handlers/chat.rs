@@ -11,7 +11,7 @@ use crate::state::AppState;
 use crate::RequestId;
 use axum::body::Body;
 use axum::extract::{Extension, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
 
 /// Runs one model request that came in by `api`.
@@ -27,7 +27,11 @@ async fn run(
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
         let chat = api.to_chat(&bytes)?;
-        let inbound = Inbound { api, caller: Caller::from_headers(headers) };
+        let passed = ["anthropic-version", "anthropic-beta"]
+            .iter()
+            .filter_map(|name| Some((HeaderName::from_static(name), headers.get(*name)?.clone())))
+            .collect();
+        let inbound = Inbound { api, caller: Caller::from_headers(headers), raw: bytes, headers: passed };
         pipeline::handle(&state, principal, request_id.to_string(), &chat, started, inbound).await
     }
     .await;
@@ -89,4 +93,15 @@ pub async fn responses_upgrade() -> Response {
     let mut resp = err.into_response();
     resp.headers_mut().insert(axum::http::header::UPGRADE, axum::http::HeaderValue::from_static("HTTP/1.1"));
     resp
+}
+
+/// Embeddings.
+pub async fn embeddings(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Extension(id): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    run(state, principal, id, &headers, body, Api::Embeddings).await
 }

@@ -10,7 +10,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use svc_budget::Money;
-use svc_store::SpendFilter;
+use svc_store::{SpendFilter, SpendGroup};
 
 /// Query of `/spend/logs`. Times are RFC 3339 or Unix seconds; numbers are read here, so a bad one is a
 /// 400 naming it.
@@ -19,6 +19,9 @@ pub struct SpendQuery {
     team_id: Option<String>,
     key: Option<String>,
     model: Option<String>,
+    client: Option<String>,
+    session_id: Option<String>,
+    group_by: Option<String>,
     start: Option<String>,
     end: Option<String>,
     limit: Option<String>,
@@ -61,7 +64,34 @@ fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) ->
     }
 }
 
-/// `GET /spend/logs?team_id=&key=&model=&start=&end=&limit=&page=`.
+/// `GET /spend/logs?group_by=…`: totals per group of the records the filters match, dearest first.
+async fn totals(s: &AppState, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
+    let group = match by {
+        "team" => SpendGroup::Team,
+        "key" => SpendGroup::Key,
+        "model" => SpendGroup::Model,
+        "client" => SpendGroup::Client,
+        "session" => SpendGroup::Session,
+        "api" => SpendGroup::Api,
+        other => {
+            return Err(ApiError::bad_request(
+                format!("`group_by` must be one of team, key, model, client, session, api, not `{other}`"),
+                Some("group_by".into()),
+            ))
+        }
+    };
+    let totals = s.store.spend_totals(group, filter).await?;
+    let data: Vec<Value> = totals
+        .iter()
+        .map(|t| {
+            json!({"group": t.group, "requests": t.requests, "prompt_tokens": t.prompt_tokens,
+                "completion_tokens": t.completion_tokens, "spend": Money::from_nanos(t.cost).as_f64(), "spend_nanos": t.cost})
+        })
+        .collect();
+    Ok(Json(json!({ "group_by": by, "data": data })))
+}
+
+/// `GET /spend/logs?team_id=&key=&model=&client=&session_id=&start=&end=&limit=&page=` (or `&group_by=`).
 pub async fn logs(
     State(s): State<AppState>,
     Extension(p): Extension<Principal>,
@@ -74,7 +104,18 @@ pub async fn logs(
         Some(k) => Some(Admin { store: &s.store, config: &s.config, cache: None }.find(k).await?.id),
         None => None,
     };
-    let filter = SpendFilter { team_id: q.team_id.clone(), key_id, model: q.model.clone(), start_ms, end_ms };
+    let filter = SpendFilter {
+        team_id: q.team_id.clone(),
+        key_id,
+        model: q.model.clone(),
+        client: q.client.clone(),
+        session_id: q.session_id.clone(),
+        start_ms,
+        end_ms,
+    };
+    if let Some(by) = &q.group_by {
+        return totals(&s, by, &filter).await;
+    }
     let limit = bounded(q.limit.as_deref(), "limit", 100, 1, MAX_LIMIT)?;
     let page = bounded(q.page.as_deref(), "page", 1, 1, MAX_PAGE)?;
     let records = s.store.query_spend(&filter, limit, (page - 1) * limit).await?;
@@ -88,6 +129,7 @@ pub async fn logs(
                 "model": r.model_alias, "upstream_model": r.upstream_model, "deployment": r.deployment,
                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                 "spend": Money::from_nanos(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,
+                "api": r.api, "client": r.client, "session_id": r.session_id,
             })
         })
         .collect();

@@ -3,6 +3,7 @@
 
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::pipeline::routing;
 use crate::state::AppState;
 
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.
@@ -26,14 +27,15 @@ pub fn allowed(state: &AppState, principal: &Principal, alias: &str) -> Result<(
             format!("team `{}` is not configured on this gateway", key.team_id),
         ));
     };
-    if !team.models.is_empty() && !team.models.iter().any(|m| m == alias) {
+    let listed = |m: &String| m == alias || routing::matches(m, alias).is_some();
+    if !team.models.is_empty() && !team.models.iter().any(listed) {
         return Err(ApiError::forbidden(
             "team_model_access_denied",
             format!("team `{}` may not use model `{alias}`", key.team_id),
         )
         .with_param("model"));
     }
-    if !key.models.is_empty() && !key.models.iter().any(|m| m == alias) {
+    if !key.models.is_empty() && !key.models.iter().any(listed) {
         return Err(ApiError::forbidden("key_model_access_denied", format!("this key may not use model `{alias}`"))
             .with_param("model"));
     }

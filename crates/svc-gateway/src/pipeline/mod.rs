@@ -30,7 +30,8 @@ pub mod upstream;
 use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
-use crate::front::{Api, Caller};
+use crate::front::passthrough::PassStream;
+use crate::front::{self, Api, Caller, Encoder};
 use crate::health::Outcome;
 use crate::state::AppState;
 use axum::body::Body;
@@ -40,10 +41,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use meter::Meter;
 use routing::{Failure, InFlight, Plan, Route};
+use serde_json::{Map, Value};
 use settlement::Settle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Usage;
+use svc_providers::passthrough::{Forwarded, Raw, Wire};
 use svc_providers::{estimate, ChatRequest, ChunkStream, ProviderError, Reply};
 
 /// Time spent waiting for the upstream, so the overhead header can subtract it.
@@ -59,6 +62,10 @@ pub const CAPPED_HEADER: &str = "x-svc-budget-max-tokens";
 enum Answer {
     Reply(Reply),
     Stream(ChunkStream),
+    /// A passed-through reply, in the client's API.
+    Raw(Map<String, Value>),
+    /// A passed-through stream of the client's API's events.
+    RawStream(ChunkStream),
 }
 
 /// One admitted request on its way through the attempts.
@@ -77,16 +84,21 @@ struct Call<'a> {
     granted: Option<u64>,
     meter: Meter,
     api: Api,
+    inbound: &'a Inbound,
 }
 
-/// How a request came in: its client API (the body is already in the pipeline's chat-completions form)
-/// and who called.
+/// How a request came in: its client API (the body handed to [`handle`] is already in the pipeline's
+/// chat-completions form), the client's own body and API headers for a pass-through, and who called.
 #[derive(Debug, Clone)]
 pub struct Inbound {
     /// The client API, in whose shape the answer is written.
     pub api: Api,
     /// Who called.
     pub caller: Caller,
+    /// The client's body as sent (for a pass-through to a deployment that speaks its API).
+    pub raw: Bytes,
+    /// The client's API headers passed through (`anthropic-version`, `anthropic-beta`).
+    pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
 }
 
 /// Runs a chat completion through every stage.
@@ -135,6 +147,7 @@ pub async fn handle(
         granted: capped.then_some(completion_tokens),
         meter,
         api: inbound.api,
+        inbound: &inbound,
     };
     let settle = |route: &Arc<Route>, in_flight: InFlight, call: &Call<'_>| Settle {
         state: state.clone(),
@@ -209,33 +222,48 @@ impl Call<'_> {
             if within.is_zero() {
                 break;
             }
-            // The parsed body is used once; a retry parses the client's bytes again (only retries pay for it).
-            let mut req = match first.take() {
-                Some(r) => r,
-                None => match self.reparse() {
-                    Ok(r) => r,
-                    Err(_) => break,
-                },
-            };
             let route = attempt.route.clone();
-            req.set_model(&route.deployment.upstream_model);
-            let meter = Meter { upstream_cap: self.cap_for(&route, &mut req), ..self.meter };
+            let told = self.told_cap(&route);
+            let meter = Meter { upstream_cap: told, ..self.meter };
             let in_flight = InFlight::new(route.clone());
             let t0 = Instant::now();
-            let result = if self.stream {
-                open_stream(&route, req, within).await.map(Answer::Stream)
-            } else {
-                call(&route, req, within).await.map(Answer::Reply)
+            let wire = self.api.wire();
+            let result = match wire.filter(|w| route.deployment.speaks(*w)) {
+                Some(wire) => self.pass(&route, wire, told, within).await,
+                // Embeddings have no chat form to fall back on.
+                None if wire == Some(Wire::Embeddings) => Err(ProviderError::Unsupported {
+                    message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
+                    param: Some("model".into()),
+                }),
+                None => {
+                    // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
+                    let mut req = match first.take() {
+                        Some(r) => r,
+                        None => match self.reparse() {
+                            Ok(r) => r,
+                            Err(_) => break,
+                        },
+                    };
+                    req.set_model(&route.upstream_model(&self.alias));
+                    if let Some(cap) = told {
+                        req.cap_completion_tokens(cap);
+                    }
+                    if self.stream {
+                        open_stream(&route, req, within).await.map(Answer::Stream)
+                    } else {
+                        call(&route, req, within).await.map(Answer::Reply)
+                    }
+                }
             };
             let took = t0.elapsed();
             waited += took;
             match result {
                 Ok(answer) => {
-                    if matches!(answer, Answer::Reply(_)) {
+                    if matches!(answer, Answer::Reply(_) | Answer::Raw(_)) {
                         route.record(Outcome::Answered(took), self.state.events.as_ref());
                     }
                     let mut in_flight = in_flight;
-                    if matches!(answer, Answer::Stream(_)) {
+                    if matches!(answer, Answer::Stream(_) | Answer::RawStream(_)) {
                         in_flight.watch_stream(took, self.state.events.clone());
                     }
                     return Ok(Done { route, answer, in_flight, meter, waited });
@@ -268,16 +296,37 @@ impl Call<'_> {
     /// The completion cap to tell `route`'s upstream, lowering the request's as needed: to the model's
     /// `max_output_tokens` when the client asked for more, and to the budget's grant when that is lower.
     /// `None` when the upstream is told none (the client asked for none and the budget paid for the default).
-    fn cap_for(&self, route: &Route, req: &mut ChatRequest) -> Option<u64> {
+    fn told_cap(&self, route: &Route) -> Option<u64> {
         let asked = self.asked.map(|a| admission::route_cap(route, Some(a)));
-        let told = match (asked, self.granted) {
+        match (asked, self.granted) {
             (Some(a), Some(g)) => Some(a.min(g)),
             (a, g) => a.or(g),
-        };
-        if let Some(cap) = told {
-            req.cap_completion_tokens(cap);
         }
-        told
+    }
+
+    /// A pass-through attempt: the client's body in its own API (only `model` and the cap changed), bounded
+    /// by `within` until the reply or the stream's first event.
+    async fn pass(
+        &self,
+        route: &Route,
+        wire: Wire,
+        told: Option<u64>,
+        within: Duration,
+    ) -> Result<Answer, ProviderError> {
+        let upstream_model = route.upstream_model(&self.alias);
+        let body = front::passthrough::prepare(self.api, &self.inbound.raw, &upstream_model, told)
+            .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
+        let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
+        let open = async {
+            match route.deployment.forward(wire, req).await? {
+                Raw::Reply(body) => Ok(Answer::Raw(body)),
+                Raw::Stream(events) => first_then_rest(events).await.map(Answer::RawStream),
+            }
+        };
+        match tokio::time::timeout(within, open).await {
+            Ok(result) => result,
+            Err(_) => Err(deadline_passed(route, within)),
+        }
     }
 
     /// The client's body again, for a retry.
@@ -291,29 +340,42 @@ impl Call<'_> {
 
     /// The client's response to a successful attempt.
     async fn answer(&self, settle: Settle, answer: Answer, meter: Meter) -> Result<Response, ApiError> {
-        let mut response = match answer {
+        let (chunks, encoder) = match answer {
             Answer::Reply(reply) => {
                 let bytes = upstream::reply(settle, meter, reply.body, self.api).await?;
-                let mut resp = Response::new(Body::from(bytes));
-                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                resp
+                return Ok(json_response(bytes));
+            }
+            Answer::Raw(body) => {
+                let bytes = upstream::raw_reply(settle, meter, body, self.api).await?;
+                return Ok(json_response(bytes));
             }
             Answer::Stream(chunks) => {
-                let limits = self.state.config.gateway.streams;
                 let encoder = self.api.encoder(&settle.route.alias);
-                let wants_usage = self.client_wants_usage || encoder.is_some();
-                let body = upstream::stream_body(settle, chunks, wants_usage, meter, limits, self.started, encoder);
-                let mut resp = Response::new(body);
-                let h = resp.headers_mut();
-                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-                h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-                resp
+                (chunks, encoder)
+            }
+            Answer::RawStream(events) => {
+                let encoder = Encoder::Pass(PassStream::new(self.api, &settle.route.alias));
+                (events, Some(encoder))
             }
         };
-        *response.status_mut() = StatusCode::OK;
-        Ok(response)
+        let limits = self.state.config.gateway.streams;
+        let wants_usage = self.client_wants_usage || encoder.is_some();
+        let body = upstream::stream_body(settle, chunks, wants_usage, meter, limits, self.started, encoder);
+        let mut resp = Response::new(body);
+        *resp.status_mut() = StatusCode::OK;
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        Ok(resp)
     }
+}
+
+/// A 200 JSON response.
+fn json_response(bytes: Bytes) -> Response {
+    let mut resp = Response::new(Body::from(bytes));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
 }
 
 /// The route to settle and answer with: a fallback answers under the alias the client asked for.
@@ -346,20 +408,21 @@ async fn call(route: &Route, req: ChatRequest, within: Duration) -> Result<Reply
     }
 }
 
+/// Waits for a stream's first item: an error before it is the attempt's error (nothing reached the client);
+/// else the first item is put back in front of the rest.
+async fn first_then_rest(mut chunks: ChunkStream) -> Result<ChunkStream, ProviderError> {
+    match chunks.next().await {
+        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async move { Ok(first) }).chain(chunks)) as ChunkStream),
+        Some(Err(e)) => Err(e),
+        None => Ok(chunks),
+    }
+}
+
 /// A streaming attempt: the upstream's headers and its first chunk, bounded by `within`. A stream that fails
 /// before its first chunk is an error like any other (nothing reached the client, so it may be retried); the
 /// first chunk is put back in front of the rest.
 async fn open_stream(route: &Route, req: ChatRequest, within: Duration) -> Result<ChunkStream, ProviderError> {
-    let open = async {
-        let mut chunks = route.deployment.chat_stream(req).await?;
-        match chunks.next().await {
-            Some(Ok(first)) => {
-                Ok(Box::pin(futures::stream::once(async move { Ok(first) }).chain(chunks)) as ChunkStream)
-            }
-            Some(Err(e)) => Err(e),
-            None => Ok(chunks),
-        }
-    };
+    let open = async { first_then_rest(route.deployment.chat_stream(req).await?).await };
     match tokio::time::timeout(within, open).await {
         Ok(result) => result,
         Err(_) => Err(deadline_passed(route, within)),

@@ -63,6 +63,9 @@ struct Group {
 #[derive(Debug, Default)]
 pub struct ModelTable {
     groups: HashMap<String, Group>,
+    /// The wildcard aliases (`claude-*`), in config order: a name no alias matches exactly is served by the
+    /// first of these it matches.
+    wildcards: Vec<String>,
     routes: Vec<Arc<Route>>,
     attempts: usize,
     /// Aliases in config order.
@@ -141,6 +144,9 @@ impl ModelTable {
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
             });
             if !t.groups.contains_key(&m.alias) {
+                if m.alias.contains('*') {
+                    t.wildcards.push(m.alias.clone());
+                }
                 t.aliases.push(AliasInfo { id: m.alias.clone(), owned_by: m.owned_by.clone() });
             }
             let group = t.groups.entry(m.alias.clone()).or_default();
@@ -155,9 +161,18 @@ impl ModelTable {
         Ok(t)
     }
 
-    /// Whether the alias exists.
+    /// Whether the alias exists (as written, or matched by a wildcard alias).
     pub fn contains(&self, alias: &str) -> bool {
-        self.groups.contains_key(alias)
+        self.group(alias).is_some()
+    }
+
+    /// The deployments of `name`: its own alias, else the first wildcard alias it matches.
+    fn group(&self, name: &str) -> Option<&Group> {
+        if let Some(g) = self.groups.get(name) {
+            return Some(g);
+        }
+        let pattern = self.wildcards.iter().find(|p| matches(p, name).is_some())?;
+        self.groups.get(pattern)
     }
 
     /// Every deployment, in config order.
@@ -167,7 +182,7 @@ impl ModelTable {
 
     /// The deployments a request for `alias` may try, in order (see the module documentation).
     pub fn plan(&self, alias: &str, sink: &dyn EventSink) -> Option<Plan> {
-        let group = self.groups.get(alias)?;
+        let group = self.group(alias)?;
         let fallbacks = group.fallbacks.iter().filter_map(|f| self.groups.get(f));
         let mut candidates = Vec::with_capacity(self.attempts.min(MAX_PLAN));
         let mut spare = Vec::new();
@@ -295,12 +310,30 @@ impl Route {
         }
     }
 
-    /// This deployment answering for another alias (a fallback): the same provider, prices and health, with
-    /// `alias` in the client's answer and the spend record.
+    /// The upstream model id for a request that asked for `name`: the configured one, with a `*` in it
+    /// replaced (for a wildcard alias) by the part of `name` the alias's `*` matched, or by all of `name`
+    /// when the upstream model is `*` alone (`anthropic/*` passes the requested name upstream).
+    pub fn upstream_model(&self, name: &str) -> std::borrow::Cow<'_, str> {
+        let configured = &self.deployment.upstream_model;
+        if !configured.contains('*') {
+            return std::borrow::Cow::Borrowed(configured);
+        }
+        if configured == "*" {
+            return std::borrow::Cow::Owned(name.to_string());
+        }
+        let matched = matches(&self.alias, name).unwrap_or(name);
+        std::borrow::Cow::Owned(configured.replacen('*', matched, 1))
+    }
+
+    /// This deployment answering for another alias (a fallback, or a name a wildcard alias matched): the same
+    /// provider, prices and health, with `alias` in the client's answer and the spend record, and the upstream
+    /// model that name means.
     pub fn serving_as(&self, alias: &str) -> Route {
+        let mut deployment = self.deployment.clone();
+        deployment.upstream_model = self.upstream_model(alias).into_owned();
         Route {
             alias: alias.to_string(),
-            deployment: self.deployment.clone(),
+            deployment,
             input_price: self.input_price,
             output_price: self.output_price,
             max_output_tokens: self.max_output_tokens,
@@ -308,6 +341,18 @@ impl Route {
             health: self.health.clone(),
         }
     }
+}
+
+/// Whether `name` matches the wildcard `pattern` (one `*`, any text), and what the `*` matched. A pattern
+/// without `*` matches only itself (with nothing matched).
+pub fn matches<'n>(pattern: &str, name: &'n str) -> Option<&'n str> {
+    let Some((prefix, suffix)) = pattern.split_once('*') else {
+        return (pattern == name).then_some("");
+    };
+    if name.len() < prefix.len() + suffix.len() || !name.starts_with(prefix) || !name.ends_with(suffix) {
+        return None;
+    }
+    Some(&name[prefix.len()..name.len() - suffix.len()])
 }
 
 /// Counts a request in flight on a route while alive. A stream's outcome is recorded in the route's health
@@ -380,6 +425,31 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
     fn ids(t: &ModelTable, alias: &str) -> Vec<String> {
         let plan = t.plan(alias, &crate::events::LogSink).unwrap_or_else(|| panic!("no plan for {alias}"));
         plan.candidates().iter().map(|r| r.deployment.id.clone()).collect()
+    }
+
+    #[test]
+    fn wildcard_aliases_pass_the_requested_name_and_exact_ones_win() {
+        let t = table(
+            "model_list:\n  - { model_name: claude-opus-5-5, params: { model: mock/pinned }, model_info: { id: exact } }\n  \
+             - { model_name: 'claude-*', params: { model: 'mock/*' }, model_info: { id: any-claude } }\n  \
+             - { model_name: 'gpt-*', params: { model: 'mock/openai-gpt-*' }, model_info: { id: any-gpt } }\n",
+        );
+        assert_eq!(ids(&t, "claude-opus-5-5"), ["exact"]);
+        assert_eq!(ids(&t, "claude-haiku-5-5"), ["any-claude"]);
+        assert!(!t.contains("llama-3") && t.contains("gpt-5-codex"));
+        let plan = t.plan("gpt-5-codex", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
+        let route = plan.candidates()[0].clone();
+        assert_eq!(route.upstream_model("gpt-5-codex"), "openai-gpt-5-codex");
+        let served = route.serving_as("gpt-5-codex");
+        assert_eq!(
+            (served.alias.as_str(), served.deployment.upstream_model.as_str()),
+            ("gpt-5-codex", "openai-gpt-5-codex")
+        );
+        let any = t.plan("claude-x", &crate::events::LogSink).map(|p| p.candidates()[0].clone());
+        assert_eq!(any.map(|r| r.upstream_model("claude-x").into_owned()).as_deref(), Some("claude-x"));
+        assert_eq!(matches("claude-*", "claude-"), Some(""));
+        assert_eq!(matches("a*z", "az"), Some(""));
+        assert_eq!(matches("a*z", "a"), None);
     }
 
     #[test]

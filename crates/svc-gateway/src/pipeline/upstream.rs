@@ -60,6 +60,28 @@ pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>, a
     serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
+/// Finishes a passed-through call: meter the upstream's own usage, settle, put the client's name in
+/// `model`, serialize.
+pub async fn raw_reply(
+    settle: Settle,
+    meter: Meter,
+    mut body: Map<String, Value>,
+    api: Api,
+) -> Result<Bytes, ApiError> {
+    let reported = crate::front::passthrough::reply_usage(api, &body);
+    let metered = meter.judge(reported, || {
+        let mut tokens = 0u64;
+        estimate::visit_generated(body.get("content").or(body.get("output")).unwrap_or(&Value::Null), &mut |t| {
+            tokens = tokens.saturating_add(estimate::conservative(t))
+        });
+        tokens
+    });
+    log_fault(&settle, &metered);
+    body.insert("model".into(), Value::String(settle.route.alias.clone()));
+    settle.finish(metered.usage, 200).await;
+    serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
+}
+
 /// State of a forwarded stream.
 struct Forward {
     upstream: ChunkStream,
@@ -103,6 +125,14 @@ impl Forward {
 
     /// Adjusts one chunk for the client; `None` drops it.
     fn rewrite(&mut self, mut chunk: Map<String, Value>) -> Option<Bytes> {
+        if let Some(Encoder::Pass(pass)) = &mut self.encoder {
+            let (bytes, generated) = pass.event(chunk);
+            self.generated = self.generated.saturating_add(generated);
+            if let Some(reported) = pass.reported() {
+                self.reported = Some(reported);
+            }
+            return bytes;
+        }
         if chunk.get("usage").is_some_and(|u| !u.is_null()) {
             self.reported = Some(usage::read(chunk.get("usage")));
         }
@@ -130,7 +160,7 @@ impl Forward {
             }
         }
         if let Some(encoder) = &mut self.encoder {
-            return encoder.chunk(&chunk);
+            return encoder.chunk(chunk);
         }
         chunk.insert("model".into(), self.alias.clone());
         sse_data(&chunk)

@@ -89,7 +89,7 @@ pub(super) fn status_for_type(upstream_type: &str) -> u16 {
 }
 
 /// The [`ProviderError::Status`] of a stream's `error` event (`{"type":"error","error":{"type","message"}}`).
-pub(super) fn stream_error(deployment: &str, event: &Value) -> ProviderError {
+pub(crate) fn stream_error(deployment: &str, event: &Value) -> ProviderError {
     let error = event.get("error");
     let upstream_type = error.and_then(|e| e.get("type")).and_then(Value::as_str).unwrap_or("api_error");
     let status = status_for_type(upstream_type);

@@ -50,6 +50,7 @@ mod response;
 mod stream;
 
 use crate::http::ApiKey;
+use crate::passthrough::{self, Forwarded, Raw};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{Map, Value};
@@ -145,6 +146,57 @@ impl Anthropic {
         let created = chrono::Utc::now().timestamp();
         let state = stream::StreamState::new(d.id.clone(), d.upstream_model.clone(), created, req.wants_stream_usage());
         Ok(stream::chunks(state, resp.bytes_stream(), d.max_event_bytes))
+    }
+
+    /// A Messages request passed through to `{api_base}/v1/messages`, with the client's `anthropic-version`
+    /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
+    pub(crate) async fn forward(&self, d: &Deployment, req: Forwarded) -> Result<Raw, ProviderError> {
+        let mut rb = self
+            .client
+            .post(format!("{}/v1/messages", self.api_base))
+            .header(CONTENT_TYPE, "application/json")
+            .body(req.body);
+        let has_version = req.headers.iter().any(|(n, _)| n.as_str() == "anthropic-version");
+        if !has_version {
+            rb = rb.header("anthropic-version", Self::API_VERSION);
+        }
+        for (name, value) in req.headers {
+            rb = rb.header(name, value);
+        }
+        rb = match &self.api_key {
+            None => rb,
+            Some(Ok(key)) => rb.header("x-api-key", key.header()),
+            Some(Err(())) => {
+                return Err(ProviderError::Unreachable {
+                    deployment: d.id.clone(),
+                    detail: "the configured api key is not a valid HTTP header value".into(),
+                })
+            }
+        };
+        if !req.stream {
+            let resp =
+                rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+            if !resp.status().is_success() {
+                return Err(error::status_error(&d.id, resp).await);
+            }
+            let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+            let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
+            let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&bytes) else {
+                return Err(bad("response is not a JSON object".into()));
+            };
+            passthrough::check_answer(&body).map_err(bad)?;
+            return Ok(Raw::Reply(body));
+        }
+        let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
+            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
+            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+        };
+        if !resp.status().is_success() {
+            return Err(error::status_error(&d.id, resp).await);
+        }
+        let events =
+            passthrough::typed_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, error::stream_error);
+        Ok(Raw::Stream(Box::pin(events)))
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {

@@ -1,0 +1,127 @@
+//! Pass-through: a request in the upstream's own API (Anthropic Messages to an Anthropic deployment, OpenAI
+//! Responses to an OpenAI one) is sent as the client wrote it (the caller rewrites only `model` and lowers the
+//! output cap), and the answer comes back as the upstream wrote it: a JSON object, or its stream of events,
+//! each a JSON object whose `type` is the event's name, unknown types included.
+//!
+//! What this file does not do: meter usage or rename the model in the answer (the gateway does both).
+
+use crate::sse::{self, SseError};
+use crate::ProviderError;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+/// The native APIs a request can be passed through in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// Anthropic Messages (`POST /v1/messages`).
+    Messages,
+    /// OpenAI Responses (`POST /responses`).
+    Responses,
+    /// OpenAI embeddings (`POST /embeddings`; the mock serves it too).
+    Embeddings,
+}
+
+/// A request to pass through.
+#[derive(Debug, Clone)]
+pub struct Forwarded {
+    /// The body to send.
+    pub body: Bytes,
+    /// Whether the body asks for a stream.
+    pub stream: bool,
+    /// Client headers that belong to the API (`anthropic-version`, `anthropic-beta`), sent as given.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// The upstream's answer, as it wrote it.
+pub enum Raw {
+    /// A JSON object.
+    Reply(Map<String, Value>),
+    /// A stream of events (each with its `type`).
+    Stream(crate::ChunkStream),
+}
+
+/// Whether a 200 body is an answer rather than an error object: an object whose `type` is not `error` and
+/// whose `error` (Responses objects carry `"error": null`) is null or absent. The error says what is wrong.
+pub fn check_answer(body: &Map<String, Value>) -> Result<(), String> {
+    if body.get("type").and_then(Value::as_str) == Some("error") || body.get("error").is_some_and(|e| !e.is_null()) {
+        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(body)));
+    }
+    Ok(())
+}
+
+/// The events of a pass-through stream: each event's JSON data, with `type` set to the event name when the
+/// data has none. An Anthropic `error` event becomes an error (via `on_error`); `[DONE]` and empty data are
+/// skipped; data that is not a JSON object, or an event over `max_event` bytes, ends the stream with
+/// [`ProviderError::BadResponse`].
+pub fn typed_events<S, B, E>(
+    deployment: String,
+    bytes: S,
+    max_event: usize,
+    on_error: fn(&str, &Value) -> ProviderError,
+) -> impl Stream<Item = Result<Map<String, Value>, ProviderError>> + Send
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let events = sse::events(bytes, max_event);
+    futures::stream::unfold((Box::pin(events), deployment, false), move |(mut events, dep, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let event = match events.next().await? {
+                Ok(ev) => ev,
+                Err(e) => return Some((Err(SseError::into_provider_error(e, &dep)), (events, dep, true))),
+            };
+            let data = event.data.trim();
+            if data.is_empty() || data == "[DONE]" {
+                continue;
+            }
+            let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(data) else {
+                let detail = format!("unparseable stream event `{}`", event.event);
+                return Some((
+                    Err(ProviderError::BadResponse { deployment: dep.clone(), detail }),
+                    (events, dep, true),
+                ));
+            };
+            if !m.contains_key("type") && !event.event.is_empty() {
+                m.insert("type".into(), Value::String(event.event.clone()));
+            }
+            if m.get("type").and_then(Value::as_str) == Some("error") {
+                let err = on_error(&dep, &Value::Object(m));
+                return Some((Err(err), (events, dep, true)));
+            }
+            return Some((Ok(m), (events, dep, false)));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn events_keep_their_type_and_errors_end_the_stream() {
+        let body = "event: message_start\ndata: {\"type\":\"message_start\",\"x\":1}\n\nevent: ping\ndata: {}\n\n\
+                    event: brand_new\ndata: {\"type\":\"brand_new\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"boom\"}}\n\n";
+        let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.as_bytes().to_vec())]);
+        let on_error = |d: &str, _: &Value| ProviderError::BadResponse { deployment: d.into(), detail: "boom".into() };
+        let out: Vec<_> = typed_events("d".into(), bytes, 1 << 16, on_error).collect().await;
+        let types: Vec<String> = out
+            .iter()
+            .map(|r| match r {
+                Ok(m) => m.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
+                Err(e) => format!("err {e}"),
+            })
+            .collect();
+        assert_eq!(types[..3], ["message_start", "ping", "brand_new"]);
+        assert!(types[3].starts_with("err"), "{types:?}");
+        assert!(check_answer(json!({"id": "resp_1", "error": null}).as_object().unwrap_or(&Map::new())).is_ok());
+        assert!(check_answer(json!({"type": "error", "error": {"message": "x"}}).as_object().unwrap_or(&Map::new()))
+            .is_err());
+    }
+}
