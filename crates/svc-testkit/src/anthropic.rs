@@ -304,8 +304,9 @@ fn check_body(body: &Value) -> Result<(), String> {
     };
     for (i, m) in messages.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str);
-        if !matches!(role, Some("user" | "assistant")) {
-            return Err(format!("messages.{i}.role: Input should be 'user' or 'assistant'"));
+        // The API takes `system` entries inside `messages` too, as Claude Code sends them.
+        if !matches!(role, Some("user" | "assistant" | "system")) {
+            return Err(format!("messages.{i}.role: Input should be 'user', 'assistant' or 'system'"));
         }
         let typed = |b: &Value| b.get("type").is_some_and(Value::is_string);
         match m.get("content") {

@@ -4,6 +4,7 @@
 mod harness;
 mod raw;
 
+mod agent_apis;
 mod budgets;
 mod cli;
 mod config;
