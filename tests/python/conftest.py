@@ -4,6 +4,7 @@ mock provider, an ephemeral port read from the startup line."""
 import json
 import os
 import re
+import sys
 import subprocess
 import tempfile
 import threading
@@ -271,3 +272,80 @@ def webhook_gateway():
     yield {"url": m.group(1), "receiver": receiver}
     _stop(proc)
     receiver.shutdown()
+
+
+# --- The agent APIs against a scripted fake LLM (tests/python/test_agent_sdks.py, test_agent_clis.py) ---
+
+AGENT_CONFIG = """
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://{db}
+model_list:
+  # Anthropic Messages, passed through.
+  - model_name: 'claude-*'
+    params: {{model: 'anthropic/*', api_base: '{fake}', api_key: fake-ant-key, max_output_tokens: 32000,
+              input_cost_per_token: 0.000003, output_cost_per_token: 0.000015}}
+  # Any API translated to OpenAI chat completions.
+  - model_name: 'via-chat-*'
+    params: {{model: 'openai/*', api_base: '{fake}/v1', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}}
+  # OpenAI Responses, passed through.
+  - model_name: 'gpt-*'
+    params: {{model: 'openai/*', api_base: '{fake}/v1', input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}}
+  # Any API translated to Anthropic Messages.
+  - model_name: 'via-anthropic-*'
+    params: {{model: 'anthropic/claude-fake', api_base: '{fake}', api_key: fake-ant-key, max_output_tokens: 4096}}
+  - model_name: text-embedding-3-small
+    params: {{model: mock/text-embedding-3-small, input_cost_per_token: 0.00000002}}
+gateway_settings:
+  teams:
+    - team_id: agents
+      budget_limit: 50
+      models: ['claude-*', 'via-chat-*', 'gpt-*', 'via-anthropic-*', text-embedding-3-small]
+"""
+
+
+@pytest.fixture(scope="session")
+def fake_llm():
+    """The scripted fake LLM (tests/python/fake_llm.py) as a process: its base URL."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_llm.py")
+    proc, m, _ = _spawn([sys.executable, script], r"listening on (http://\S+)")
+    yield m.group(1)
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def agent_gateway(fake_llm):
+    """A gateway whose aliases reach the fake LLM by pass-through and by translation."""
+    tmp = tempfile.mkdtemp(prefix="svc-agents-")
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(AGENT_CONFIG.format(db=os.path.join(tmp, "svc.db"), fake=fake_llm))
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
+    env.pop("SVC_CONFIG", None)
+    proc, m, log = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    yield m.group(1)
+    _stop(proc)
+
+
+def new_key(gateway, body):
+    """Creates a virtual key with the master key; returns the secret."""
+    req = urllib.request.Request(
+        gateway + "/key/generate",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)["key"]
+
+
+def admin_get(gateway, path):
+    req = urllib.request.Request(gateway + path, headers={"Authorization": f"Bearer {MASTER}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+
+
+def fake_requests(fake):
+    with urllib.request.urlopen(fake + "/requests", timeout=10) as r:
+        return json.load(r)

@@ -107,7 +107,7 @@ impl OpenAi {
     pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         let path = match wire {
             Wire::Embeddings => "embeddings",
-            Wire::Responses | Wire::Messages => "responses",
+            Wire::Responses | Wire::Messages | Wire::CountTokens => "responses",
         };
         let rb = self
             .client

@@ -21,6 +21,8 @@ pub enum Wire {
     Responses,
     /// OpenAI embeddings (`POST /embeddings`; the mock serves it too).
     Embeddings,
+    /// Anthropic token counting (`POST /v1/messages/count_tokens`).
+    CountTokens,
 }
 
 /// A request to pass through.

@@ -80,7 +80,7 @@ impl Deployment {
         matches!(
             (&self.upstream, wire),
             (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings)
-                | (Upstream::Anthropic(_), Wire::Messages)
+                | (Upstream::Anthropic(_), Wire::Messages | Wire::CountTokens)
                 | (Upstream::Mock(_), Wire::Embeddings)
         )
     }
@@ -90,7 +90,7 @@ impl Deployment {
     pub async fn forward(&self, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         match (&self.upstream, wire) {
             (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings) => p.forward(self, wire, req).await,
-            (Upstream::Anthropic(p), Wire::Messages) => p.forward(self, req).await,
+            (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => p.forward(self, wire, req).await,
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(self, req).await,
             (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` does not speak this API", self.id),

@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
+use svc_providers::passthrough::{Forwarded, Raw, Wire};
 
 /// Runs one model request that came in by `api`.
 async fn run(
@@ -27,11 +28,7 @@ async fn run(
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
         let chat = api.to_chat(&bytes)?;
-        let passed = ["anthropic-version", "anthropic-beta"]
-            .iter()
-            .filter_map(|name| Some((HeaderName::from_static(name), headers.get(*name)?.clone())))
-            .collect();
-        let inbound = Inbound { api, caller: Caller::from_headers(headers), raw: bytes, headers: passed };
+        let inbound = Inbound { api, caller: Caller::from_headers(headers), raw: bytes, headers: api_headers(headers) };
         pipeline::handle(&state, principal, request_id.to_string(), &chat, started, inbound).await
     }
     .await;
@@ -71,19 +68,43 @@ pub async fn responses(
     run(state, principal, id, &headers, body, Api::Responses).await
 }
 
-/// `POST /messages/count_tokens`: the prompt's tokens by the gateway's plain estimate (the alias must exist
-/// and be allowed to the caller, as for a call).
+/// `POST /messages/count_tokens`: passed through to the alias's first Anthropic deployment; for others the
+/// prompt's tokens by the gateway's plain estimate. The alias must exist and be allowed to the caller, as for a
+/// call; counting is free and not rate limited.
 pub async fn count_tokens(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {
     let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
     let chat = crate::front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
-    pipeline::access::check(&state, &principal, req.model())?;
-    let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
-    Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })))
+    let alias = req.model();
+    pipeline::access::check(&state, &principal, alias)?;
+    let plan = state.models.plan(alias, state.events.as_ref());
+    let first = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(Wire::CountTokens));
+    let Some(route) = first else {
+        let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
+        return Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })));
+    };
+    let body = crate::front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
+    let forwarded = Forwarded { body, stream: false, headers: api_headers(&headers) };
+    let timeout = route.deployment.timeout;
+    match tokio::time::timeout(timeout, route.deployment.forward(Wire::CountTokens, forwarded)).await {
+        Ok(Ok(Raw::Reply(answer))) => Ok(axum::Json(serde_json::Value::Object(answer))),
+        Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("count_tokens answered with a stream")),
+        Ok(Err(e)) => Err(ApiError::from(e)),
+        Err(_) => Err(ApiError::upstream_timeout(format!("count_tokens took longer than {} s", timeout.as_secs()))),
+    }
+}
+
+/// The client's API headers passed through to an upstream that speaks its API.
+fn api_headers(headers: &HeaderMap) -> Vec<(HeaderName, axum::http::HeaderValue)> {
+    ["anthropic-version", "anthropic-beta"]
+        .iter()
+        .filter_map(|name| Some((HeaderName::from_static(name), headers.get(*name)?.clone())))
+        .collect()
 }
 
 /// `GET /responses` (a WebSocket upgrade, as current Codex versions try first): 426, so the client falls back

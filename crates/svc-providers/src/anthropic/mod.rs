@@ -50,7 +50,7 @@ mod response;
 mod stream;
 
 use crate::http::ApiKey;
-use crate::passthrough::{self, Forwarded, Raw};
+use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::{Map, Value};
@@ -148,12 +148,13 @@ impl Anthropic {
         Ok(stream::chunks(state, resp.bytes_stream(), d.max_event_bytes))
     }
 
-    /// A Messages request passed through to `{api_base}/v1/messages`, with the client's `anthropic-version`
+    /// A Messages request passed through to `{api_base}/v1/messages` (or `…/count_tokens`), with the client's `anthropic-version`
     /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
-    pub(crate) async fn forward(&self, d: &Deployment, req: Forwarded) -> Result<Raw, ProviderError> {
+    pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+        let path = if wire == Wire::CountTokens { "/v1/messages/count_tokens" } else { "/v1/messages" };
         let mut rb = self
             .client
-            .post(format!("{}/v1/messages", self.api_base))
+            .post(format!("{}{path}", self.api_base))
             .header(CONTENT_TYPE, "application/json")
             .body(req.body);
         let has_version = req.headers.iter().any(|(n, _)| n.as_str() == "anthropic-version");
