@@ -7,7 +7,8 @@
 #   4. every Rust test (unit, integration against the real binaries, both store backends),
 #   5. every fuzz target of fuzz/ for about a minute in all (scripts/fuzz.sh: installs cargo-fuzz under
 #      target/tools, builds the targets once into target/fuzz, fails on any crash or hang),
-#   6. the official `openai` Python SDK against the real gateway.
+#   6. the official `openai` and `anthropic` Python SDKs, and the real Claude Code and Codex CLIs (from npm, into
+#      target/agents), against the real gateway.
 # Anything missing is an error, never a silent skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,15 @@ PYTHON="$VENV/bin/python"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-input -r tests/python/requirements.txt \
   || die "pip could not install tests/python/requirements.txt into $VENV"
 
+say "agent CLIs from npm (Claude Code, Codex), in target/agents"
+AGENT_CLIS=(@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0)
+command -v npm >/dev/null || die "npm not found: install Node.js 20 or newer (the agent CLI tests need it)"
+if [ ! -x target/agents/node_modules/.bin/claude ] || [ ! -x target/agents/node_modules/.bin/codex ]; then
+  mkdir -p target/agents
+  timeout 600 npm install --prefix target/agents --no-audit --no-fund --loglevel=error "${AGENT_CLIS[@]}" \
+    || die "npm could not install ${AGENT_CLIS[*]} into target/agents"
+fi
+
 say "PostgreSQL on 127.0.0.1:5432"
 pg_up() { python3 -c 'import socket; socket.create_connection(("127.0.0.1", 5432), 2).close()' 2>/dev/null; }
 if ! pg_up; then
@@ -71,5 +81,5 @@ fi
 say "fuzz targets (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-say "openai python SDK against the gateway"
+say "openai and anthropic python SDKs, Claude Code and Codex against the gateway"
 SVC_BIN="$PWD/target/debug/svc" "$PYTHON" -m pytest -q tests/python

@@ -78,9 +78,12 @@ impl ApiError {
         )
     }
 
-    /// 429 `Budget exceeded` (spec 4.1 rule 1) with machine-readable `details` and `Retry-After`.
+    /// 429 `Budget exceeded` (spec 4.1 rule 1) with machine-readable `details` and `Retry-After`. Its `code`
+    /// is OpenAI's own for an account out of money, `insufficient_quota`, so OpenAI clients (the SDKs' callers,
+    /// Codex) stop at once instead of retrying a refusal that will not change before the period resets.
     pub fn budget_exceeded(details: Map<String, Value>, retry_after_secs: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
+        e.0.code = Some("insufficient_quota".into());
         e.0.extra = Some(details);
         e.0.retry_after = Some(retry_after_secs.max(1));
         e
