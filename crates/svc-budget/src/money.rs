@@ -24,6 +24,13 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Output tokens.
     pub completion_tokens: u64,
+    /// Of the input tokens, those written to the upstream's prompt cache (priced on their own when the model
+    /// says so).
+    #[serde(default)]
+    pub cache_creation_tokens: u64,
+    /// Of the input tokens, those read from the upstream's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
 }
 
 /// A decimal text that cannot be an amount or a price.
@@ -191,6 +198,29 @@ impl Usage {
         cost(self, input, output)
     }
 
+    /// The cost with prompt-cache prices: cache-creation tokens at `cache_write`, cache-read tokens at
+    /// `cache_read`, the other input tokens at `input` (each `None`: the input price), rounded up once.
+    pub fn cost_cached(
+        self,
+        input: Price,
+        output: Price,
+        cache_write: Option<Price>,
+        cache_read: Option<Price>,
+    ) -> Money {
+        let (cw, cr) = (cache_write.unwrap_or(input), cache_read.unwrap_or(input));
+        let written = self.cache_creation_tokens.min(self.prompt_tokens);
+        let read = self.cache_read_tokens.min(self.prompt_tokens - written);
+        let plain = self.prompt_tokens - written - read;
+        let picos = i128::from(plain)
+            .saturating_mul(i128::from(input.0))
+            .saturating_add(i128::from(written).saturating_mul(i128::from(cw.0)))
+            .saturating_add(i128::from(read).saturating_mul(i128::from(cr.0)))
+            .saturating_add(i128::from(self.completion_tokens).saturating_mul(i128::from(output.0)))
+            .max(0);
+        let nanos = picos / PICOS_PER_NANO + i128::from(picos % PICOS_PER_NANO != 0);
+        Money::from_nanos_i128(nanos)
+    }
+
     /// prompt + completion, saturating at `u64::MAX` (counts come from upstreams and are not trusted).
     pub fn total_tokens(self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
@@ -284,11 +314,23 @@ mod tests {
 
     #[test]
     fn cost_is_exact_and_rounds_up() {
-        let usage = Usage { prompt_tokens: 1000, completion_tokens: 500 };
+        let cached =
+            Usage { prompt_tokens: 1110, completion_tokens: 5, cache_creation_tokens: 100, cache_read_tokens: 1000 };
+        let p = |s: &str| Price::parse(s).unwrap_or_default();
+        let cost = cached.cost_cached(p("0.000003"), p("0.000015"), Some(p("0.00000375")), Some(p("0.0000003")));
+        assert_eq!(cost.nanos(), 780_000);
+        assert_eq!(cached.cost_cached(p("0.000003"), p("0"), None, None), cached.cost(p("0.000003"), p("0")));
+        let odd = Usage { prompt_tokens: 5, completion_tokens: 0, cache_creation_tokens: 9, cache_read_tokens: 9 };
+        assert_eq!(
+            odd.cost_cached(p("1"), p("0"), Some(p("2")), Some(p("0"))).nanos(),
+            10_000_000_000,
+            "cache counts never exceed the prompt"
+        );
+        let usage = Usage { prompt_tokens: 1000, completion_tokens: 500, ..Usage::default() };
         let c =
             usage.cost(Price::parse("0.0000004").unwrap_or_default(), Price::parse("0.0000016").unwrap_or_default());
         assert_eq!(c, Money(400_000 + 800_000));
-        let tiny = Usage { prompt_tokens: 1, completion_tokens: 0 }.cost(Price(1), Price(0));
+        let tiny = Usage { prompt_tokens: 1, completion_tokens: 0, ..Usage::default() }.cost(Price(1), Price(0));
         assert_eq!(tiny, Money(1));
         assert_eq!(Usage::default().cost(Price(5), Price(5)), Money(0));
     }
@@ -308,12 +350,12 @@ mod tests {
     /// overflow an i128), is never negative, and token totals saturate too.
     #[test]
     fn cost_saturates_and_is_never_negative() {
-        let most = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX };
+        let most = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX, ..Usage::default() };
         assert_eq!(most.cost(Price(i64::MAX), Price(i64::MAX)), Money(i64::MAX));
         assert_eq!(most.cost(Price(1_000_000), Price(0)), Money(i64::MAX));
         assert_eq!(most.cost(Price(1), Price(0)), Money(u64::MAX.div_ceil(1000) as i64));
         assert_eq!(most.total_tokens(), u64::MAX);
-        let one = Usage { prompt_tokens: 1, completion_tokens: 1 };
+        let one = Usage { prompt_tokens: 1, completion_tokens: 1, ..Usage::default() };
         assert_eq!(one.cost(Price(-5_000), Price(1_000)), Money::ZERO);
         assert_eq!(one.cost(Price(i64::MIN), Price(i64::MIN)), Money::ZERO);
         // The rounding up is exact at the edge of a nano-unit.
@@ -323,7 +365,7 @@ mod tests {
 
     #[test]
     fn absurd_numbers_saturate_instead_of_wrapping() {
-        let absurd = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX };
+        let absurd = Usage { prompt_tokens: u64::MAX, completion_tokens: u64::MAX, ..Usage::default() };
         assert_eq!(absurd.cost(Price(i64::MAX), Price(i64::MAX)), Money::MAX);
         assert_eq!(absurd.total_tokens(), u64::MAX);
         assert_eq!(Money::MAX.plus(Money(1)), Money::MAX);
@@ -345,10 +387,15 @@ mod tests {
                     let room = Money(room);
                     match affordable_completion_tokens(room, prompt, input, output, choices) {
                         Some(k) => {
-                            let spent = Usage { prompt_tokens: prompt, completion_tokens: k * choices };
+                            let spent =
+                                Usage { prompt_tokens: prompt, completion_tokens: k * choices, ..Usage::default() };
                             if k > 0 {
                                 assert!(spent.cost(input, output) <= room, "{room} {prompt} {choices} {k}");
-                                let more = Usage { prompt_tokens: prompt, completion_tokens: (k + 1) * choices };
+                                let more = Usage {
+                                    prompt_tokens: prompt,
+                                    completion_tokens: (k + 1) * choices,
+                                    ..Usage::default()
+                                };
                                 assert!(more.cost(input, output) > room, "{room} {prompt} {choices} {k}+1");
                             }
                         }

@@ -104,6 +104,8 @@ struct Params {
     timeout: u64,
     input: Price,
     output: Price,
+    cache_write: Option<Price>,
+    cache_read: Option<Price>,
     max_output_tokens: Option<u32>,
 }
 
@@ -141,6 +143,11 @@ fn params(r: &mut Reader, node: &Node, p: &Fields) -> Params {
         timeout: r.int::<u64>(p, "timeout_seconds").unwrap_or(600),
         input: price(r, p, "input_cost_per_token"),
         output: price(r, p, "output_cost_per_token"),
+        cache_write: p
+            .get("cache_creation_input_token_cost")
+            .is_some()
+            .then(|| price(r, p, "cache_creation_input_token_cost")),
+        cache_read: p.get("cache_read_input_token_cost").is_some().then(|| price(r, p, "cache_read_input_token_cost")),
         max_output_tokens: r.int(p, "max_output_tokens"),
     }
 }
@@ -161,6 +168,8 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
         ("timeout_seconds", &["timeout"]),
         ("input_cost_per_token", &[]),
         ("output_cost_per_token", &[]),
+        ("cache_creation_input_token_cost", &[]),
+        ("cache_read_input_token_cost", &[]),
         ("max_output_tokens", &["max_tokens"]),
     ];
     const INFO: &[Key] = &[("id", &[])];
@@ -201,6 +210,8 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
             timeout: Duration::from_secs(p.timeout.max(1)),
             input_cost_per_token: p.input,
             output_cost_per_token: p.output,
+            cache_creation_input_token_cost: p.cache_write,
+            cache_read_input_token_cost: p.cache_read,
             max_output_tokens: p.max_output_tokens,
             owned_by: owned_by.unwrap_or_else(|| match alias.split_once('/') {
                 Some((prefix, _)) => prefix.to_string(),

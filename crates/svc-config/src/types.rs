@@ -162,6 +162,11 @@ pub struct ModelEntry {
     pub input_cost_per_token: Price,
     /// `params.output_cost_per_token` (default 0).
     pub output_cost_per_token: Price,
+    /// `params.cache_creation_input_token_cost`: the price of a prompt token written to the upstream's cache
+    /// (default: the input price).
+    pub cache_creation_input_token_cost: Option<Price>,
+    /// `params.cache_read_input_token_cost`: the price of a prompt token read from it (default: the input price).
+    pub cache_read_input_token_cost: Option<Price>,
     /// `params.max_output_tokens`.
     pub max_output_tokens: Option<u32>,
     /// `owned_by` in `GET /models`: the entry's `owned_by`, else the alias's provider prefix.

@@ -34,7 +34,9 @@ pub fn read(usage: Option<&Value>) -> Reported {
         }
     };
     match (count("prompt_tokens"), count("completion_tokens")) {
-        (Ok(prompt_tokens), Ok(completion_tokens)) => Reported::Counts(Usage { prompt_tokens, completion_tokens }),
+        (Ok(prompt_tokens), Ok(completion_tokens)) => {
+            Reported::Counts(Usage { prompt_tokens, completion_tokens, ..Usage::default() })
+        }
         (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
     }
 }
@@ -55,7 +57,7 @@ mod tests {
 
     #[test]
     fn tells_present_missing_and_malformed_apart() {
-        let counts = |p, c| Reported::Counts(Usage { prompt_tokens: p, completion_tokens: c });
+        let counts = |p, c| Reported::Counts(Usage { prompt_tokens: p, completion_tokens: c, ..Usage::default() });
         assert_eq!(read(None), Reported::Missing);
         assert_eq!(read(Some(&Value::Null)), Reported::Missing);
         assert_eq!(read(Some(&json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}))), counts(3, 4));

@@ -19,6 +19,8 @@ model_list:
       max_output_tokens: 32000
       input_cost_per_token: 0.000003
       output_cost_per_token: 0.000015
+      cache_creation_input_token_cost: 0.00000375
+      cache_read_input_token_cost: 0.0000003
   - model_name: gpt-5-codex
     params:
       model: openai/up-codex
@@ -174,6 +176,8 @@ async fn messages_pass_through_to_anthropic_unchanged_but_for_model_and_cap() {
     assert_eq!(records.len(), 2);
     for r in &records {
         assert_eq!((r["prompt_tokens"].as_i64(), r["completion_tokens"].as_i64()), (Some(1110), Some(5)), "{r}");
+        // 10 × 3e-6 + 100 cache writes × 3.75e-6 + 1000 cache reads × 3e-7 + 5 × 1.5e-5.
+        assert_eq!(r["spend_nanos"].as_i64(), Some(780_000), "{r}");
         assert_eq!(
             (r["api"].as_str(), r["client"].as_str(), r["session_id"].as_str()),
             (Some("messages"), Some("claude-cli"), Some("sess-1"))

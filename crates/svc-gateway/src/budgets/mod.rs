@@ -150,6 +150,7 @@ impl Ask {
         let usage = Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: completion_tokens.saturating_mul(self.choices.max(1)),
+            ..Usage::default()
         };
         usage.cost(self.input, self.output)
     }

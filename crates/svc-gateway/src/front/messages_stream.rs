@@ -191,7 +191,7 @@ mod tests {
         ] {
             all.extend_from_slice(&s.chunk(&obj(c)).unwrap_or_default());
         }
-        all.extend_from_slice(&s.done(Usage { prompt_tokens: 3, completion_tokens: 4 }));
+        all.extend_from_slice(&s.done(Usage { prompt_tokens: 3, completion_tokens: 4, ..Usage::default() }));
         assert_eq!(
             kinds(&all),
             [
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn an_empty_stream_still_has_a_message() {
         let mut s = MessagesStream::new("m");
-        let end = s.cut(Usage { prompt_tokens: 1, completion_tokens: 2 });
+        let end = s.cut(Usage { prompt_tokens: 1, completion_tokens: 2, ..Usage::default() });
         assert_eq!(kinds(&end), ["message_start", "message_delta", "message_stop"]);
         assert!(String::from_utf8_lossy(&end).contains("max_tokens"));
     }

@@ -54,20 +54,30 @@ fn messages_prompt(u: Option<&Value>) -> Result<u64, String> {
     Ok(total)
 }
 
+/// A Messages `usage` (input, cache-creation and cache-read tokens) with `completion_tokens`.
+fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Result<Usage, String> {
+    Ok(Usage {
+        prompt_tokens: messages_prompt(u)?,
+        completion_tokens,
+        cache_creation_tokens: count(u, "cache_creation_input_tokens")?,
+        cache_read_tokens: count(u, "cache_read_input_tokens")?,
+    })
+}
+
 /// What a passed-through reply says it used.
 pub fn reply_usage(api: Api, body: &Map<String, Value>) -> Reported {
     let Some(u) = body.get("usage").filter(|u| !u.is_null()) else { return Reported::Missing };
     let read = || -> Result<Usage, String> {
         Ok(match api {
-            Api::Messages => {
-                Usage { prompt_tokens: messages_prompt(Some(u))?, completion_tokens: count(Some(u), "output_tokens")? }
-            }
+            Api::Messages => messages_usage(Some(u), count(Some(u), "output_tokens")?)?,
             Api::Embeddings | Api::Chat => {
-                Usage { prompt_tokens: count(Some(u), "prompt_tokens")?, completion_tokens: 0 }
+                Usage { prompt_tokens: count(Some(u), "prompt_tokens")?, completion_tokens: 0, ..Usage::default() }
             }
             Api::Responses => Usage {
                 prompt_tokens: count(Some(u), "input_tokens")?,
                 completion_tokens: count(Some(u), "output_tokens")?,
+                cache_creation_tokens: 0,
+                cache_read_tokens: count(u.get("input_tokens_details"), "cached_tokens")?,
             },
         })
     };
@@ -83,8 +93,8 @@ pub fn reply_usage(api: Api, body: &Map<String, Value>) -> Reported {
 pub struct PassStream {
     api: Api,
     alias: Value,
-    /// Prompt tokens from `message_start`.
-    prompt: Option<Result<u64, String>>,
+    /// The input side of the usage from `message_start`.
+    prompt: Option<Result<Usage, String>>,
     reported: Option<Reported>,
     /// The index of a Messages content block started and not stopped.
     open_block: Option<u64>,
@@ -114,20 +124,19 @@ impl PassStream {
             "message_start" => {
                 if let Some(Value::Object(m)) = ev.get_mut("message") {
                     m.insert("model".into(), self.alias.clone());
-                    self.prompt = Some(messages_prompt(m.get("usage")));
+                    self.prompt = Some(messages_usage(m.get("usage"), 0));
                 }
             }
             "message_delta" => {
                 let u = ev.get("usage");
-                let prompt = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
-                    (true, _) => messages_prompt(u),
+                // Newer streams repeat the input counts here; older ones gave them in `message_start` only.
+                let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
+                    (true, _) => messages_usage(u, 0),
                     (false, Some(p)) => p.clone(),
-                    (false, None) => Ok(0),
+                    (false, None) => Ok(Usage::default()),
                 };
-                self.reported = Some(match (prompt, count(u, "output_tokens")) {
-                    (Ok(prompt_tokens), Ok(completion_tokens)) => {
-                        Reported::Counts(Usage { prompt_tokens, completion_tokens })
-                    }
+                self.reported = Some(match (input, count(u, "output_tokens")) {
+                    (Ok(input), Ok(completion_tokens)) => Reported::Counts(Usage { completion_tokens, ..input }),
                     (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
                 });
             }
@@ -259,11 +268,13 @@ mod tests {
         s.event(obj(
             json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 42}}),
         ));
-        assert_eq!(s.reported(), Some(Reported::Counts(Usage { prompt_tokens: 1110, completion_tokens: 42 })));
+        let want =
+            Usage { prompt_tokens: 1110, completion_tokens: 42, cache_creation_tokens: 100, cache_read_tokens: 1000 };
+        assert_eq!(s.reported(), Some(Reported::Counts(want)));
         let body = obj(json!({"usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}}));
         assert_eq!(
             reply_usage(Api::Responses, &body),
-            Reported::Counts(Usage { prompt_tokens: 3, completion_tokens: 4 })
+            Reported::Counts(Usage { prompt_tokens: 3, completion_tokens: 4, ..Usage::default() })
         );
         assert!(matches!(
             reply_usage(Api::Messages, &obj(json!({"usage": {"input_tokens": -1}}))),

@@ -212,7 +212,7 @@ mod tests {
         ] {
             all.extend_from_slice(&s.chunk(c.as_object().unwrap_or(&Map::new())).unwrap_or_default());
         }
-        all.extend_from_slice(&s.done(Usage { prompt_tokens: 10, completion_tokens: 5 }));
+        all.extend_from_slice(&s.done(Usage { prompt_tokens: 10, completion_tokens: 5, ..Usage::default() }));
         let evs = events(&all);
         let kinds: Vec<&str> = evs.iter().filter_map(|e| e["type"].as_str()).collect();
         assert_eq!(

@@ -62,7 +62,8 @@ pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -
     };
     for r in candidates {
         ask.completion_tokens = ask.completion_tokens.max(route_cap(r, asked));
-        ask.input = ask.input.max(r.input_price);
+        // A prompt written to the upstream's cache may cost more than a plain one.
+        ask.input = ask.input.max(r.input_price).max(r.cache_write_price.unwrap_or(r.input_price));
         ask.output = ask.output.max(r.output_price);
     }
     ask

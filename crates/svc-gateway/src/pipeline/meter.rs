@@ -60,6 +60,7 @@ impl Meter {
         let estimate = Usage {
             prompt_tokens: self.prompt_estimate,
             completion_tokens: completion_estimate().min(self.completion_bound()),
+            ..Usage::default()
         };
         match reported {
             Reported::Missing => Metered { usage: estimate, as_reported: false, fault: None },
@@ -118,7 +119,7 @@ mod tests {
     };
 
     fn counts(p: u64, c: u64) -> Reported {
-        Reported::Counts(Usage { prompt_tokens: p, completion_tokens: c })
+        Reported::Counts(Usage { prompt_tokens: p, completion_tokens: c, ..Usage::default() })
     }
 
     #[test]
@@ -126,25 +127,29 @@ mod tests {
         let m = METER.judge(counts(40, 100), || 7);
         assert_eq!(
             (m.usage, m.as_reported, m.fault),
-            (Usage { prompt_tokens: 40, completion_tokens: 100 }, true, None)
+            (Usage { prompt_tokens: 40, completion_tokens: 100, ..Usage::default() }, true, None)
         );
     }
 
     #[test]
     fn missing_and_malformed_counts_are_estimated() {
         let m = METER.judge(Reported::Missing, || 30);
-        assert_eq!((m.usage, m.fault), (Usage { prompt_tokens: 100, completion_tokens: 30 }, None));
+        assert_eq!((m.usage, m.fault), (Usage { prompt_tokens: 100, completion_tokens: 30, ..Usage::default() }, None));
         let m = METER.judge(Reported::Malformed("`usage.prompt_tokens` is missing".into()), || 300);
-        assert_eq!(m.usage, Usage { prompt_tokens: 100, completion_tokens: 100 }, "estimate capped at n × cap");
+        assert_eq!(
+            m.usage,
+            Usage { prompt_tokens: 100, completion_tokens: 100, ..Usage::default() },
+            "estimate capped at n × cap"
+        );
         assert!(m.fault.is_some_and(|f| f.contains("malformed")));
     }
 
     #[test]
     fn absurd_counts_are_replaced_one_by_one() {
         let m = METER.judge(counts(40, u64::MAX), || 12);
-        assert_eq!(m.usage, Usage { prompt_tokens: 40, completion_tokens: 12 });
+        assert_eq!(m.usage, Usage { prompt_tokens: 40, completion_tokens: 12, ..Usage::default() });
         let m = METER.judge(counts(1 << 40, 3), || 12);
-        assert_eq!(m.usage, Usage { prompt_tokens: 100, completion_tokens: 3 });
+        assert_eq!(m.usage, Usage { prompt_tokens: 100, completion_tokens: 3, ..Usage::default() });
         assert!(!m.as_reported && m.fault.is_some());
         let uncapped = Meter { upstream_cap: None, ..METER };
         assert!(uncapped.judge(counts(40, 10_000), || 1).fault.is_none(), "no cap told: a long answer is believed");

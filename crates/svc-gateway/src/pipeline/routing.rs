@@ -33,6 +33,10 @@ pub struct Route {
     pub input_price: Price,
     /// Price per output token.
     pub output_price: Price,
+    /// Price per prompt token written to the upstream's cache (`None`: the input price).
+    pub cache_write_price: Option<Price>,
+    /// Price per prompt token read from the upstream's cache (`None`: the input price).
+    pub cache_read_price: Option<Price>,
     /// The model's output cap (for reservations).
     pub max_output_tokens: Option<u32>,
     /// Requests now in flight on it.
@@ -139,6 +143,8 @@ impl ModelTable {
                 },
                 input_price: m.input_cost_per_token,
                 output_price: m.output_cost_per_token,
+                cache_write_price: m.cache_creation_input_token_cost,
+                cache_read_price: m.cache_read_input_token_cost,
                 max_output_tokens: m.max_output_tokens,
                 in_flight: AtomicUsize::new(0),
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
@@ -310,6 +316,11 @@ impl Route {
         }
     }
 
+    /// What `usage` costs on this deployment, prompt-cache tokens at their own prices.
+    pub fn cost(&self, usage: svc_budget::Usage) -> svc_budget::Money {
+        usage.cost_cached(self.input_price, self.output_price, self.cache_write_price, self.cache_read_price)
+    }
+
     /// The upstream model id for a request that asked for `name`: the configured one, with a `*` in it
     /// replaced (for a wildcard alias) by the part of `name` the alias's `*` matched, or by all of `name`
     /// when the upstream model is `*` alone (`anthropic/*` passes the requested name upstream).
@@ -336,6 +347,8 @@ impl Route {
             deployment,
             input_price: self.input_price,
             output_price: self.output_price,
+            cache_write_price: self.cache_write_price,
+            cache_read_price: self.cache_read_price,
             max_output_tokens: self.max_output_tokens,
             in_flight: AtomicUsize::new(0),
             health: self.health.clone(),

@@ -42,7 +42,7 @@ impl Settle {
     /// of an upstream's count over the reservation is logged, not charged) and settles its reservation.
     /// Returns what was charged.
     pub async fn finish(self, usage: Usage, status: u16) -> Money {
-        let cost = usage.cost(self.route.input_price, self.route.output_price);
+        let cost = self.route.cost(usage);
         let held = self.reservation.held();
         let charged = if self.reservation.is_budgeted() && cost > held {
             tracing::warn!(request_id = %self.request_id, deployment = %self.route.deployment.id, cost = %cost, reserved = %held,
@@ -57,11 +57,7 @@ impl Settle {
     /// Records the call's spend at exactly what was reserved (a stream cut at its completion cap), showing
     /// `usage` in the record. Without a budget, the cost of `usage`.
     pub async fn finish_reserved(self, usage: Usage, status: u16) -> Money {
-        let charged = if self.reservation.is_budgeted() {
-            self.reservation.held()
-        } else {
-            usage.cost(self.route.input_price, self.route.output_price)
-        };
+        let charged = if self.reservation.is_budgeted() { self.reservation.held() } else { self.route.cost(usage) };
         self.record(usage, charged, status).await
     }
 

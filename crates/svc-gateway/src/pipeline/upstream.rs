@@ -250,6 +250,7 @@ impl Forward {
                 let shown = Usage {
                     prompt_tokens: self.meter.prompt_estimate,
                     completion_tokens: self.meter.completion_limit(),
+                    ..Usage::default()
                 };
                 tracing::warn!(request_id = %settle.request_id, deployment = %settle.route.deployment.id,
                     "the upstream streamed past the completion cap: stream cut, charged its reservation");
