@@ -16,6 +16,7 @@ fn protected(state: &AppState) -> Router<AppState> {
         .route("/messages", post(chat::messages))
         .route("/messages/count_tokens", post(chat::count_tokens))
         .route("/responses", post(chat::responses).get(chat::responses_upgrade))
+        .route("/responses/{id}", get(chat::stored_response))
         .route("/models", get(models::list))
         .route("/key/generate", post(admin::generate))
         .route("/key/update", post(admin::update))

@@ -147,6 +147,34 @@ impl OpenAi {
         Ok(Raw::Stream(Box::pin(events)))
     }
 
+    /// `GET {api_base}/responses/{id}`.
+    pub(crate) async fn retrieve_response(
+        &self,
+        d: &Deployment,
+        id: &str,
+    ) -> Result<Map<String, Value>, ProviderError> {
+        let mut url = reqwest::Url::parse(&format!("{}/responses/", self.api_base)).map_err(|_| {
+            ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
+        })?;
+        url.path_segments_mut()
+            .map_err(|()| ProviderError::Unsupported { message: "bad api_base".into(), param: None })?
+            .pop_if_empty()
+            .push(id);
+        let rb = self.authorize(self.client.get(url).timeout(d.timeout), &d.id)?;
+        let resp = rb.send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+        if !resp.status().is_success() {
+            return Err(status_error(&d.id, resp).await);
+        }
+        let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(body)) => Ok(body),
+            _ => Err(ProviderError::BadResponse {
+                deployment: d.id.clone(),
+                detail: "response is not a JSON object".into(),
+            }),
+        }
+    }
+
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
         let rb = self.client.get(format!("{}/models", self.api_base)).timeout(PROBE_TIMEOUT);
         let resp = self

@@ -99,6 +99,17 @@ impl Deployment {
         }
     }
 
+    /// A stored Responses answer (`GET {api_base}/responses/{id}`), from an OpenAI deployment.
+    pub async fn retrieve_response(&self, id: &str) -> Result<Map<String, Value>, ProviderError> {
+        match &self.upstream {
+            Upstream::OpenAi(p) => p.retrieve_response(self, id).await,
+            Upstream::Anthropic(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
+                message: format!("deployment `{}` stores no responses", self.id),
+                param: None,
+            }),
+        }
+    }
+
     /// A cheap reachability check (no paid completion).
     pub async fn probe(&self) -> Result<(), ProviderError> {
         match &self.upstream {

@@ -99,6 +99,15 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         .unwrap_or_else(|_| error(500, "cannot build response"))
 }
 
+/// `GET /v1/responses/{id}`: `resp_test` (what every answer is called) as a stored response; 404 otherwise.
+pub async fn stored(axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    if id != "resp_test" {
+        return error(404, &format!("No response found with id '{id}'."));
+    }
+    Json(json!({"id": "resp_test", "object": "response", "status": "completed", "model": "up-codex", "output": []}))
+        .into_response()
+}
+
 /// `POST /v1/embeddings`: a deterministic vector per input, `prompt_tokens` usage.
 pub async fn embeddings(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let (b, req) = match take(&s, headers, &body).await {

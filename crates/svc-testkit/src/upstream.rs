@@ -164,6 +164,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
         .route("/v1/responses", post(crate::responses::responses))
+        .route("/v1/responses/{id}", get(crate::responses::stored))
         .route("/responses", post(crate::responses::responses))
         .route("/v1/embeddings", post(crate::responses::embeddings))
         .route("/embeddings", post(crate::responses::embeddings))

@@ -350,11 +350,24 @@ async fn responses_pass_through_to_openai_and_translate_for_the_mock() {
         );
     }
 
-    // previous_response_id needs a deployment that stores responses.
+    // Stored responses: fetched from the deployment that answered them; continued there; refused by one that
+    // stores none.
+    let r = client().get(s.g.path("/v1/responses/resp_test")).bearer_auth(&s.key).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["model"], "gpt-5-codex");
+    let r = client().get(s.g.path("/v1/responses/resp_unknown")).bearer_auth(&s.key).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    let mut chained = plain.clone();
+    chained["previous_response_id"] = json!("resp_test");
+    chained["input"] = json!("and then?");
+    let r = client().post(s.g.path("/v1/responses")).bearer_auth(&s.key).json(&chained).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(s.up.requests().last().unwrap().body["previous_response_id"], "resp_test");
     let mut chained = mock.clone();
-    chained["previous_response_id"] = json!("resp_1");
+    chained["previous_response_id"] = json!("resp_test");
     let r = client().post(s.g.path("/v1/responses")).bearer_auth(&s.key).json(&chained).send().await.unwrap();
     assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["param"], "previous_response_id");
 
     // A WebSocket upgrade is refused at once, so Codex falls back to HTTP.
     let r = client()

@@ -9,8 +9,11 @@
 
 use super::Api;
 use crate::error::ApiError;
+use crate::pipeline::routing::Route;
+use crate::pipeline::stored::ResponseHomes;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use svc_budget::Usage;
 use svc_providers::usage::Reported;
 
@@ -98,12 +101,26 @@ pub struct PassStream {
     reported: Option<Reported>,
     /// The index of a Messages content block started and not stopped.
     open_block: Option<u64>,
+    /// Where a Responses stream's id is remembered, with the deployment that answered it.
+    homes: Option<(Arc<ResponseHomes>, Arc<Route>)>,
 }
 
 impl PassStream {
     /// A stream answering under `alias`.
     pub fn new(api: Api, alias: &str) -> PassStream {
-        PassStream { api, alias: Value::String(alias.to_string()), prompt: None, reported: None, open_block: None }
+        PassStream {
+            api,
+            alias: Value::String(alias.to_string()),
+            prompt: None,
+            reported: None,
+            open_block: None,
+            homes: None,
+        }
+    }
+
+    /// Remembers the stream's response id (from `response.created`) as answered by `route`.
+    pub fn remember_in(&mut self, homes: Arc<ResponseHomes>, route: Arc<Route>) {
+        self.homes = Some((homes, route));
     }
 
     /// What the upstream reported so far.
@@ -154,6 +171,11 @@ impl PassStream {
         if kind.starts_with("response.") {
             if let Some(Value::Object(r)) = ev.get_mut("response") {
                 r.insert("model".into(), self.alias.clone());
+                if let (Some((homes, route)), Some(id)) = (&self.homes, r.get("id").and_then(Value::as_str)) {
+                    if kind == "response.created" {
+                        homes.record(id, route);
+                    }
+                }
                 if kind == "response.completed" || kind == "response.incomplete" {
                     let body = r.clone();
                     self.reported = Some(reply_usage(self.api, &body));

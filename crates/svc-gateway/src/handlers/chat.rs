@@ -28,7 +28,9 @@ async fn run(
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
         let chat = api.to_chat(&bytes)?;
-        let inbound = Inbound { api, caller: Caller::from_headers(headers), raw: bytes, headers: api_headers(headers) };
+        let continues = if api == Api::Responses { previous_response_id(&bytes) } else { None };
+        let caller = Caller::from_headers(headers);
+        let inbound = Inbound { api, caller, raw: bytes, headers: api_headers(headers), continues };
         pipeline::handle(&state, principal, request_id.to_string(), &chat, started, inbound).await
     }
     .await;
@@ -96,6 +98,39 @@ pub async fn count_tokens(
         Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("count_tokens answered with a stream")),
         Ok(Err(e)) => Err(ApiError::from(e)),
         Err(_) => Err(ApiError::upstream_timeout(format!("count_tokens took longer than {} s", timeout.as_secs()))),
+    }
+}
+
+/// `previous_response_id` of a Responses body.
+fn previous_response_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Continues {
+        previous_response_id: Option<String>,
+    }
+    serde_json::from_slice::<Continues>(body).ok()?.previous_response_id.filter(|id| !id.is_empty())
+}
+
+/// `GET /responses/{id}`: a stored response, from the deployment that answered it through this node.
+pub async fn stored_response(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<axum::Json<serde_json::Value>, ApiError> {
+    let Some(route) = state.models.homes.home(&id) else {
+        return Err(ApiError::not_found(
+            "not_found_error",
+            format!("no response `{id}` was answered through this gateway node"),
+        ));
+    };
+    pipeline::access::allowed(&state, &principal, &route.alias)?;
+    let timeout = route.deployment.timeout;
+    match tokio::time::timeout(timeout, route.deployment.retrieve_response(&id)).await {
+        Ok(Ok(mut body)) => {
+            body.insert("model".into(), serde_json::Value::String(route.alias.clone()));
+            Ok(axum::Json(serde_json::Value::Object(body)))
+        }
+        Ok(Err(e)) => Err(ApiError::from(e)),
+        Err(_) => Err(ApiError::upstream_timeout(format!("the upstream took longer than {} s", timeout.as_secs()))),
     }
 }
 

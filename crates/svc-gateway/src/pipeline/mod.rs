@@ -25,6 +25,7 @@ pub mod meter;
 pub mod routing;
 pub mod settlement;
 pub mod spend_writer;
+pub mod stored;
 pub mod upstream;
 
 use crate::auth::Principal;
@@ -99,6 +100,9 @@ pub struct Inbound {
     pub raw: Bytes,
     /// The client's API headers passed through (`anthropic-version`, `anthropic-beta`).
     pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
+    /// A Responses request continuing a stored response (`previous_response_id`): only a deployment that
+    /// speaks Responses can serve it, preferably the one that stored it.
+    pub continues: Option<String>,
 }
 
 /// Runs a chat completion through every stage.
@@ -115,6 +119,15 @@ pub async fn handle(
     let alias = req.model().to_string();
     access::check(state, &principal, &alias)?;
     let plan = state.models.plan(&alias, state.events.as_ref());
+    let plan = match (plan, &inbound.continues) {
+        (Some(mut plan), Some(id)) => {
+            if let Some(home) = state.models.homes.home(id) {
+                plan.pin(&home.deployment.id);
+            }
+            Some(plan)
+        }
+        (plan, _) => plan,
+    };
     let Some((plan, first_route)) = plan.and_then(|p| p.candidates().first().cloned().map(|r| (p, r))) else {
         return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist.")));
     };
@@ -235,6 +248,14 @@ impl Call<'_> {
                     message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
                     param: Some("model".into()),
                 }),
+                None if self.inbound.continues.is_some() => Err(ProviderError::Unsupported {
+                    message: format!(
+                        "`previous_response_id` needs a stored response, which only an OpenAI deployment keeps; \
+                         deployment `{}` is not one: send the whole input instead",
+                        route.deployment.id
+                    ),
+                    param: Some("previous_response_id".into()),
+                }),
                 None => {
                     // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
                     let mut req = match first.take() {
@@ -346,6 +367,11 @@ impl Call<'_> {
                 return Ok(json_response(bytes));
             }
             Answer::Raw(body) => {
+                if self.api == Api::Responses {
+                    if let Some(id) = body.get("id").and_then(Value::as_str) {
+                        self.state.models.homes.record(id, &settle.route);
+                    }
+                }
                 let bytes = upstream::raw_reply(settle, meter, body, self.api).await?;
                 return Ok(json_response(bytes));
             }
@@ -354,7 +380,11 @@ impl Call<'_> {
                 (chunks, encoder)
             }
             Answer::RawStream(events) => {
-                let encoder = Encoder::Pass(PassStream::new(self.api, &settle.route.alias));
+                let mut pass = PassStream::new(self.api, &settle.route.alias);
+                if self.api == Api::Responses {
+                    pass.remember_in(self.state.models.homes.clone(), settle.route.clone());
+                }
+                let encoder = Encoder::Pass(pass);
                 (events, Some(encoder))
             }
         };

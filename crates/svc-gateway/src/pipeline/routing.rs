@@ -74,6 +74,8 @@ pub struct ModelTable {
     attempts: usize,
     /// Aliases in config order.
     pub aliases: Vec<AliasInfo>,
+    /// Which deployment answered each passed-through Responses id.
+    pub homes: Arc<crate::pipeline::stored::ResponseHomes>,
 }
 
 /// The default `api_base` of each provider.
@@ -252,6 +254,13 @@ impl Plan {
     /// The deployments the plan may use, in order.
     pub fn candidates(&self) -> &[Arc<Route>] {
         &self.candidates
+    }
+
+    /// Keeps only the deployment `id` (a stored response's home), when the plan holds it.
+    pub fn pin(&mut self, id: &str) {
+        if self.candidates.iter().any(|r| r.deployment.id == id) {
+            self.candidates.retain(|r| r.deployment.id == id);
+        }
     }
 
     /// The next attempt, if any is left: attempts are not used up and a deployment not excluded remains.
