@@ -15,25 +15,24 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::time::{Duration, Instant};
 
-/// The end of a complete server-sent-events stream of chat-completion chunks.
-const DONE: &[u8] = b"data: [DONE]";
-
 /// Where to send, with what: cheap to clone (everything inside is shared).
 #[derive(Clone)]
 pub struct Target {
     client: Client<HttpConnector, Full<Bytes>>,
     uri: Uri,
     auth: Option<HeaderValue>,
+    headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
     body: Bytes,
-    stream: bool,
+    /// For a stream: what its body must contain to be complete.
+    ends: Option<Bytes>,
     timeout: Duration,
 }
 
 impl Target {
     /// A target at `url` (`http://` only) with bearer `key` (none when empty) and the request `body`.
-    /// `stream` checks that each body ends with `data: [DONE]`. A request taking longer than `timeout`
-    /// counts as failed.
-    pub fn new(url: &str, key: &str, body: Bytes, stream: bool, timeout: Duration) -> anyhow::Result<Target> {
+    /// For a stream, `ends` is what a complete body contains (e.g. `data: [DONE]`). A request taking longer than
+    /// `timeout` counts as failed.
+    pub fn new(url: &str, key: &str, body: Bytes, ends: Option<Bytes>, timeout: Duration) -> anyhow::Result<Target> {
         let uri: Uri = url.parse().with_context(|| format!("invalid URL `{url}`"))?;
         if uri.scheme_str() != Some("http") {
             bail!("only http:// targets are supported, got `{url}`");
@@ -49,7 +48,20 @@ impl Target {
         } else {
             Some(HeaderValue::from_str(&format!("Bearer {key}")).context("the key is not a valid header value")?)
         };
-        Ok(Target { client, uri, auth, body, stream, timeout })
+        Ok(Target { client, uri, auth, headers: Vec::new(), body, ends, timeout })
+    }
+
+    /// Adds request headers given as `Name: value`.
+    pub fn with_headers(mut self, headers: &[String]) -> anyhow::Result<Target> {
+        for h in headers {
+            let (name, value) = h.split_once(':').with_context(|| format!("`{h}` is not `Name: value`"))?;
+            let name = hyper::header::HeaderName::from_bytes(name.trim().as_bytes())
+                .with_context(|| format!("`{name}` is not a header name"))?;
+            let value =
+                HeaderValue::from_str(value.trim()).with_context(|| format!("`{value}` is not a header value"))?;
+            self.headers.push((name, value));
+        }
+        Ok(self)
     }
 
     /// Sends one request and reads its body to the end. Times are measured from `origin`: the moment the
@@ -72,13 +84,17 @@ impl Target {
         if let Some(auth) = &self.auth {
             req = req.header(AUTHORIZATION, auth.clone());
         }
+        for (name, value) in &self.headers {
+            req = req.header(name.clone(), value.clone());
+        }
         let req = req.body(Full::new(self.body.clone()))?;
         let resp = self.client.request(req).await?;
         let status_ok = resp.status().is_success();
         let mut body = resp.into_body();
         let mut ttfb = None;
-        // The last bytes seen, enough to recognise `data: [DONE]` split across frames.
+        // The end marker, searched in each frame with the last bytes of the one before (it may be split).
         let mut tail: Vec<u8> = Vec::with_capacity(64);
+        let mut complete = self.ends.is_none();
         while let Some(frame) = body.frame().await {
             let frame = frame?;
             let Some(data) = frame.data_ref() else { continue };
@@ -88,15 +104,16 @@ impl Target {
             if ttfb.is_none() {
                 ttfb = Some(origin.elapsed());
             }
-            if self.stream {
-                tail.extend_from_slice(&data[data.len().saturating_sub(32)..]);
-                if tail.len() > 32 {
-                    tail.drain(..tail.len() - 32);
+            if let Some(end) = self.ends.as_ref().filter(|_| !complete) {
+                tail.extend_from_slice(data);
+                complete = tail.windows(end.len()).any(|w| w == &end[..]);
+                let keep = end.len().saturating_sub(1);
+                if tail.len() > keep {
+                    tail.drain(..tail.len() - keep);
                 }
             }
         }
         let total = origin.elapsed();
-        let complete = !self.stream || tail.windows(DONE.len()).any(|w| w == DONE);
         Ok(Sample { ttfb: ttfb.unwrap_or(total), total, ok: status_ok && complete })
     }
 }

@@ -63,6 +63,13 @@ struct RunArgs {
     /// Streaming requests: sets "stream": true in the body, reports TTFB as well.
     #[arg(long)]
     stream: bool,
+    /// What a complete stream contains (chat completions: `data: [DONE]`; Anthropic Messages:
+    /// `message_stop`; OpenAI Responses: `response.completed`).
+    #[arg(long, default_value = "data: [DONE]")]
+    done: String,
+    /// An extra request header, `Name: value` (repeatable; e.g. `anthropic-version: 2023-06-01`).
+    #[arg(long = "header")]
+    headers: Vec<String>,
     /// Name of the target in the output (e.g. direct, gw-off, gw-on).
     #[arg(long, default_value = "target")]
     label: String,
@@ -176,7 +183,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     // cheapest way to drive many connections. The open-loop scheduler adds one sleeping thread.
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async move {
-        let target = Target::new(&args.url, &args.key, body, args.stream, timeout)?;
+        let ends = args.stream.then(|| Bytes::from(args.done.clone().into_bytes()));
+        let target = Target::new(&args.url, &args.key, body, ends, timeout)?.with_headers(&args.headers)?;
         for measure in measures {
             let plan = Plan {
                 label: args.label.clone(),

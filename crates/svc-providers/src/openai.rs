@@ -143,7 +143,7 @@ impl OpenAi {
                 event.as_object().map(sse::error_message).unwrap_or_default()
             ),
         };
-        let events = passthrough::typed_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error);
+        let events = passthrough::raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error);
         Ok(Raw::Stream(Box::pin(events)))
     }
 

@@ -1,7 +1,7 @@
 //! Pass-through: a request in the upstream's own API (Anthropic Messages to an Anthropic deployment, OpenAI
 //! Responses to an OpenAI one) is sent as the client wrote it (the caller rewrites only `model` and lowers the
 //! output cap), and the answer comes back as the upstream wrote it: a JSON object, or its stream of events,
-//! each a JSON object whose `type` is the event's name, unknown types included.
+//! each with its name and its data as text (not parsed here), unknown types included.
 //!
 //! What this file does not do: meter usage or rename the model in the answer (the gateway does both).
 
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+use std::pin::Pin;
 
 /// The native APIs a request can be passed through in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +37,24 @@ pub struct Forwarded {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// One server-sent event as the upstream wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEvent {
+    /// The `event:` name (`message_start`, `response.output_text.delta`, …; empty when the stream names none).
+    pub event: String,
+    /// The `data:` text (lines joined by `\n`).
+    pub data: String,
+}
+
+/// A stream of raw events.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<RawEvent, ProviderError>> + Send>>;
+
 /// The upstream's answer, as it wrote it.
 pub enum Raw {
     /// A JSON object.
     Reply(Map<String, Value>),
-    /// A stream of events (each with its `type`).
-    Stream(crate::ChunkStream),
+    /// A stream of events.
+    Stream(EventStream),
 }
 
 /// Whether a 200 body is an answer rather than an error object: an object whose `type` is not `error` and
@@ -53,16 +66,16 @@ pub fn check_answer(body: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
-/// The events of a pass-through stream: each event's JSON data, with `type` set to the event name when the
-/// data has none. An Anthropic `error` event becomes an error (via `on_error`); `[DONE]` and empty data are
-/// skipped; data that is not a JSON object, or an event over `max_event` bytes, ends the stream with
-/// [`ProviderError::BadResponse`].
-pub fn typed_events<S, B, E>(
+/// The events of a pass-through stream, their data not parsed. An `error` event (Anthropic's way to fail a
+/// stream) becomes an error (via `on_error`, with its data parsed); `[DONE]` and empty data are skipped; an
+/// event over `max_event` bytes ends the stream with [`ProviderError::BadResponse`], a broken transport with
+/// [`ProviderError::Unreachable`].
+pub fn raw_events<S, B, E>(
     deployment: String,
     bytes: S,
     max_event: usize,
     on_error: fn(&str, &Value) -> ProviderError,
-) -> impl Stream<Item = Result<Map<String, Value>, ProviderError>> + Send
+) -> impl Stream<Item = Result<RawEvent, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
@@ -82,21 +95,12 @@ where
             if data.is_empty() || data == "[DONE]" {
                 continue;
             }
-            let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(data) else {
-                let detail = format!("unparseable stream event `{}`", event.event);
-                return Some((
-                    Err(ProviderError::BadResponse { deployment: dep.clone(), detail }),
-                    (events, dep, true),
-                ));
-            };
-            if !m.contains_key("type") && !event.event.is_empty() {
-                m.insert("type".into(), Value::String(event.event.clone()));
-            }
-            if m.get("type").and_then(Value::as_str) == Some("error") {
-                let err = on_error(&dep, &Value::Object(m));
+            if event.event == "error" {
+                let parsed = serde_json::from_str::<Value>(data).unwrap_or_else(|_| Value::String(data.to_string()));
+                let err = on_error(&dep, &parsed);
                 return Some((Err(err), (events, dep, true)));
             }
-            return Some((Ok(m), (events, dep, false)));
+            return Some((Ok(RawEvent { event: event.event, data: event.data }), (events, dep, false)));
         }
     })
 }
@@ -112,15 +116,16 @@ mod tests {
                     event: brand_new\ndata: {\"type\":\"brand_new\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"boom\"}}\n\n";
         let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.as_bytes().to_vec())]);
         let on_error = |d: &str, _: &Value| ProviderError::BadResponse { deployment: d.into(), detail: "boom".into() };
-        let out: Vec<_> = typed_events("d".into(), bytes, 1 << 16, on_error).collect().await;
+        let out: Vec<_> = raw_events("d".into(), bytes, 1 << 16, on_error).collect().await;
         let types: Vec<String> = out
             .iter()
             .map(|r| match r {
-                Ok(m) => m.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
+                Ok(ev) => ev.event.clone(),
                 Err(e) => format!("err {e}"),
             })
             .collect();
         assert_eq!(types[..3], ["message_start", "ping", "brand_new"]);
+        assert!(matches!(&out[0], Ok(ev) if ev.data.contains("\"x\":1")), "data kept as text");
         assert!(types[3].starts_with("err"), "{types:?}");
         assert!(check_answer(json!({"id": "resp_1", "error": null}).as_object().unwrap_or(&Map::new())).is_ok());
         assert!(check_answer(json!({"type": "error", "error": {"message": "x"}}).as_object().unwrap_or(&Map::new()))

@@ -39,6 +39,11 @@ impl ChatRequest {
         let Value::Object(body) = value else {
             return Err(RequestError { message: "request body must be a JSON object".into(), param: None });
         };
+        ChatRequest::check(body)
+    }
+
+    /// Checks a request body already parsed (a front end's translation into chat completions).
+    pub fn check(body: Map<String, Value>) -> Result<ChatRequest, RequestError> {
         match body.get("model") {
             Some(Value::String(m)) if !m.is_empty() => {}
             Some(_) => return Err(bad("`model` must be a non-empty string", "model")),

@@ -108,6 +108,8 @@ struct Shared {
     queue: Mutex<VecDeque<Canned>>,
     fallback: Mutex<Canned>,
     recorded: Mutex<Vec<Recorded>>,
+    /// Off for benchmarks (the list would grow with every request).
+    recording: std::sync::atomic::AtomicBool,
 }
 
 /// Locks, ignoring poisoning (a panicking test must not hide the state from the next assertion).
@@ -125,6 +127,7 @@ impl FakeAnthropic {
             queue: Mutex::new(VecDeque::new()),
             fallback: Mutex::new(Canned::Message(text_message("Hello from the fake Anthropic server."))),
             recorded: Mutex::new(Vec::new()),
+            recording: std::sync::atomic::AtomicBool::new(true),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
@@ -150,6 +153,11 @@ impl FakeAnthropic {
     /// The answer used when the queue is empty.
     pub fn set_fallback(&self, canned: Canned) {
         *lock(&self.shared.fallback) = canned;
+    }
+
+    /// Whether requests are kept for [`FakeAnthropic::requests`] (on by default; off for benchmarks).
+    pub fn set_recording(&self, on: bool) {
+        self.shared.recording.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Every request received so far, in order (rejected ones included).
@@ -259,8 +267,10 @@ fn record(shared: &Shared, method: &str, path: &str, headers: &HeaderMap, body: 
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
-    let recorded = Recorded { method: method.into(), path: path.into(), headers, body: body.clone() };
-    lock(&shared.recorded).push(recorded);
+    if shared.recording.load(std::sync::atomic::Ordering::Relaxed) {
+        let recorded = Recorded { method: method.into(), path: path.into(), headers, body: body.clone() };
+        lock(&shared.recorded).push(recorded);
+    }
     body
 }
 

@@ -10,6 +10,7 @@ pub mod embeddings;
 pub mod messages;
 pub mod messages_stream;
 pub mod passthrough;
+pub mod passthrough_stream;
 pub mod responses;
 pub mod responses_stream;
 
@@ -17,11 +18,12 @@ use crate::error::ApiError;
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use messages_stream::MessagesStream;
-use passthrough::PassStream;
+use passthrough_stream::PassStream;
 use responses_stream::ResponsesStream;
 use serde_json::{Map, Value};
 use svc_budget::Usage;
 use svc_providers::passthrough::Wire;
+use svc_providers::ChatRequest;
 
 /// The client API a request came in by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,15 +59,15 @@ impl Api {
         }
     }
 
-    /// The pipeline's chat-completions body of a request to this API.
-    pub fn to_chat(self, body: &Bytes) -> Result<Bytes, ApiError> {
+    /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
+    pub fn to_chat(self, body: &[u8]) -> Result<ChatRequest, ApiError> {
         let chat = match self {
-            Api::Chat => return Ok(body.clone()),
+            Api::Chat => return Ok(ChatRequest::parse(body)?),
             Api::Embeddings => embeddings::to_chat(body)?,
             Api::Messages => messages::to_chat(body)?,
             Api::Responses => responses::to_chat(body)?,
         };
-        serde_json::to_vec(&chat).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the request"))
+        Ok(ChatRequest::check(chat)?)
     }
 
     /// A completion (metered, `model` the alias) in this API's shape.
@@ -104,7 +106,8 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.chunk(&chunk),
             Encoder::Responses(s) => s.chunk(&chunk),
-            Encoder::Pass(s) => s.event(chunk).0,
+            // A passed-through stream carries raw events (`PassStream::event`), never chunks.
+            Encoder::Pass(_) => None,
         }
     }
 

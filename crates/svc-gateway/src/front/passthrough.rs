@@ -9,11 +9,10 @@
 
 use super::Api;
 use crate::error::ApiError;
-use crate::pipeline::routing::Route;
-use crate::pipeline::stored::ResponseHomes;
 use bytes::Bytes;
-use serde_json::{json, Map, Value};
-use std::sync::Arc;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use svc_budget::Usage;
 use svc_providers::usage::Reported;
 
@@ -25,23 +24,84 @@ fn cap_field(api: Api) -> &'static str {
     }
 }
 
-/// The body to send upstream: the client's, with `model` set to `upstream_model` and the output cap lowered
-/// to `cap` when the client asked for more (or set to it when the client asked for none).
-pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> Result<Bytes, ApiError> {
-    let mut body: Map<String, Value> = serde_json::from_slice(raw)
-        .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
-    body.insert("model".into(), Value::String(upstream_model.to_string()));
-    if let Some(cap) = cap.filter(|_| api != Api::Embeddings) {
-        let field = cap_field(api);
-        if body.get(field).and_then(Value::as_u64).is_none_or(|asked| asked > cap) {
-            body.insert(field.into(), Value::from(cap));
+/// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
+pub(crate) struct Fields<'a>(pub(crate) Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16));
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    fields.push(entry);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Writes an object of `fields`, each value replaced by `replace(key)` when that says so, else as written.
+pub(crate) fn write_fields<'v>(
+    fields: &'v [(String, &'v RawValue)],
+    mut replace: impl FnMut(&str) -> Option<Vec<u8>>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2);
+    out.push(b'{');
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // A key is a string; writing one cannot fail.
+        let _ = serde_json::to_writer(&mut out, key);
+        out.push(b':');
+        match replace(key) {
+            Some(v) => out.extend_from_slice(&v),
+            None => out.extend_from_slice(value.get().as_bytes()),
         }
     }
-    serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the request"))
+    out.push(b'}');
+    out
+}
+
+/// The body to send upstream: the client's bytes with `model` set to `upstream_model` and the output cap
+/// lowered to `cap` when the client asked for more (or set to it when the client asked for none). Every other
+/// field is copied as the client wrote it, in its order, without being parsed.
+pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> Result<Bytes, ApiError> {
+    let Fields(fields) = serde_json::from_slice(raw)
+        .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
+    let cap = cap.filter(|_| api != Api::Embeddings);
+    let field = cap_field(api);
+    let model = serde_json::to_vec(upstream_model).map_err(|_| ApiError::internal("cannot encode the model"))?;
+    let mut capped = false;
+    let mut out = write_fields(&fields, |key| {
+        if key == "model" {
+            return Some(model.clone());
+        }
+        let c = cap.filter(|_| key == field)?;
+        capped = true;
+        let asked = fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
+        asked.is_none_or(|a| a > c).then(|| c.to_string().into_bytes())
+    });
+    if let (Some(c), false) = (cap, capped) {
+        // `{…}` → `{…,"field":c}` (or `{"field":c}` for an empty object).
+        out.pop();
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(format!("\"{field}\":{c}}}").as_bytes());
+    }
+    Ok(Bytes::from(out))
 }
 
 /// A whole number of `obj[key]`, when it is one.
-fn count(obj: Option<&Value>, key: &str) -> Result<u64, String> {
+pub(crate) fn count(obj: Option<&Value>, key: &str) -> Result<u64, String> {
     match obj.and_then(|o| o.get(key)) {
         None | Some(Value::Null) => Ok(0),
         Some(v) => v.as_u64().ok_or_else(|| format!("`usage.{key}` is not a whole number from 0")),
@@ -58,7 +118,7 @@ fn messages_prompt(u: Option<&Value>) -> Result<u64, String> {
 }
 
 /// A Messages `usage` (input, cache-creation and cache-read tokens) with `completion_tokens`.
-fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Result<Usage, String> {
+pub(crate) fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Result<Usage, String> {
     Ok(Usage {
         prompt_tokens: messages_prompt(u)?,
         completion_tokens,
@@ -90,175 +150,10 @@ pub fn reply_usage(api: Api, body: &Map<String, Value>) -> Reported {
     }
 }
 
-/// State of a passed-through stream: forwards each event as it came (with the client's name in `model`),
-/// watching for usage and counting the generated text.
-#[derive(Debug)]
-pub struct PassStream {
-    api: Api,
-    alias: Value,
-    /// The input side of the usage from `message_start`.
-    prompt: Option<Result<Usage, String>>,
-    reported: Option<Reported>,
-    /// The index of a Messages content block started and not stopped.
-    open_block: Option<u64>,
-    /// Where a Responses stream's id is remembered, with the deployment that answered it.
-    homes: Option<(Arc<ResponseHomes>, Arc<Route>)>,
-}
-
-impl PassStream {
-    /// A stream answering under `alias`.
-    pub fn new(api: Api, alias: &str) -> PassStream {
-        PassStream {
-            api,
-            alias: Value::String(alias.to_string()),
-            prompt: None,
-            reported: None,
-            open_block: None,
-            homes: None,
-        }
-    }
-
-    /// Remembers the stream's response id (from `response.created`) as answered by `route`.
-    pub fn remember_in(&mut self, homes: Arc<ResponseHomes>, route: Arc<Route>) {
-        self.homes = Some((homes, route));
-    }
-
-    /// What the upstream reported so far.
-    pub fn reported(&self) -> Option<Reported> {
-        self.reported.clone()
-    }
-
-    /// One event: the bytes for the client and the generated tokens it carries (plain estimate).
-    pub fn event(&mut self, mut ev: Map<String, Value>) -> (Option<Bytes>, u64) {
-        let kind = ev.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
-        let mut generated = 0u64;
-        let mut count_text = |v: Option<&Value>| {
-            if let Some(t) = v.and_then(Value::as_str) {
-                generated = generated.saturating_add(svc_providers::estimate::text_tokens(t));
-            }
-        };
-        match kind.as_str() {
-            "message_start" => {
-                if let Some(Value::Object(m)) = ev.get_mut("message") {
-                    m.insert("model".into(), self.alias.clone());
-                    self.prompt = Some(messages_usage(m.get("usage"), 0));
-                }
-            }
-            "message_delta" => {
-                let u = ev.get("usage");
-                // Newer streams repeat the input counts here; older ones gave them in `message_start` only.
-                let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
-                    (true, _) => messages_usage(u, 0),
-                    (false, Some(p)) => p.clone(),
-                    (false, None) => Ok(Usage::default()),
-                };
-                self.reported = Some(match (input, count(u, "output_tokens")) {
-                    (Ok(input), Ok(completion_tokens)) => Reported::Counts(Usage { completion_tokens, ..input }),
-                    (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
-                });
-            }
-            "content_block_start" => self.open_block = ev.get("index").and_then(Value::as_u64),
-            "content_block_stop" => self.open_block = None,
-            "content_block_delta" => {
-                let d = ev.get("delta");
-                for k in ["text", "partial_json", "thinking"] {
-                    count_text(d.and_then(|d| d.get(k)));
-                }
-            }
-            "response.output_text.delta" | "response.function_call_arguments.delta" => count_text(ev.get("delta")),
-            _ => {}
-        }
-        if kind.starts_with("response.") {
-            if let Some(Value::Object(r)) = ev.get_mut("response") {
-                r.insert("model".into(), self.alias.clone());
-                if let (Some((homes, route)), Some(id)) = (&self.homes, r.get("id").and_then(Value::as_str)) {
-                    if kind == "response.created" {
-                        homes.record(id, route);
-                    }
-                }
-                if kind == "response.completed" || kind == "response.incomplete" {
-                    let body = r.clone();
-                    self.reported = Some(reply_usage(self.api, &body));
-                }
-            }
-        }
-        (Some(sse_event(&kind, &Value::Object(ev))), generated)
-    }
-
-    /// The end of a stream cut at its completion cap (the upstream's own end was not forwarded).
-    pub fn cut(&mut self, charged: Usage) -> Bytes {
-        let mut out = Vec::new();
-        match self.api {
-            Api::Messages => {
-                if let Some(index) = self.open_block.take() {
-                    out.extend_from_slice(&sse_event(
-                        "content_block_stop",
-                        &json!({"type": "content_block_stop", "index": index}),
-                    ));
-                }
-                let delta = json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
-                    "usage": {"input_tokens": charged.prompt_tokens, "output_tokens": charged.completion_tokens}});
-                out.extend_from_slice(&sse_event("message_delta", &delta));
-                out.extend_from_slice(&sse_event("message_stop", &json!({"type": "message_stop"})));
-            }
-            Api::Chat | Api::Responses | Api::Embeddings => {
-                let usage = super::responses::usage(charged.prompt_tokens, charged.completion_tokens);
-                let r = super::responses::response(
-                    &super::responses::new_id("resp"),
-                    &self.alias,
-                    chrono::Utc::now().timestamp(),
-                    "incomplete",
-                    Vec::new(),
-                    usage,
-                );
-                out.extend_from_slice(&sse_event(
-                    "response.incomplete",
-                    &json!({"type": "response.incomplete", "response": r}),
-                ));
-            }
-        }
-        Bytes::from(out)
-    }
-
-    /// The error event ending a stream that failed mid-way.
-    pub fn error(&mut self, err: &ApiError) -> Bytes {
-        match self.api {
-            Api::Messages => sse_event("error", &super::messages::error_body(err.status().as_u16(), err.message())),
-            Api::Chat | Api::Responses | Api::Embeddings => {
-                let mut r = super::responses::response(
-                    &super::responses::new_id("resp"),
-                    &self.alias,
-                    chrono::Utc::now().timestamp(),
-                    "failed",
-                    Vec::new(),
-                    Value::Null,
-                );
-                r["error"] = json!({"code": err.kind(), "message": err.message()});
-                sse_event("response.failed", &json!({"type": "response.failed", "response": r}))
-            }
-        }
-    }
-}
-
-/// One SSE event: `event: <kind>` and its JSON data.
-pub fn sse_event(kind: &str, data: &Value) -> Bytes {
-    let mut out = Vec::with_capacity(128);
-    if !kind.is_empty() {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(kind.as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b"data: ");
-    if serde_json::to_writer(&mut out, data).is_err() {
-        out.extend_from_slice(b"{}");
-    }
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
@@ -275,24 +170,17 @@ mod tests {
         );
         let out = prepare(Api::Responses, br#"{"model":"m","input":"hi"}"#, "gpt-5", None).unwrap_or_default();
         assert_eq!(serde_json::from_slice::<Value>(&out).unwrap_or_default(), json!({"model":"gpt-5","input":"hi"}));
+        // Every other field byte for byte, in order; a missing cap is added; a smaller one stays.
+        let raw = br#"{ "input" : [1, 2.50, "\u00e9"], "model":"m", "max_output_tokens": 10 }"#;
+        let out = prepare(Api::Responses, raw, "up", Some(100)).unwrap_or_default();
+        assert_eq!(&out[..], &br#"{"input":[1, 2.50, "\u00e9"],"model":"up","max_output_tokens":10}"#[..]);
+        let out = prepare(Api::Messages, br#"{"model":"m"}"#, "up", Some(7)).unwrap_or_default();
+        assert_eq!(&out[..], &br#"{"model":"up","max_tokens":7}"#[..]);
+        assert!(prepare(Api::Messages, b"[1]", "up", None).is_err());
     }
 
     #[test]
-    fn messages_streams_are_metered_with_cache_tokens() {
-        let mut s = PassStream::new(Api::Messages, "claude-x");
-        let (start, _) = s.event(obj(json!({"type": "message_start", "message": {"model": "up", "usage": {
-            "input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 1}}})));
-        assert!(String::from_utf8_lossy(&start.unwrap_or_default()).contains(r#""model":"claude-x""#));
-        let (_, generated) = s.event(obj(
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "abcdefgh"}}),
-        ));
-        assert_eq!(generated, 2);
-        s.event(obj(
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 42}}),
-        ));
-        let want =
-            Usage { prompt_tokens: 1110, completion_tokens: 42, cache_creation_tokens: 100, cache_read_tokens: 1000 };
-        assert_eq!(s.reported(), Some(Reported::Counts(want)));
+    fn replies_are_metered_in_their_api() {
         let body = obj(json!({"usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}}));
         assert_eq!(
             reply_usage(Api::Responses, &body),

@@ -27,11 +27,10 @@ async fn run(
     let RequestId(request_id, started) = id;
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-        let chat = api.to_chat(&bytes)?;
         let continues = if api == Api::Responses { previous_response_id(&bytes) } else { None };
         let caller = Caller::from_headers(headers);
-        let inbound = Inbound { api, caller, raw: bytes, headers: api_headers(headers), continues };
-        pipeline::handle(&state, principal, request_id.to_string(), &chat, started, inbound).await
+        let inbound = Inbound { api, caller, headers: api_headers(headers), continues };
+        pipeline::handle(&state, principal, request_id.to_string(), &bytes, started, inbound).await
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)

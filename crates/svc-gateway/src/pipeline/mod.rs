@@ -31,7 +31,7 @@ pub mod upstream;
 use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
-use crate::front::passthrough::PassStream;
+use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Caller, Encoder};
 use crate::health::Outcome;
 use crate::state::AppState;
@@ -39,16 +39,18 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use meter::Meter;
 use routing::{Failure, InFlight, Plan, Route};
 use serde_json::{Map, Value};
 use settlement::Settle;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Usage;
-use svc_providers::passthrough::{Forwarded, Raw, Wire};
+use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
 use svc_providers::{estimate, ChatRequest, ChunkStream, ProviderError, Reply};
+use upstream::Source;
 
 /// Time spent waiting for the upstream, so the overhead header can subtract it.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +68,7 @@ enum Answer {
     /// A passed-through reply, in the client's API.
     Raw(Map<String, Value>),
     /// A passed-through stream of the client's API's events.
-    RawStream(ChunkStream),
+    RawStream(EventStream),
 }
 
 /// One admitted request on its way through the attempts.
@@ -96,8 +98,6 @@ pub struct Inbound {
     pub api: Api,
     /// Who called.
     pub caller: Caller,
-    /// The client's body as sent (for a pass-through to a deployment that speaks its API).
-    pub raw: Bytes,
     /// The client's API headers passed through (`anthropic-version`, `anthropic-beta`).
     pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
     /// A Responses request continuing a stored response (`previous_response_id`): only a deployment that
@@ -115,7 +115,7 @@ pub async fn handle(
     inbound: Inbound,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(state)?;
-    let mut req = ChatRequest::parse(body)?;
+    let mut req = inbound.api.to_chat(body)?;
     let alias = req.model().to_string();
     access::check(state, &principal, &alias)?;
     let plan = state.models.plan(&alias, state.events.as_ref());
@@ -335,7 +335,7 @@ impl Call<'_> {
         within: Duration,
     ) -> Result<Answer, ProviderError> {
         let upstream_model = route.upstream_model(&self.alias);
-        let body = front::passthrough::prepare(self.api, &self.inbound.raw, &upstream_model, told)
+        let body = front::passthrough::prepare(self.api, self.body, &upstream_model, told)
             .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
         let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
         let open = async {
@@ -352,7 +352,7 @@ impl Call<'_> {
 
     /// The client's body again, for a retry.
     fn reparse(&self) -> Result<ChatRequest, ApiError> {
-        let mut req = ChatRequest::parse(self.body)?;
+        let mut req = self.api.to_chat(self.body)?;
         if self.stream {
             req.force_stream_usage();
         }
@@ -377,7 +377,7 @@ impl Call<'_> {
             }
             Answer::Stream(chunks) => {
                 let encoder = self.api.encoder(&settle.route.alias);
-                (chunks, encoder)
+                (Source::Chunks(chunks), encoder)
             }
             Answer::RawStream(events) => {
                 let mut pass = PassStream::new(self.api, &settle.route.alias);
@@ -385,7 +385,7 @@ impl Call<'_> {
                     pass.remember_in(self.state.models.homes.clone(), settle.route.clone());
                 }
                 let encoder = Encoder::Pass(pass);
-                (events, Some(encoder))
+                (Source::Events(events), Some(encoder))
             }
         };
         let limits = self.state.config.gateway.streams;
@@ -440,11 +440,13 @@ async fn call(route: &Route, req: ChatRequest, within: Duration) -> Result<Reply
 
 /// Waits for a stream's first item: an error before it is the attempt's error (nothing reached the client);
 /// else the first item is put back in front of the rest.
-async fn first_then_rest(mut chunks: ChunkStream) -> Result<ChunkStream, ProviderError> {
-    match chunks.next().await {
-        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async move { Ok(first) }).chain(chunks)) as ChunkStream),
+async fn first_then_rest<T: Send + 'static>(
+    mut items: Pin<Box<dyn Stream<Item = Result<T, ProviderError>> + Send>>,
+) -> Result<Pin<Box<dyn Stream<Item = Result<T, ProviderError>> + Send>>, ProviderError> {
+    match items.next().await {
+        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async move { Ok(first) }).chain(items))),
         Some(Err(e)) => Err(e),
-        None => Ok(chunks),
+        None => Ok(items),
     }
 }
 

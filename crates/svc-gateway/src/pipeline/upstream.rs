@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use svc_budget::Usage;
 use svc_config::StreamSettings;
+use svc_providers::passthrough::{EventStream, RawEvent};
 use svc_providers::{estimate, usage, ChunkStream};
 use tokio::time::{Instant, Sleep};
 
@@ -82,9 +83,32 @@ pub async fn raw_reply(
     serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
+/// What a stream's upstream sends.
+pub enum Source {
+    /// Chat-completion chunks (forwarded, or translated by an [`Encoder`]).
+    Chunks(ChunkStream),
+    /// The events of a passed-through stream, as the upstream wrote them.
+    Events(EventStream),
+}
+
+/// One item of a [`Source`].
+enum Item {
+    Chunk(Map<String, Value>),
+    Event(RawEvent),
+}
+
+impl Source {
+    async fn next(&mut self) -> Option<Result<Item, svc_providers::ProviderError>> {
+        match self {
+            Source::Chunks(s) => s.next().await.map(|r| r.map(Item::Chunk)),
+            Source::Events(s) => s.next().await.map(|r| r.map(Item::Event)),
+        }
+    }
+}
+
 /// State of a forwarded stream.
 struct Forward {
-    upstream: ChunkStream,
+    upstream: Source,
     alias: Value,
     client_wants_usage: bool,
     meter: Meter,
@@ -124,15 +148,20 @@ impl Forward {
     }
 
     /// Adjusts one chunk for the client; `None` drops it.
-    fn rewrite(&mut self, mut chunk: Map<String, Value>) -> Option<Bytes> {
-        if let Some(Encoder::Pass(pass)) = &mut self.encoder {
-            let (bytes, generated) = pass.event(chunk);
-            self.generated = self.generated.saturating_add(generated);
-            if let Some(reported) = pass.reported() {
-                self.reported = Some(reported);
+    fn rewrite(&mut self, item: Item) -> Option<Bytes> {
+        let mut chunk = match (item, &mut self.encoder) {
+            (Item::Chunk(chunk), _) => chunk,
+            (Item::Event(event), Some(Encoder::Pass(pass))) => {
+                let (bytes, generated) = pass.event(event);
+                self.generated = self.generated.saturating_add(generated);
+                if let Some(reported) = pass.reported() {
+                    self.reported = Some(reported);
+                }
+                return bytes;
             }
-            return bytes;
-        }
+            // Raw events come only with a pass-through encoder.
+            (Item::Event(_), _) => return None,
+        };
         if chunk.get("usage").is_some_and(|u| !u.is_null()) {
             self.reported = Some(usage::read(chunk.get("usage")));
         }
@@ -212,7 +241,7 @@ impl Forward {
 
     /// The next chunk of the upstream within the idle and total bounds. The timer is not moved for every
     /// chunk (a timer-wheel update each): when it fires early, it is re-armed from the last chunk's time.
-    async fn next(&mut self) -> Option<Result<Map<String, Value>, ApiError>> {
+    async fn next(&mut self) -> Option<Result<Item, ApiError>> {
         loop {
             tokio::select! {
                 biased;
@@ -299,7 +328,7 @@ impl Drop for Forward {
 /// The SSE body of a streamed call, bounded by `limits` from `started` on.
 pub fn stream_body(
     settle: Settle,
-    upstream: ChunkStream,
+    upstream: Source,
     client_wants_usage: bool,
     meter: Meter,
     limits: StreamSettings,

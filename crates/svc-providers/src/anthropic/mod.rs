@@ -195,8 +195,7 @@ impl Anthropic {
         if !resp.status().is_success() {
             return Err(error::status_error(&d.id, resp).await);
         }
-        let events =
-            passthrough::typed_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, error::stream_error);
+        let events = passthrough::raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, error::stream_error);
         Ok(Raw::Stream(Box::pin(events)))
     }
 

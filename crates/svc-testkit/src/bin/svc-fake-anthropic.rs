@@ -1,4 +1,4 @@
-//! `svc-fake-anthropic [--api-key KEY]`: the fake Anthropic Messages API (`svc_testkit::anthropic`) as a
+//! `svc-fake-anthropic [--api-key KEY] [--no-record]`: the fake Anthropic Messages API (`svc_testkit::anthropic`) as a
 //! process, for tests in other languages (tests/python). It binds two ephemeral ports of 127.0.0.1 and says
 //! so on stderr, in one line:
 //!
@@ -21,16 +21,19 @@ use svc_testkit::anthropic::{Canned, FakeAnthropic};
 
 fn main() -> anyhow::Result<()> {
     let mut api_key: Option<String> = None;
+    let mut record = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--api-key" => api_key = args.next(),
-            other => anyhow::bail!("unknown argument `{other}` (use --api-key KEY)"),
+            "--no-record" => record = false,
+            other => anyhow::bail!("unknown argument `{other}` (use --api-key KEY, --no-record)"),
         }
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let fake = Arc::new(FakeAnthropic::start(api_key.as_deref()).await?);
+        fake.set_recording(record);
         let control = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let control_url = format!("http://{}", control.local_addr()?);
         let app = Router::new().route("/push", post(push)).route("/requests", get(requests)).with_state(fake.clone());
