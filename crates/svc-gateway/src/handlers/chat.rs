@@ -82,7 +82,7 @@ pub async fn count_tokens(
     let chat = crate::front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
     let alias = req.model();
-    pipeline::access::check(&state, &principal, alias)?;
+    pipeline::access::check(&state.models, &state.config, &principal, alias)?;
     let plan = state.models.plan(alias, state.events.as_ref());
     let first = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(Wire::CountTokens));
     let Some(route) = first else {
@@ -121,7 +121,7 @@ pub async fn stored_response(
             format!("no response `{id}` was answered through this gateway node"),
         ));
     };
-    pipeline::access::allowed(&state, &principal, &route.alias)?;
+    pipeline::access::allowed(&state.config, &principal, &route.alias)?;
     let timeout = route.deployment.timeout;
     match tokio::time::timeout(timeout, route.deployment.retrieve_response(&id)).await {
         Ok(Ok(mut body)) => {

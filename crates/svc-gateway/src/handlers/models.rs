@@ -13,7 +13,7 @@ pub async fn list(State(state): State<AppState>, Extension(principal): Extension
         .models
         .aliases
         .iter()
-        .filter(|a| access::allowed(&state, &principal, &a.id).is_ok())
+        .filter(|a| access::allowed(&state.config, &principal, &a.id).is_ok())
         .map(|a| json!({"id": a.id, "object": "model", "created": state.started, "owned_by": a.owned_by}))
         .collect();
     Json(json!({"object": "list", "data": data}))

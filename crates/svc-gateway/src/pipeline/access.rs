@@ -4,24 +4,25 @@
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::pipeline::routing;
-use crate::state::AppState;
+use crate::pipeline::routing::ModelTable;
+use svc_config::Config;
 
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.
-pub fn check(state: &AppState, principal: &Principal, alias: &str) -> Result<(), ApiError> {
-    if !state.models.contains(alias) {
+pub fn check(models: &ModelTable, config: &Config, principal: &Principal, alias: &str) -> Result<(), ApiError> {
+    if !models.contains(alias) {
         return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."))
             .with_param("model")
             .code("model_not_found"));
     }
-    allowed(state, principal, alias)
+    allowed(config, principal, alias)
 }
 
 /// Whether an existing alias is allowed (used by `GET /models` too).
-pub fn allowed(state: &AppState, principal: &Principal, alias: &str) -> Result<(), ApiError> {
+pub fn allowed(config: &Config, principal: &Principal, alias: &str) -> Result<(), ApiError> {
     let Some(key) = principal.key() else {
         return Ok(());
     };
-    let Some(team) = state.config.team(&key.team_id) else {
+    let Some(team) = config.team(&key.team_id) else {
         return Err(ApiError::forbidden(
             "team_model_access_denied",
             format!("team `{}` is not configured on this gateway", key.team_id),

@@ -11,7 +11,7 @@ use crate::state::AppState;
 use std::sync::Arc;
 use svc_budget::Price;
 use svc_providers::ChatRequest;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Completion tokens reserved when neither the request nor the model gives a cap.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
@@ -22,15 +22,12 @@ pub struct Ticket {
     _slot: OwnedSemaphorePermit,
 }
 
-/// Takes a place among the requests in flight, or answers 503.
-pub fn enter(state: &AppState) -> Result<Ticket, ApiError> {
-    match state.in_flight.clone().try_acquire_owned() {
+/// Takes a place among the `limit` requests in flight (`slots`), or answers 503.
+pub fn enter(slots: &Arc<Semaphore>, limit: usize) -> Result<Ticket, ApiError> {
+    match slots.clone().try_acquire_owned() {
         Ok(slot) => Ok(Ticket { _slot: slot }),
         Err(_) => Err(ApiError::overloaded(
-            format!(
-                "the gateway is at its limit of {} requests in flight; retry with backoff",
-                state.config.server.max_in_flight
-            ),
+            format!("the gateway is at its limit of {limit} requests in flight; retry with backoff"),
             1,
         )),
     }

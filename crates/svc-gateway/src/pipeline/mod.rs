@@ -1,25 +1,28 @@
-//! The chat-completions request path, one stage per module:
+//! The model-request path of every client API (chat completions, Messages, Responses, embeddings), one stage
+//! per module:
 //!
 //! 1. `auth` (middleware, before this): the key → a `Principal`, or 401.
 //! 2. [`admission::enter`]: a place among `max_in_flight` requests, or 503 + `Retry-After`.
-//! 3. `ChatRequest::parse`: a valid body, or 400 naming the field (bounds on `max_tokens` and `n` included).
-//! 4. [`access::check`]: the alias exists (404) and the caller may use it (403).
-//! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'.
+//! 3. The front end (`crate::front::Api::to_chat`): the client's body as the pipeline's chat-completions
+//!    request, checked (400 naming the field; bounds on `max_tokens` and `n` included).
+//! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
+//!    use it (403).
+//! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'
+//!    (pinned to the deployment holding a stored response that the request continues).
 //! 6. [`admission::admit`]: rate limits, and the worst case on the dearest deployment of the plan reserved in
 //!    the team's and key's budgets, possibly with a lower completion cap (429 `Budget exceeded` /
 //!    `rate_limit_exceeded`).
-//! 7. [`attempts`](Call::attempts): the provider call; the alias becomes the upstream id on the way out and
-//!    comes back in `model`. A failed attempt (connect error, timeout, 408, 429, 5xx, an answer that is not a
-//!    completion) is retried along the plan within `num_retries` and the first deployment's
-//!    `timeout_seconds`, counted from the request's arrival; a stream is retried only while nothing of it
-//!    reached the client (the gateway waits for the upstream's first chunk before answering), never after.
-//! 8. [`upstream`] and [`settlement`]: the answer metered ([`meter`]), its cost (never above the
-//!    reservation) and spend record group-committed before the response completes.
+//! 7. `attempts`: the provider call, passed through when the deployment speaks the client's API, else as a
+//!    chat completion; the alias becomes the upstream id on the way out and comes back in `model`; failures
+//!    retried along the plan.
+//! 8. [`upstream`] and [`settlement`]: the answer metered ([`meter`]) and written in the client's API, its
+//!    cost (never above the reservation) and spend record group-committed before the response completes.
 //!
 //! Every attempt's outcome goes to its deployment's health (`crate::health`).
 
 pub mod access;
 pub mod admission;
+mod attempts;
 pub mod journal;
 pub mod meter;
 pub mod routing;
@@ -31,26 +34,18 @@ pub mod upstream;
 use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
-use crate::front::passthrough_stream::PassStream;
-use crate::front::{self, Api, Caller, Encoder};
-use crate::health::Outcome;
+use crate::events::EventSink;
+use crate::front::{Api, Caller};
 use crate::state::AppState;
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use attempts::Call;
+use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
 use meter::Meter;
-use routing::{Failure, InFlight, Plan, Route};
-use serde_json::{Map, Value};
-use settlement::Settle;
-use std::pin::Pin;
+use routing::{ModelTable, Plan, Route};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_budget::Usage;
-use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
-use svc_providers::{estimate, ChatRequest, ChunkStream, ProviderError, Reply};
-use upstream::Source;
+use svc_providers::{estimate, ChatRequest};
 
 /// Time spent waiting for the upstream, so the overhead header can subtract it.
 #[derive(Debug, Clone, Copy)]
@@ -60,35 +55,6 @@ pub struct UpstreamWait(pub Duration);
 pub const MODEL_ID_HEADER: &str = "x-svc-model-id";
 /// The completion cap a request was admitted with, when its budget could not pay for the one it asked.
 pub const CAPPED_HEADER: &str = "x-svc-budget-max-tokens";
-
-/// What a successful attempt got.
-enum Answer {
-    Reply(Reply),
-    Stream(ChunkStream),
-    /// A passed-through reply, in the client's API.
-    Raw(Map<String, Value>),
-    /// A passed-through stream of the client's API's events.
-    RawStream(EventStream),
-}
-
-/// One admitted request on its way through the attempts.
-struct Call<'a> {
-    state: &'a AppState,
-    principal: Principal,
-    request_id: String,
-    body: &'a Bytes,
-    started: Instant,
-    alias: String,
-    stream: bool,
-    client_wants_usage: bool,
-    /// The client's own completion cap.
-    asked: Option<u64>,
-    /// The cap the budgets pay for, when it is lower than the client's.
-    granted: Option<u64>,
-    meter: Meter,
-    api: Api,
-    inbound: &'a Inbound,
-}
 
 /// How a request came in: its client API (the body handed to [`handle`] is already in the pipeline's
 /// chat-completions form), the client's own body and API headers for a pass-through, and who called.
@@ -105,7 +71,7 @@ pub struct Inbound {
     pub continues: Option<String>,
 }
 
-/// Runs a chat completion through every stage.
+/// Runs one model request through the stages listed at the top of this file.
 pub async fn handle(
     state: &AppState,
     principal: Principal,
@@ -114,349 +80,86 @@ pub async fn handle(
     started: Instant,
     inbound: Inbound,
 ) -> Result<Response, ApiError> {
-    let ticket = admission::enter(state)?;
+    let ticket = admission::enter(&state.in_flight, state.config.server.max_in_flight)?;
     let mut req = inbound.api.to_chat(body)?;
-    let alias = req.model().to_string();
-    access::check(state, &principal, &alias)?;
-    let plan = state.models.plan(&alias, state.events.as_ref());
-    let plan = match (plan, &inbound.continues) {
-        (Some(mut plan), Some(id)) => {
-            if let Some(home) = state.models.homes.home(id) {
-                plan.pin(&home.deployment.id);
-            }
-            Some(plan)
-        }
-        (plan, _) => plan,
-    };
-    let Some((plan, first_route)) = plan.and_then(|p| p.candidates().first().cloned().map(|r| (p, r))) else {
-        return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist.")));
-    };
-    let prompt_estimate = estimate::prompt_tokens(&req);
-    let stream = req.stream();
-    let client_wants_usage = req.wants_stream_usage();
-    if stream {
-        req.force_stream_usage();
-    }
-    let ask = admission::ask(plan.candidates(), &req, prompt_estimate);
-    let Grant { reservation, completion_tokens, capped } = admission::admit(state, &principal, &ask).await?;
-    let meter = Meter {
-        prompt_estimate,
-        prompt_bound: estimate::prompt_bound(&req, body.len()),
-        completion_cap: completion_tokens,
-        upstream_cap: None,
-        choices: ask.choices,
-        budgeted: reservation.is_budgeted(),
-    };
+    let facts = Facts::of(&mut req);
+    access::check(&state.models, &state.config, &principal, &facts.alias)?;
+    let (plan, first) = plan(&state.models, state.events.as_ref(), &facts.alias, inbound.continues.as_deref())?;
+    let (grant, meter) = admit(state, &principal, &plan, &req, body.len()).await?;
     let call = Call {
         state,
         principal,
         request_id,
         body,
         started,
-        alias,
-        stream,
-        client_wants_usage,
-        asked: req.max_tokens(),
-        granted: capped.then_some(completion_tokens),
+        alias: facts.alias,
+        stream: facts.stream,
+        client_wants_usage: facts.client_wants_usage,
+        asked: facts.asked,
+        granted: grant.capped.then_some(grant.completion_tokens),
         meter,
         api: inbound.api,
         inbound: &inbound,
     };
-    let settle = |route: &Arc<Route>, in_flight: InFlight, call: &Call<'_>| Settle {
-        state: state.clone(),
-        principal: call.principal.clone(),
-        route: serving(route, &call.alias),
-        request_id: call.request_id.clone(),
-        started,
-        ticket,
-        in_flight,
-        reservation,
-        api: inbound.api,
-        caller: inbound.caller.clone(),
-    };
-    let mut response = match call.attempts(plan, req, first_route).await {
-        Ok(Done { route, answer, in_flight, meter, waited }) => {
-            let s = settle(&route, in_flight, &call);
-            let mut resp = call.answer(s, answer, meter).await?;
-            resp.headers_mut().insert(MODEL_ID_HEADER, model_id(&route));
-            resp.extensions_mut().insert(UpstreamWait(waited));
-            resp
-        }
-        Err((route, err, waited)) => {
-            let err = ApiError::from(err);
-            let s = settle(&route, InFlight::new(route.clone()), &call);
-            s.finish(Usage::default(), err.status().as_u16()).await;
-            let mut resp = axum::response::IntoResponse::into_response(err);
-            resp.headers_mut().insert(MODEL_ID_HEADER, model_id(&route));
-            resp.extensions_mut().insert(UpstreamWait(waited));
-            resp
-        }
-    };
-    if let Some(k) = call.granted {
-        response.headers_mut().insert(CAPPED_HEADER, HeaderValue::from(k));
-    }
-    Ok(response)
+    let outcome = call.attempts(plan, req, first).await;
+    call.respond(outcome, ticket, grant.reservation).await
 }
 
-/// A successful attempt.
-struct Done {
-    route: Arc<Route>,
-    answer: Answer,
-    in_flight: InFlight,
-    /// The meter with the cap this attempt's upstream was told.
-    meter: Meter,
-    waited: Duration,
+/// What the pipeline reads off the request once: the alias, whether it streams (a stream always asks the
+/// upstream for usage; whether the client asked is kept), and the client's own completion cap.
+struct Facts {
+    alias: String,
+    stream: bool,
+    client_wants_usage: bool,
+    asked: Option<u64>,
 }
 
-impl Call<'_> {
-    /// Tries the plan's deployments until one answers, within `num_retries` and the timeout of the plan's
-    /// first deployment (`first_route`). On failure: the deployment that gave the last error (or, when the
-    /// time was up before any attempt, the first one), the error, and the time spent waiting.
-    async fn attempts(
-        &self,
-        mut plan: Plan,
-        first: ChatRequest,
-        first_route: Arc<Route>,
-    ) -> Result<Done, (Arc<Route>, ProviderError, Duration)> {
-        let deadline = self.started + first_route.deployment.timeout;
-        let mut first = Some(first);
-        let mut waited = Duration::ZERO;
-        let mut last: Option<(Arc<Route>, ProviderError)> = None;
-        while let Some(attempt) = plan.next_attempt() {
-            if attempt.repeat > 0 {
-                let pause = routing::backoff(attempt.repeat);
-                if Instant::now() + pause >= deadline {
-                    break;
-                }
-                tokio::time::sleep(pause).await;
-                waited += pause;
-            }
-            let within = deadline.saturating_duration_since(Instant::now());
-            if within.is_zero() {
-                break;
-            }
-            let route = attempt.route.clone();
-            let told = self.told_cap(&route);
-            let meter = Meter { upstream_cap: told, ..self.meter };
-            let in_flight = InFlight::new(route.clone());
-            let t0 = Instant::now();
-            let wire = self.api.wire();
-            let result = match wire.filter(|w| route.deployment.speaks(*w)) {
-                Some(wire) => self.pass(&route, wire, told, within).await,
-                // Embeddings have no chat form to fall back on.
-                None if wire == Some(Wire::Embeddings) => Err(ProviderError::Unsupported {
-                    message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
-                    param: Some("model".into()),
-                }),
-                None if self.inbound.continues.is_some() => Err(ProviderError::Unsupported {
-                    message: format!(
-                        "`previous_response_id` needs a stored response, which only an OpenAI deployment keeps; \
-                         deployment `{}` is not one: send the whole input instead",
-                        route.deployment.id
-                    ),
-                    param: Some("previous_response_id".into()),
-                }),
-                None => {
-                    // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
-                    let mut req = match first.take() {
-                        Some(r) => r,
-                        None => match self.reparse() {
-                            Ok(r) => r,
-                            Err(_) => break,
-                        },
-                    };
-                    req.set_model(&route.upstream_model(&self.alias));
-                    if let Some(cap) = told {
-                        req.cap_completion_tokens(cap);
-                    }
-                    if self.stream {
-                        open_stream(&route, req, within).await.map(Answer::Stream)
-                    } else {
-                        call(&route, req, within).await.map(Answer::Reply)
-                    }
-                }
-            };
-            let took = t0.elapsed();
-            waited += took;
-            match result {
-                Ok(answer) => {
-                    if matches!(answer, Answer::Reply(_) | Answer::Raw(_)) {
-                        route.record(Outcome::Answered(took), self.state.events.as_ref());
-                    }
-                    let mut in_flight = in_flight;
-                    if matches!(answer, Answer::Stream(_) | Answer::RawStream(_)) {
-                        in_flight.watch_stream(took, self.state.events.clone());
-                    }
-                    return Ok(Done { route, answer, in_flight, meter, waited });
-                }
-                Err(e) => {
-                    match routing::classify(&e) {
-                        Failure::Final => {
-                            last = Some((route, e));
-                            break;
-                        }
-                        Failure::RateLimited => plan.exclude(&attempt),
-                        Failure::Fault => {}
-                    }
-                    route.record(Outcome::Failed, self.state.events.as_ref());
-                    tracing::warn!(request_id = %self.request_id, deployment = %route.deployment.id, error = %e, "upstream attempt failed");
-                    last = Some((route, e));
-                }
-            }
-        }
-        match last {
-            Some((route, e)) => Err((route, e, waited)),
-            None => {
-                let after = self.started.elapsed();
-                let e = ProviderError::Timeout { deployment: first_route.deployment.id.clone(), after };
-                Err((first_route, e, waited))
-            }
-        }
-    }
-
-    /// The completion cap to tell `route`'s upstream, lowering the request's as needed: to the model's
-    /// `max_output_tokens` when the client asked for more, and to the budget's grant when that is lower.
-    /// `None` when the upstream is told none (the client asked for none and the budget paid for the default).
-    fn told_cap(&self, route: &Route) -> Option<u64> {
-        let asked = self.asked.map(|a| admission::route_cap(route, Some(a)));
-        match (asked, self.granted) {
-            (Some(a), Some(g)) => Some(a.min(g)),
-            (a, g) => a.or(g),
-        }
-    }
-
-    /// A pass-through attempt: the client's body in its own API (only `model` and the cap changed), bounded
-    /// by `within` until the reply or the stream's first event.
-    async fn pass(
-        &self,
-        route: &Route,
-        wire: Wire,
-        told: Option<u64>,
-        within: Duration,
-    ) -> Result<Answer, ProviderError> {
-        let upstream_model = route.upstream_model(&self.alias);
-        let body = front::passthrough::prepare(self.api, self.body, &upstream_model, told)
-            .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
-        let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
-        let open = async {
-            match route.deployment.forward(wire, req).await? {
-                Raw::Reply(body) => Ok(Answer::Raw(body)),
-                Raw::Stream(events) => first_then_rest(events).await.map(Answer::RawStream),
-            }
-        };
-        match tokio::time::timeout(within, open).await {
-            Ok(result) => result,
-            Err(_) => Err(deadline_passed(route, within)),
-        }
-    }
-
-    /// The client's body again, for a retry.
-    fn reparse(&self) -> Result<ChatRequest, ApiError> {
-        let mut req = self.api.to_chat(self.body)?;
-        if self.stream {
+impl Facts {
+    fn of(req: &mut ChatRequest) -> Facts {
+        let stream = req.stream();
+        let client_wants_usage = req.wants_stream_usage();
+        if stream {
             req.force_stream_usage();
         }
-        Ok(req)
-    }
-
-    /// The client's response to a successful attempt.
-    async fn answer(&self, settle: Settle, answer: Answer, meter: Meter) -> Result<Response, ApiError> {
-        let (chunks, encoder) = match answer {
-            Answer::Reply(reply) => {
-                let bytes = upstream::reply(settle, meter, reply.body, self.api).await?;
-                return Ok(json_response(bytes));
-            }
-            Answer::Raw(body) => {
-                if self.api == Api::Responses {
-                    if let Some(id) = body.get("id").and_then(Value::as_str) {
-                        self.state.models.homes.record(id, &settle.route);
-                    }
-                }
-                let bytes = upstream::raw_reply(settle, meter, body, self.api).await?;
-                return Ok(json_response(bytes));
-            }
-            Answer::Stream(chunks) => {
-                let encoder = self.api.encoder(&settle.route.alias);
-                (Source::Chunks(chunks), encoder)
-            }
-            Answer::RawStream(events) => {
-                let mut pass = PassStream::new(self.api, &settle.route.alias);
-                if self.api == Api::Responses {
-                    pass.remember_in(self.state.models.homes.clone(), settle.route.clone());
-                }
-                let encoder = Encoder::Pass(pass);
-                (Source::Events(events), Some(encoder))
-            }
-        };
-        let limits = self.state.config.gateway.streams;
-        let wants_usage = self.client_wants_usage || encoder.is_some();
-        let body = upstream::stream_body(settle, chunks, wants_usage, meter, limits, self.started, encoder);
-        let mut resp = Response::new(body);
-        *resp.status_mut() = StatusCode::OK;
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        Ok(resp)
+        Facts { alias: req.model().to_string(), stream, client_wants_usage, asked: req.max_tokens() }
     }
 }
 
-/// A 200 JSON response.
-fn json_response(bytes: Bytes) -> Response {
-    let mut resp = Response::new(Body::from(bytes));
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
-}
-
-/// The route to settle and answer with: a fallback answers under the alias the client asked for.
-fn serving(route: &Arc<Route>, alias: &str) -> Arc<Route> {
-    if route.alias == alias {
-        route.clone()
-    } else {
-        Arc::new(route.serving_as(alias))
+/// Stage 5: the deployments to try, pinned to a stored response's deployment when the request continues one.
+fn plan(
+    models: &ModelTable,
+    sink: &dyn EventSink,
+    alias: &str,
+    continues: Option<&str>,
+) -> Result<(Plan, Arc<Route>), ApiError> {
+    let unknown = || ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."));
+    let mut plan = models.plan(alias, sink).ok_or_else(unknown)?;
+    if let Some(home) = continues.and_then(|id| models.homes.home(id)) {
+        plan.pin(&home.deployment.id);
     }
+    let first = plan.candidates().first().cloned().ok_or_else(unknown)?;
+    Ok((plan, first))
 }
 
-/// `x-svc-model-id` of a deployment.
-fn model_id(route: &Route) -> HeaderValue {
-    HeaderValue::from_str(&route.deployment.id).unwrap_or(HeaderValue::from_static("unknown"))
-}
-
-/// The timeout error of an attempt cut short by the request's deadline: it names the deployment's own
-/// `timeout_seconds` when the deadline was (nearly) all of it.
-fn deadline_passed(route: &Route, within: Duration) -> ProviderError {
-    let timeout = route.deployment.timeout;
-    let after = if within + Duration::from_millis(100) >= timeout { timeout } else { within };
-    ProviderError::Timeout { deployment: route.deployment.id.clone(), after }
-}
-
-/// A non-streaming attempt, bounded by `within`.
-async fn call(route: &Route, req: ChatRequest, within: Duration) -> Result<Reply, ProviderError> {
-    match tokio::time::timeout(within, route.deployment.chat(req)).await {
-        Ok(result) => result,
-        Err(_) => Err(deadline_passed(route, within)),
-    }
-}
-
-/// Waits for a stream's first item: an error before it is the attempt's error (nothing reached the client);
-/// else the first item is put back in front of the rest.
-async fn first_then_rest<T: Send + 'static>(
-    mut items: Pin<Box<dyn Stream<Item = Result<T, ProviderError>> + Send>>,
-) -> Result<Pin<Box<dyn Stream<Item = Result<T, ProviderError>> + Send>>, ProviderError> {
-    match items.next().await {
-        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async move { Ok(first) }).chain(items))),
-        Some(Err(e)) => Err(e),
-        None => Ok(items),
-    }
-}
-
-/// A streaming attempt: the upstream's headers and its first chunk, bounded by `within`. A stream that fails
-/// before its first chunk is an error like any other (nothing reached the client, so it may be retried); the
-/// first chunk is put back in front of the rest.
-async fn open_stream(route: &Route, req: ChatRequest, within: Duration) -> Result<ChunkStream, ProviderError> {
-    let open = async { first_then_rest(route.deployment.chat_stream(req).await?).await };
-    match tokio::time::timeout(within, open).await {
-        Ok(result) => result,
-        Err(_) => Err(deadline_passed(route, within)),
-    }
+/// Stage 6: rate limits and the budget reservation of the worst case over the plan; the meter the answer will
+/// be judged with.
+async fn admit(
+    state: &AppState,
+    principal: &Principal,
+    plan: &Plan,
+    req: &ChatRequest,
+    body_bytes: usize,
+) -> Result<(Grant, Meter), ApiError> {
+    let prompt_estimate = estimate::prompt_tokens(req);
+    let ask = admission::ask(plan.candidates(), req, prompt_estimate);
+    let grant = admission::admit(state, principal, &ask).await?;
+    let meter = Meter {
+        prompt_estimate,
+        prompt_bound: estimate::prompt_bound(req, body_bytes),
+        completion_cap: grant.completion_tokens,
+        upstream_cap: None,
+        choices: ask.choices,
+        budgeted: grant.reservation.is_budgeted(),
+    };
+    Ok((grant, meter))
 }
