@@ -1,6 +1,7 @@
 //! The router in process (`svc_gateway::app` driven with `tower::ServiceExt::oneshot`): the error answers the
 //! router writes without a handler's help (wrong method, unknown path, a query string that does not fit)
-//! have the OpenAI shape, as every other error does.
+//! have the OpenAI shape, as every other error does, except on the Messages API, whose every error is in
+//! Anthropic's shape.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use axum::body::Body;
@@ -118,4 +119,59 @@ async fn a_body_field_of_the_wrong_kind_is_named() {
     let body: Value = serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(body["error"]["param"], "rpm_limit", "{body}");
     assert_eq!(body["error"]["type"], "invalid_request_error");
+}
+
+/// POSTs `body` to `uri` with the master key in `x-api-key` (as Anthropic clients send it).
+async fn post_anthropic(state: &AppState, uri: &str, key: &str, body: Value) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method("POST")
+        .uri(uri)
+        .header("x-api-key", key)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = app(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_messages_api_answers_in_anthropic_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = state(&dir).await;
+    let hi = json!({"model": "m", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, body) = post_anthropic(&s, "/v1/messages?beta=true", MASTER, hi.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((body["type"].as_str(), body["role"].as_str()), (Some("message"), Some("assistant")));
+    assert_eq!(body["content"][0]["text"], "[mock m] hi");
+    let (status, body) = post_anthropic(&s, "/v1/messages/count_tokens", MASTER, hi.clone()).await;
+    assert_eq!((status, body["input_tokens"].is_u64()), (StatusCode::OK, true), "{body}");
+    for (uri, key, body, want, kind) in [
+        ("/v1/messages", "sk-nobody", hi.clone(), StatusCode::UNAUTHORIZED, "authentication_error"),
+        (
+            "/messages",
+            MASTER,
+            json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]}),
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+        ),
+        (
+            "/v1/messages",
+            MASTER,
+            json!({"model": "m", "messages": "x"}),
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+        ),
+        ("/v1/messages/count_tokens", "sk-nobody", hi.clone(), StatusCode::UNAUTHORIZED, "authentication_error"),
+    ] {
+        let (status, got) = post_anthropic(&s, uri, key, body).await;
+        assert_eq!(status, want, "{uri}: {got}");
+        assert_eq!((got["type"].as_str(), got["error"]["type"].as_str()), (Some("error"), Some(kind)), "{uri}: {got}");
+        assert!(got["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{got}");
+    }
+    // The other APIs keep OpenAI's shape.
+    let (status, got) = post_anthropic(&s, "/v1/responses", "sk-nobody", json!({"model": "m", "input": "x"})).await;
+    assert_eq!((status, got["error"]["type"].as_str()), (StatusCode::UNAUTHORIZED, Some("authentication_error")));
+    assert!(got.get("type").is_none(), "{got}");
 }
