@@ -4,12 +4,13 @@
 //! its budgets (429 otherwise), possibly with a lower completion cap (see `crate::budgets`).
 
 use crate::auth::Principal;
-use crate::budgets::{Ask, Grant};
+use crate::budgets::{Ask, Budgets, Grant};
 use crate::error::ApiError;
 use crate::pipeline::routing::Route;
-use crate::state::AppState;
+use crate::rate::RateLimits;
 use std::sync::Arc;
 use svc_budget::Price;
+use svc_config::Config;
 use svc_providers::ChatRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -68,9 +69,15 @@ pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -
 
 /// Counts the request against rate limits and reserves its worst case in its budgets. The master key
 /// passes untouched (spec 8.2).
-pub async fn admit(state: &AppState, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
+pub async fn admit(
+    rates: &RateLimits,
+    budgets: &Arc<Budgets>,
+    config: &Config,
+    principal: &Principal,
+    ask: &Ask,
+) -> Result<Grant, ApiError> {
     if principal.key().is_some() {
-        state.rates.admit(principal, &state.config, ask.prompt_tokens).await?;
+        rates.admit(principal, config, ask.prompt_tokens).await?;
     }
-    state.budgets.admit(principal, ask).await
+    budgets.admit(principal, ask).await
 }

@@ -152,7 +152,7 @@ async fn admit(
 ) -> Result<(Grant, Meter), ApiError> {
     let prompt_estimate = estimate::prompt_tokens(req);
     let ask = admission::ask(plan.candidates(), req, prompt_estimate);
-    let grant = admission::admit(state, principal, &ask).await?;
+    let grant = admission::admit(&state.rates, &state.budgets, &state.config, principal, &ask).await?;
     let meter = Meter {
         prompt_estimate,
         prompt_bound: estimate::prompt_bound(req, body_bytes),
