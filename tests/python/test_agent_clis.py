@@ -116,7 +116,7 @@ def test_codex_plain_and_tool_round_trip(agent_gateway, model):
     assert "The tool said:" in out and FILE_TEXT in out, f"{out}\n{err}"
 
     rows = records(agent_gateway, "codex_exec", 3)
-    assert rows and all(r["api"] == "responses" and r["session_id"] for r in rows), rows
+    assert rows and all(r["api"] == "responses" and r["session_id"] and r["team_id"] == "agents" for r in rows), rows
 
 
 def test_an_exhausted_budget_stops_both_agents_with_the_gateways_message(agent_gateway):

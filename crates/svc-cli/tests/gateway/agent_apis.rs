@@ -418,3 +418,39 @@ async fn embeddings_pass_through_and_the_mock_answers_vectors() {
         .unwrap();
     assert_eq!(r.status(), 400);
 }
+
+#[tokio::test]
+async fn responses_and_embeddings_errors_are_in_openai_shape() {
+    let s = setup().await;
+    let other = s.g.key(json!({"team_id": "other"})).await;
+    let poor = s.g.key(json!({"team_id": "coders", "max_budget": 0.000001})).await;
+    s.up.set(|b| b.fail_next = std::iter::repeat_n((503, "upstream overloaded".to_string()), 8).collect());
+    for path in ["/v1/responses", "/v1/embeddings"] {
+        let body = |model: &str| json!({"model": model, "input": "hi"});
+        let cases: [(&str, Value, u16, &str); 6] = [
+            ("sk-wrong", body("gpt-5-codex"), 401, "authentication_error"),
+            (&other, body("gpt-5-codex"), 403, "team_model_access_denied"),
+            (&s.key, body("no-such-model"), 404, "model_not_found"),
+            (&poor, body("gpt-5-codex"), 429, "budget_exceeded"),
+            (&s.key, body("dead"), 502, "upstream_unreachable"),
+            (&s.key, body(if path.ends_with("responses") { "gpt-5-codex" } else { "embed" }), 503, "api_error"),
+        ];
+        for (key, body, want, kind) in cases {
+            let r = client().post(s.g.path(path)).bearer_auth(key).json(&body).send().await.unwrap();
+            let status = r.status().as_u16();
+            let got: Value = r.json().await.unwrap();
+            assert_eq!((status, got["error"]["type"].as_str()), (want, Some(kind)), "{path} {body}: {got}");
+            if want == 429 {
+                assert_eq!(
+                    (got["error"]["message"].as_str(), got["error"]["code"].as_str()),
+                    (Some("Budget exceeded"), Some("insufficient_quota"))
+                );
+            }
+        }
+    }
+    // Wildcard aliases are listed as written.
+    let models =
+        client().get(s.g.path("/v1/models")).bearer_auth(&s.key).send().await.unwrap().json::<Value>().await.unwrap();
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().filter_map(|m| m["id"].as_str()).collect();
+    assert!(ids.contains(&"claude-*") && ids.contains(&"gpt-5-codex"), "{ids:?}");
+}
