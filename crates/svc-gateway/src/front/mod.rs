@@ -13,6 +13,8 @@ pub mod passthrough;
 pub mod passthrough_stream;
 pub mod responses;
 pub mod responses_stream;
+#[cfg(test)]
+mod robustness;
 
 use crate::error::ApiError;
 use axum::http::HeaderMap;
