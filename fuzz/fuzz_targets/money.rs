@@ -50,12 +50,22 @@ fuzz_target!(|data: &[u8]| {
     let mut next_price = || Price::from_picos(u.arbitrary::<i64>().unwrap_or_default() & i64::MAX);
     let input = price.unwrap_or_else(|_| next_price());
     let output = next_price();
+    let (write, read) = (next_price(), next_price());
     let mut next_count = || u.arbitrary::<u64>().unwrap_or_default();
-    let usage = Usage { prompt_tokens: next_count(), completion_tokens: next_count() };
+    let usage = Usage { prompt_tokens: next_count(), completion_tokens: next_count(), ..Usage::default() };
     let more = Usage {
         prompt_tokens: usage.prompt_tokens.saturating_add(next_count()),
         completion_tokens: usage.completion_tokens.saturating_add(next_count()),
+        ..Usage::default()
     };
+    // Cache prices: the same cost at the input price; never negative; cache counts above the prompt's are
+    // capped by it, so they never make a call dearer than its prompt at the dearest price.
+    let cached = Usage { cache_creation_tokens: next_count(), cache_read_tokens: next_count(), ..usage };
+    assert_eq!(cached.cost_cached(input, output, None, None), usage.cost(input, output));
+    let with_cache = cached.cost_cached(input, output, Some(write), Some(read));
+    assert!(with_cache.nanos() >= 0);
+    let dearest = input.max(write).max(read);
+    assert!(with_cache <= usage.cost(dearest, output), "{cached:?} costs more than its prompt at {dearest:?}");
     let cost = usage.cost(input, output);
     assert_eq!(cost, exact_cost(usage, input, output), "{usage:?} at {input:?} and {output:?}");
     assert!(cost.nanos() >= 0);

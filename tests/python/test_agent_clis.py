@@ -41,13 +41,16 @@ def run(cmd, env, cwd, limit=120):
     return p.returncode, p.stdout, p.stderr
 
 
-def claude(gateway, key, prompt, model, cwd):
+def claude(gateway, key, prompt, model, cwd, retries="0"):
     env = dict(
         os.environ, ANTHROPIC_BASE_URL=gateway, ANTHROPIC_AUTH_TOKEN=key, ANTHROPIC_MODEL=model,
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
-        CLAUDE_CODE_MAX_RETRIES="0", HOME=tempfile.mkdtemp(prefix="svc-claude-home-"),
+        HOME=tempfile.mkdtemp(prefix="svc-claude-home-"),
     )
     env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("CLAUDE_CODE_MAX_RETRIES", None)
+    if retries is not None:
+        env["CLAUDE_CODE_MAX_RETRIES"] = retries
     return run([require(CLAUDE), "-p", prompt, "--output-format", "json"], env, cwd)
 
 
@@ -122,9 +125,12 @@ def test_codex_plain_and_tool_round_trip(agent_gateway, model):
 def test_an_exhausted_budget_stops_both_agents_with_the_gateways_message(agent_gateway):
     poor = new_key(agent_gateway, {"team_id": "agents", "max_budget": 0.000001})
     cwd = workdir()
-    code, out, err = claude(agent_gateway, poor, "say hi", "claude-opus-5-5", cwd)
+    # With Claude Code's own retry settings: the refusal's `x-should-retry: false` stops it at once.
+    started = time.time()
+    code, out, err = claude(agent_gateway, poor, "say hi", "claude-opus-5-5", cwd, retries=None)
     assert code != 0 or json.loads(out).get("is_error"), out
     assert "Budget exceeded" in out + err, f"{out}\n{err}"
+    assert time.time() - started < 30, "no retries"
     # Codex never shows the body of a 429; the refusal's code `insufficient_quota` makes it stop at once.
     started = time.time()
     code, out, err = codex(agent_gateway, poor, "say hi", "gpt-5-codex", cwd)

@@ -7,6 +7,7 @@ import json
 import time
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -92,10 +93,15 @@ def test_messages_errors_reach_the_sdk_in_anthropic_shape(agent_gateway, agent_k
         ant(agent_gateway, "sk-wrong").messages.create(model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(anthropic.NotFoundError):
         ant(agent_gateway, agent_key).messages.create(model="llama-3", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    # A budget refusal is final (`x-should-retry: false`): the SDK does not retry it, whatever its max_retries.
     poor = new_key(agent_gateway, {"team_id": "agents", "max_budget": 0.000001})
+    sent = []
+    counting = httpx.Client(event_hooks={"request": [sent.append]})
+    retrying = anthropic.Anthropic(base_url=agent_gateway, api_key=poor, max_retries=3, http_client=counting)
     with pytest.raises(anthropic.RateLimitError) as e:
-        ant(agent_gateway, poor).messages.create(model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+        retrying.messages.create(model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert e.value.body["error"]["message"] == "Budget exceeded"
+    assert len(sent) == 1, f"retried {len(sent) - 1} times"
 
 
 @pytest.mark.parametrize("model", ["gpt-5-codex", "via-anthropic-codex"])

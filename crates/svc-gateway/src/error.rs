@@ -31,6 +31,9 @@ struct Parts {
     code: Option<String>,
     /// What the log gets for a 5xx and the client does not (a store failure's cause).
     detail: Option<String>,
+    /// A refusal that retrying cannot change before `Retry-After`: answered with `x-should-retry: false`,
+    /// which the OpenAI and Anthropic SDKs (and the agents built on them) obey instead of retrying at once.
+    final_refusal: bool,
 }
 
 impl ApiError {
@@ -44,6 +47,7 @@ impl ApiError {
             extra: None,
             code: None,
             detail: None,
+            final_refusal: false,
         }))
     }
 
@@ -84,6 +88,7 @@ impl ApiError {
     pub fn budget_exceeded(details: Map<String, Value>, retry_after_secs: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
         e.0.code = Some("insufficient_quota".into());
+        e.0.final_refusal = true;
         e.0.extra = Some(details);
         e.0.retry_after = Some(retry_after_secs.max(1));
         e
@@ -217,6 +222,9 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
+        if self.0.final_refusal {
+            resp.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        }
         resp.extensions_mut().insert(ErrorMessage(self.0.message.clone()));
         if self.0.status.is_server_error() {
             let parts = *self.0;
@@ -320,5 +328,9 @@ mod tests {
         assert_eq!(resp.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"1"[..]));
         let e = ApiError::budget_exceeded(Map::from_iter([("budget".to_string(), json!("team"))]), 30);
         assert_eq!((e.message(), e.body()["error"]["budget"].as_str()), ("Budget exceeded", Some("team")));
+        let resp = e.into_response();
+        assert_eq!(resp.headers().get("x-should-retry").map(|v| v.as_bytes()), Some(&b"false"[..]));
+        let resp = ApiError::rate_limited("key requests per minute", 3).into_response();
+        assert!(resp.headers().get("x-should-retry").is_none(), "a rate limit is worth retrying");
     }
 }
