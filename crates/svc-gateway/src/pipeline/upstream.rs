@@ -126,6 +126,10 @@ struct Forward {
     timer: Pin<Box<Sleep>>,
     settle: Option<Settle>,
     finished: bool,
+    /// Whether the client's first bytes were handed to the server; after them the stream yields once, so the
+    /// server flushes them at once instead of batching them with what the upstream sent in the same breath.
+    sent_first: bool,
+    flushed_first: bool,
     /// `id` and `created` of the first chunk, for the chunks the gateway adds itself.
     first: Option<(Value, Value)>,
     /// The client API's events, when it is not chat completions.
@@ -352,12 +356,18 @@ pub fn stream_body(
         timer: Box::pin(tokio::time::sleep_until((now + limits.idle).min(deadline))),
         settle: Some(settle),
         finished: false,
+        sent_first: false,
+        flushed_first: false,
         first: None,
         encoder,
     };
     let stream = futures::stream::unfold(state, |mut st| async move {
         if st.finished {
             return None;
+        }
+        if st.sent_first && !st.flushed_first {
+            st.flushed_first = true;
+            tokio::task::yield_now().await;
         }
         loop {
             match st.next().await {
@@ -369,6 +379,7 @@ pub fn stream_body(
                         return Some((Ok::<Bytes, std::io::Error>(last), st));
                     }
                     if let Some(bytes) = bytes {
+                        st.sent_first = true;
                         return Some((Ok(bytes), st));
                     }
                 }
