@@ -194,7 +194,9 @@ impl Mock {
             .collect();
         let reply = json!({"object": "list", "data": data, "model": body.get("model"),
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}});
-        Ok(Raw::Reply(as_map(reply)))
+        let bytes = serde_json::to_vec(&reply)
+            .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode: {e}"), param: None })?;
+        Ok(Raw::Reply(bytes::Bytes::from(bytes)))
     }
 }
 
@@ -252,6 +254,7 @@ mod tests {
         };
         let Ok(Raw::Reply(a)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
         let Ok(Raw::Reply(b)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
+        let (a, b): (Value, Value) = (serde_json::from_slice(&a).unwrap(), serde_json::from_slice(&b).unwrap());
         assert_eq!(a["data"], b["data"]);
         assert_eq!(a["data"][0]["embedding"].as_array().map(Vec::len), Some(16));
         assert_ne!(a["data"][0]["embedding"], a["data"][1]["embedding"]);

@@ -51,17 +51,23 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<RawEvent, ProviderError>
 
 /// The upstream's answer, as it wrote it.
 pub enum Raw {
-    /// A JSON object.
-    Reply(Map<String, Value>),
+    /// A JSON object, as the upstream's bytes.
+    Reply(Bytes),
     /// A stream of events.
     Stream(EventStream),
 }
 
-/// Whether a 200 body is an answer rather than an error object: an object whose `type` is not `error` and
-/// whose `error` (Responses objects carry `"error": null`) is null or absent. The error says what is wrong.
-pub fn check_answer(body: &Map<String, Value>) -> Result<(), String> {
-    if body.get("type").and_then(Value::as_str) == Some("error") || body.get("error").is_some_and(|e| !e.is_null()) {
-        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(body)));
+/// Whether a 200 body is an answer rather than an error object: a JSON object whose `type` is not `error` and
+/// whose `error` (Responses objects carry `"error": null`) is null or absent. Only those two fields are
+/// parsed. The error says what is wrong.
+pub fn check_answer(body: &[u8]) -> Result<(), String> {
+    let fields: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+        serde_json::from_slice(body).map_err(|_| "response is not a JSON object".to_string())?;
+    let is_error = fields.get("type").is_some_and(|t| t.get() == "\"error\"")
+        || fields.get("error").is_some_and(|e| e.get() != "null");
+    if is_error {
+        let parsed: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&parsed)));
     }
     Ok(())
 }
@@ -127,8 +133,8 @@ mod tests {
         assert_eq!(types[..3], ["message_start", "ping", "brand_new"]);
         assert!(matches!(&out[0], Ok(ev) if ev.data.contains("\"x\":1")), "data kept as text");
         assert!(types[3].starts_with("err"), "{types:?}");
-        assert!(check_answer(json!({"id": "resp_1", "error": null}).as_object().unwrap_or(&Map::new())).is_ok());
-        assert!(check_answer(json!({"type": "error", "error": {"message": "x"}}).as_object().unwrap_or(&Map::new()))
-            .is_err());
+        assert!(check_answer(json!({"id": "resp_1", "error": null}).to_string().as_bytes()).is_ok());
+        assert!(check_answer(b"[1, 2]").is_err());
+        assert!(check_answer(json!({"type": "error", "error": {"message": "x"}}).to_string().as_bytes()).is_err());
     }
 }

@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use svc_budget::Usage;
 use svc_providers::usage::Reported;
 
@@ -127,9 +127,9 @@ pub(crate) fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Resul
     })
 }
 
-/// What a passed-through reply says it used.
-pub fn reply_usage(api: Api, body: &Map<String, Value>) -> Reported {
-    let Some(u) = body.get("usage").filter(|u| !u.is_null()) else { return Reported::Missing };
+/// What a passed-through reply's (or a Responses stream's final) `usage` says was used.
+pub fn reply_usage(api: Api, usage: Option<&Value>) -> Reported {
+    let Some(u) = usage.filter(|u| !u.is_null()) else { return Reported::Missing };
     let read = || -> Result<Usage, String> {
         Ok(match api {
             Api::Messages => messages_usage(Some(u), count(Some(u), "output_tokens")?)?,
@@ -153,7 +153,7 @@ pub fn reply_usage(api: Api, body: &Map<String, Value>) -> Reported {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Map};
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
@@ -183,12 +183,9 @@ mod tests {
     fn replies_are_metered_in_their_api() {
         let body = obj(json!({"usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}}));
         assert_eq!(
-            reply_usage(Api::Responses, &body),
+            reply_usage(Api::Responses, body.get("usage")),
             Reported::Counts(Usage { prompt_tokens: 3, completion_tokens: 4, ..Usage::default() })
         );
-        assert!(matches!(
-            reply_usage(Api::Messages, &obj(json!({"usage": {"input_tokens": -1}}))),
-            Reported::Malformed(_)
-        ));
+        assert!(matches!(reply_usage(Api::Messages, Some(&json!({"input_tokens": -1}))), Reported::Malformed(_)));
     }
 }

@@ -12,7 +12,7 @@ use crate::pipeline::routing::Route;
 use crate::pipeline::stored::ResponseHomes;
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
 use svc_budget::Usage;
@@ -143,9 +143,7 @@ impl PassStream {
                         }
                     }
                     if ends {
-                        let mut body = Map::new();
-                        body.insert("usage".into(), field(inner, "usage").unwrap_or(Value::Null));
-                        s.reported = Some(reply_usage(s.api, &body));
+                        s.reported = Some(reply_usage(s.api, field(inner, "usage").as_ref()));
                     }
                 })
             }

@@ -77,7 +77,7 @@ pub async fn count_tokens(
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     body: Body,
-) -> Result<axum::Json<serde_json::Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
     let chat = crate::front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
@@ -87,13 +87,16 @@ pub async fn count_tokens(
     let first = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(Wire::CountTokens));
     let Some(route) = first else {
         let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
-        return Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })));
+        return Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })).into_response());
     };
     let body = crate::front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
     let forwarded = Forwarded { body, stream: false, headers: api_headers(&headers) };
     let timeout = route.deployment.timeout;
     match tokio::time::timeout(timeout, route.deployment.forward(Wire::CountTokens, forwarded)).await {
-        Ok(Ok(Raw::Reply(answer))) => Ok(axum::Json(serde_json::Value::Object(answer))),
+        Ok(Ok(Raw::Reply(answer))) => {
+            let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
+            Ok((json, answer).into_response())
+        }
         Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("count_tokens answered with a stream")),
         Ok(Err(e)) => Err(ApiError::from(e)),
         Err(_) => Err(ApiError::upstream_timeout(format!("count_tokens took longer than {} s", timeout.as_secs()))),

@@ -25,7 +25,6 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use serde_json::{Map, Value};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +37,7 @@ pub(super) enum Answer {
     Reply(Reply),
     Stream(ChunkStream),
     /// A passed-through reply, in the client's API.
-    Raw(Map<String, Value>),
+    Raw(Bytes),
     /// A passed-through stream of the client's API's events.
     RawStream(EventStream),
 }
@@ -280,12 +279,8 @@ impl Call<'_> {
                 return Ok(json_response(bytes));
             }
             Answer::Raw(body) => {
-                if self.api == Api::Responses {
-                    if let Some(id) = body.get("id").and_then(Value::as_str) {
-                        self.state.models.homes.record(id, &settle.route);
-                    }
-                }
-                let bytes = upstream::raw_reply(settle, meter, body, self.api).await?;
+                let homes = (self.api == Api::Responses).then_some(&*self.state.models.homes);
+                let bytes = upstream::raw_reply(settle, meter, &body, self.api, homes).await?;
                 return Ok(json_response(bytes));
             }
             Answer::Stream(chunks) => {

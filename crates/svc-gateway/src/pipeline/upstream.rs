@@ -14,9 +14,11 @@
 //! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
+use crate::front::passthrough::{self, write_fields, Fields};
 use crate::front::{Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
+use crate::pipeline::stored::ResponseHomes;
 use axum::body::Body;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -61,26 +63,36 @@ pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>, a
     serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
-/// Finishes a passed-through call: meter the upstream's own usage, settle, put the client's name in
-/// `model`, serialize.
+/// Finishes a passed-through call: meter the upstream's own usage, settle, put the client's name in `model`
+/// (spliced into the upstream's bytes: only `usage`, `id` and `model` are parsed) and remember a Responses id
+/// in `homes`.
 pub async fn raw_reply(
     settle: Settle,
     meter: Meter,
-    mut body: Map<String, Value>,
+    body: &[u8],
     api: Api,
+    homes: Option<&ResponseHomes>,
 ) -> Result<Bytes, ApiError> {
-    let reported = crate::front::passthrough::reply_usage(api, &body);
+    let bad = || ApiError::internal("the upstream's answer is not a JSON object");
+    let Fields(fields) = serde_json::from_slice(body).map_err(|_| bad())?;
+    let field = |key: &str| {
+        fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<Value>(v.get()).ok())
+    };
+    let reported = passthrough::reply_usage(api, field("usage").as_ref());
     let metered = meter.judge(reported, || {
         let mut tokens = 0u64;
-        estimate::visit_generated(body.get("content").or(body.get("output")).unwrap_or(&Value::Null), &mut |t| {
-            tokens = tokens.saturating_add(estimate::conservative(t))
-        });
+        let generated = field("content").or_else(|| field("output")).unwrap_or(Value::Null);
+        estimate::visit_generated(&generated, &mut |t| tokens = tokens.saturating_add(estimate::conservative(t)));
         tokens
     });
     log_fault(&settle, &metered);
-    body.insert("model".into(), Value::String(settle.route.alias.clone()));
+    if let (Some(homes), Some(Value::String(id))) = (homes, field("id")) {
+        homes.record(&id, &settle.route);
+    }
+    let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
+    let out = write_fields(&fields, |k| (k == "model").then(|| alias.clone()));
     settle.finish(metered.usage, 200).await;
-    serde_json::to_vec(&body).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
+    Ok(Bytes::from(out))
 }
 
 /// What a stream's upstream sends.

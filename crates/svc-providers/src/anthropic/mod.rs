@@ -181,12 +181,9 @@ impl Anthropic {
                 return Err(error::status_error(&d.id, resp).await);
             }
             let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-            let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
-            let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&bytes) else {
-                return Err(bad("response is not a JSON object".into()));
-            };
-            passthrough::check_answer(&body).map_err(bad)?;
-            return Ok(Raw::Reply(body));
+            passthrough::check_answer(&bytes)
+                .map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+            return Ok(Raw::Reply(bytes));
         }
         let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
             Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
