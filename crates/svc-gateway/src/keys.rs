@@ -120,11 +120,17 @@ pub fn looks_like_key(text: &str) -> bool {
 /// Store lookups of keys the cache does not know, per second at most (the whole process).
 pub const MISS_LOOKUPS_PER_SECOND: u32 = 20;
 
+/// A store lookup under way, shared by every request that presents the same unknown key meanwhile.
+type Lookup = Arc<tokio::sync::OnceCell<Option<Arc<VirtualKey>>>>;
+
 /// All virtual keys by hash, swapped whole on change.
 pub struct KeyCache {
     map: ArcSwap<HashMap<KeyHash, Arc<VirtualKey>>>,
     generation: AtomicI64,
     misses: DefaultDirectRateLimiter,
+    /// Lookups under way, by hash: a burst of requests with a key this node has not heard of yet (created on
+    /// another node a moment ago) makes one lookup, not one per request (which the rate would refuse).
+    lookups: std::sync::Mutex<HashMap<KeyHash, Lookup>>,
 }
 
 impl Default for KeyCache {
@@ -134,6 +140,7 @@ impl Default for KeyCache {
             map: ArcSwap::default(),
             generation: AtomicI64::new(0),
             misses: RateLimiter::direct(Quota::per_second(per_second)),
+            lookups: std::sync::Mutex::default(),
         }
     }
 }
@@ -150,9 +157,28 @@ impl KeyCache {
         self.map.load().get(hash).cloned()
     }
 
-    /// The key with this hash: from the map, else (within the rate of [`MISS_LOOKUPS_PER_SECOND`]) from the
-    /// store, adding it to the map. A store failure counts as not found (and is logged).
+    /// The key with this hash: from the map, else (within the rate of [`MISS_LOOKUPS_PER_SECOND`] distinct
+    /// lookups) from the store, adding it to the map. Concurrent requests with the same unknown key share one
+    /// lookup. A store failure counts as not found (and is logged).
     pub async fn resolve(&self, hash: &KeyHash, store: &Store) -> Option<Arc<VirtualKey>> {
+        if let Some(k) = self.get(hash) {
+            return Some(k);
+        }
+        let lookup: Lookup = match self.lookups.lock() {
+            Ok(mut under_way) => under_way.entry(*hash).or_default().clone(),
+            Err(_) => return None,
+        };
+        let found = lookup.get_or_init(|| self.look_up(hash, store)).await.clone();
+        if let Ok(mut under_way) = self.lookups.lock() {
+            if under_way.get(hash).is_some_and(|l| Arc::ptr_eq(l, &lookup)) {
+                under_way.remove(hash);
+            }
+        }
+        found
+    }
+
+    /// One store lookup of a key the map does not hold, within the rate of misses.
+    async fn look_up(&self, hash: &KeyHash, store: &Store) -> Option<Arc<VirtualKey>> {
         if let Some(k) = self.get(hash) {
             return Some(k);
         }
@@ -213,6 +239,54 @@ impl KeyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A burst of requests with a key the node has not heard of yet (made on another node a moment ago) is
+    /// answered from one store lookup: none of them is refused by the rate of misses.
+    #[tokio::test]
+    async fn a_burst_with_a_new_key_shares_one_lookup() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = Store::connect(&format!("sqlite://{}", dir.path().join("k.db").display())).await?;
+        let secret = generate_secret();
+        let hash = hash_secret(&secret);
+        let row = svc_store::KeyRow {
+            id: "k-new".into(),
+            key_hash: hex::encode(hash),
+            key_hint: hint_of(&secret),
+            key_alias: None,
+            team_id: "t".into(),
+            agent_role: None,
+            models: vec![],
+            events: vec![],
+            max_budget: None,
+            budget_duration: None,
+            rpm_limit: None,
+            tpm_limit: None,
+            metadata: "{}".into(),
+            expires_ms: None,
+            revoked_ms: None,
+            created_ms: 0,
+            updated_ms: 0,
+            anchor_ms: 0,
+        };
+        store.insert_key(&row).await?;
+        let cache = Arc::new(KeyCache::default());
+        let burst = (0..200).map(|_| {
+            let (cache, store) = (cache.clone(), store.clone());
+            tokio::spawn(async move { cache.resolve(&hash, &store).await.map(|k| k.id.clone()) })
+        });
+        let found = futures::future::join_all(burst).await;
+        let known = found.iter().filter(|r| matches!(r, Ok(Some(id)) if id == "k-new")).count();
+        anyhow::ensure!(known == 200, "{known} of 200 requests found the key");
+        // Unknown keys are still looked up at most MISS_LOOKUPS_PER_SECOND times a second.
+        let mut refused = 0;
+        for i in 0..(MISS_LOOKUPS_PER_SECOND * 2) {
+            if cache.resolve(&hash_secret(&format!("nobody-{i}")), &store).await.is_none() {
+                refused += 1;
+            }
+        }
+        anyhow::ensure!(refused == MISS_LOOKUPS_PER_SECOND * 2, "an unknown key was found");
+        Ok(())
+    }
 
     #[test]
     fn secrets_have_the_documented_shape() {
