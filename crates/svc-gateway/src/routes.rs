@@ -2,6 +2,7 @@
 //! at the root and under `/v1`.
 
 use crate::auth::authenticate;
+use crate::front::Api;
 use crate::handlers::{admin, chat, events, fleet, health, models, spend};
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
@@ -11,11 +12,11 @@ use axum::Router;
 /// Routes needing a key (the auth middleware wraps them).
 fn protected(state: &AppState) -> Router<AppState> {
     Router::new()
-        .route("/chat/completions", post(chat::completions))
-        .route("/embeddings", post(chat::embeddings))
-        .route("/messages", post(chat::messages))
+        .route("/chat/completions", chat::endpoint(Api::Chat))
+        .route("/embeddings", chat::endpoint(Api::Embeddings))
+        .route("/messages", chat::endpoint(Api::Messages))
         .route("/messages/count_tokens", post(chat::count_tokens))
-        .route("/responses", post(chat::responses).get(chat::responses_upgrade))
+        .route("/responses", chat::endpoint(Api::Responses).get(chat::responses_upgrade))
         .route("/responses/{id}", get(chat::stored_response))
         .route("/models", get(models::list))
         .route("/key/generate", post(admin::generate))

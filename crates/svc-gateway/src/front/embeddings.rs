@@ -7,15 +7,7 @@ use serde_json::{json, Map, Value};
 
 /// The pipeline's chat-completions form of an embeddings request.
 pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
-    let Value::Object(req) = value else {
-        return Err(ApiError::bad_request("request body must be a JSON object", None));
-    };
-    let model = match req.get("model") {
-        Some(Value::String(m)) if !m.is_empty() => m.clone(),
-        _ => return Err(ApiError::bad_request("`model` must be a non-empty string", Some("model".into()))),
-    };
+    let (req, model) = super::object_with_model(body)?;
     let text = match req.get("input") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(items)) if !items.is_empty() => items

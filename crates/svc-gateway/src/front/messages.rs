@@ -24,16 +24,9 @@ use serde_json::{json, Map, Value};
 
 /// The chat-completions body of a Messages request.
 pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
-    let Value::Object(req) = value else {
-        return Err(ApiError::bad_request("request body must be a JSON object", None));
-    };
+    let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
-    match req.get("model") {
-        Some(Value::String(m)) if !m.is_empty() => out.insert("model".into(), Value::String(m.clone())),
-        _ => return Err(ApiError::bad_request("`model` must be a non-empty string", Some("model".into()))),
-    };
+    out.insert("model".into(), Value::String(model));
     let mut messages = Vec::new();
     if let Some(system) = req.get("system") {
         let text = text_of(system);

@@ -62,14 +62,14 @@ impl Api {
     }
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
-    pub fn to_chat(self, body: &[u8]) -> Result<ChatRequest, ApiError> {
-        let chat = match self {
-            Api::Chat => return Ok(ChatRequest::parse(body)?),
-            Api::Embeddings => embeddings::to_chat(body)?,
-            Api::Messages => messages::to_chat(body)?,
+    pub fn to_chat(self, body: &[u8]) -> Result<Translated, ApiError> {
+        let (chat, continues) = match self {
+            Api::Chat => return Ok(Translated { chat: ChatRequest::parse(body)?, continues: None }),
+            Api::Embeddings => (embeddings::to_chat(body)?, None),
+            Api::Messages => (messages::to_chat(body)?, None),
             Api::Responses => responses::to_chat(body)?,
         };
-        Ok(ChatRequest::check(chat)?)
+        Ok(Translated { chat: ChatRequest::check(chat)?, continues })
     }
 
     /// A completion (metered, `model` the alias) in this API's shape.
@@ -88,6 +88,33 @@ impl Api {
             Api::Messages => Some(Encoder::Messages(MessagesStream::new(alias))),
             Api::Responses => Some(Encoder::Responses(Box::new(ResponsesStream::new(alias)))),
         }
+    }
+}
+
+/// A request as the pipeline takes it.
+#[derive(Debug)]
+pub struct Translated {
+    /// The chat-completions form.
+    pub chat: ChatRequest,
+    /// The stored response a Responses request continues (`previous_response_id`): only a deployment that
+    /// speaks Responses can serve it, preferably the one that stored it.
+    pub continues: Option<String>,
+}
+
+/// A client body that must be a JSON object with a non-empty string `model` (400 otherwise): the object and
+/// the model.
+fn object_with_model(body: &[u8]) -> Result<(Map<String, Value>, String), ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
+    let Value::Object(req) = value else {
+        return Err(ApiError::bad_request("request body must be a JSON object", None));
+    };
+    match req.get("model") {
+        Some(Value::String(m)) if !m.is_empty() => {
+            let model = m.clone();
+            Ok((req, model))
+        }
+        _ => Err(ApiError::bad_request("`model` must be a non-empty string", Some("model".into()))),
     }
 }
 

@@ -18,18 +18,12 @@
 use crate::error::ApiError;
 use serde_json::{json, Map, Value};
 
-/// The chat-completions body of a Responses request.
-pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
-    let Value::Object(req) = value else {
-        return Err(ApiError::bad_request("request body must be a JSON object", None));
-    };
+/// The chat-completions body of a Responses request, and the stored response it continues
+/// (`previous_response_id`), if any.
+pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, Option<String>), ApiError> {
+    let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
-    match req.get("model") {
-        Some(Value::String(m)) if !m.is_empty() => out.insert("model".into(), Value::String(m.clone())),
-        _ => return Err(ApiError::bad_request("`model` must be a non-empty string", Some("model".into()))),
-    };
+    out.insert("model".into(), Value::String(model));
     let mut messages = Vec::new();
     if let Some(Value::String(i)) = req.get("instructions") {
         messages.push(json!({"role": "system", "content": i}));
@@ -78,7 +72,8 @@ pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
             tracing::debug!(field = dropped, "a Responses field with no chat-completions counterpart was dropped");
         }
     }
-    Ok(out)
+    let continues = req.get("previous_response_id").and_then(Value::as_str).filter(|id| !id.is_empty());
+    Ok((out, continues.map(String::from)))
 }
 
 /// One `input` item as chat messages.
@@ -246,7 +241,7 @@ mod tests {
     use super::*;
 
     fn chat(v: Value) -> Value {
-        to_chat(v.to_string().as_bytes()).map(Value::Object).unwrap_or_else(|e| panic!("{e}"))
+        to_chat(v.to_string().as_bytes()).map(|(chat, _)| Value::Object(chat)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]

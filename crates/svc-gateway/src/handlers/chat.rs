@@ -13,7 +13,20 @@ use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{post, MethodRouter};
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
+
+/// The route of a model endpoint (`POST`) that takes requests in `api`: chat completions, Anthropic Messages
+/// (`?beta=true` is accepted and changes nothing), OpenAI Responses or embeddings.
+pub fn endpoint(api: Api) -> MethodRouter<AppState> {
+    post(
+        move |State(state): State<AppState>,
+              Extension(principal): Extension<Principal>,
+              Extension(id): Extension<RequestId>,
+              headers: HeaderMap,
+              body: Body| async move { run(state, principal, id, &headers, body, api).await },
+    )
+}
 
 /// Runs one model request that came in by `api`.
 async fn run(
@@ -27,46 +40,11 @@ async fn run(
     let RequestId(request_id, started) = id;
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-        let continues = if api == Api::Responses { previous_response_id(&bytes) } else { None };
-        let caller = Caller::from_headers(headers);
-        let inbound = Inbound { api, caller, headers: api_headers(headers), continues };
+        let inbound = Inbound { api, caller: Caller::from_headers(headers), headers: api_headers(headers) };
         pipeline::handle(&state, principal, request_id.to_string(), &bytes, started, inbound).await
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
-}
-
-/// Chat completion, plain or streamed.
-pub async fn completions(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Extension(id): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    run(state, principal, id, &headers, body, Api::Chat).await
-}
-
-/// Anthropic Messages, plain or streamed (`?beta=true` is accepted and changes nothing).
-pub async fn messages(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Extension(id): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    run(state, principal, id, &headers, body, Api::Messages).await
-}
-
-/// OpenAI Responses, plain or streamed.
-pub async fn responses(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Extension(id): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    run(state, principal, id, &headers, body, Api::Responses).await
 }
 
 /// `POST /messages/count_tokens`: passed through to the alias's first Anthropic deployment; for others the
@@ -101,15 +79,6 @@ pub async fn count_tokens(
         Ok(Err(e)) => Err(ApiError::from(e)),
         Err(_) => Err(ApiError::upstream_timeout(format!("count_tokens took longer than {} s", timeout.as_secs()))),
     }
-}
-
-/// `previous_response_id` of a Responses body.
-fn previous_response_id(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Continues {
-        previous_response_id: Option<String>,
-    }
-    serde_json::from_slice::<Continues>(body).ok()?.previous_response_id.filter(|id| !id.is_empty())
 }
 
 /// `GET /responses/{id}`: a stored response, from the deployment that answered it through this node.
@@ -151,15 +120,4 @@ pub async fn responses_upgrade() -> Response {
     let mut resp = err.into_response();
     resp.headers_mut().insert(axum::http::header::UPGRADE, axum::http::HeaderValue::from_static("HTTP/1.1"));
     resp
-}
-
-/// Embeddings.
-pub async fn embeddings(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    Extension(id): Extension<RequestId>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    run(state, principal, id, &headers, body, Api::Embeddings).await
 }

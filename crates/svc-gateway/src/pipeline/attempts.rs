@@ -59,6 +59,8 @@ pub(super) struct Call<'a> {
     pub(super) meter: Meter,
     pub(super) api: Api,
     pub(super) inbound: &'a Inbound,
+    /// Whether the request continues a stored response (`previous_response_id`).
+    pub(super) continues: bool,
 }
 
 /// A failed call: the deployment that gave the last error (or, when the time was up before any attempt, the
@@ -115,7 +117,7 @@ impl Call<'_> {
                     message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
                     param: Some("model".into()),
                 }),
-                None if self.inbound.continues.is_some() => Err(ProviderError::Unsupported {
+                None if self.continues => Err(ProviderError::Unsupported {
                     message: format!(
                         "`previous_response_id` needs a stored response, which only an OpenAI deployment keeps; \
                          deployment `{}` is not one: send the whole input instead",
@@ -219,7 +221,7 @@ impl Call<'_> {
 
     /// The client's body again, for a retry.
     fn reparse(&self) -> Result<ChatRequest, ApiError> {
-        let mut req = self.api.to_chat(self.body)?;
+        let mut req = self.api.to_chat(self.body)?.chat;
         if self.stream {
             req.force_stream_usage();
         }

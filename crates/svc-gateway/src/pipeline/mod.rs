@@ -35,7 +35,7 @@ use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
 use crate::events::EventSink;
-use crate::front::{Api, Caller};
+use crate::front::{Api, Caller, Translated};
 use crate::state::AppState;
 use attempts::Call;
 use axum::http::HeaderValue;
@@ -66,9 +66,6 @@ pub struct Inbound {
     pub caller: Caller,
     /// The client's API headers passed through (`anthropic-version`, `anthropic-beta`).
     pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
-    /// A Responses request continuing a stored response (`previous_response_id`): only a deployment that
-    /// speaks Responses can serve it, preferably the one that stored it.
-    pub continues: Option<String>,
 }
 
 /// Runs one model request through the stages listed at the top of this file.
@@ -81,10 +78,10 @@ pub async fn handle(
     inbound: Inbound,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.in_flight, state.config.server.max_in_flight)?;
-    let mut req = inbound.api.to_chat(body)?;
+    let Translated { chat: mut req, continues } = inbound.api.to_chat(body)?;
     let facts = Facts::of(&mut req);
     access::check(&state.models, &state.config, &principal, &facts.alias)?;
-    let (plan, first) = plan(&state.models, state.events.as_ref(), &facts.alias, inbound.continues.as_deref())?;
+    let (plan, first) = plan(&state.models, state.events.as_ref(), &facts.alias, continues.as_deref())?;
     let (grant, meter) = admit(state, &principal, &plan, &req, body.len()).await?;
     let call = Call {
         state,
@@ -100,6 +97,7 @@ pub async fn handle(
         meter,
         api: inbound.api,
         inbound: &inbound,
+        continues: continues.is_some(),
     };
     let outcome = call.attempts(plan, req, first).await;
     call.respond(outcome, ticket, grant.reservation).await
