@@ -3,6 +3,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use svc_store::SpendGroup;
 
 /// A model gateway and fleet event service.
 ///
@@ -72,26 +73,10 @@ pub struct SpendArgs {
     /// Only the last period of this length, e.g. 12h, 7d, 1mo [default: all time]
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
-    /// Tables to print, in order (repeatable or comma-separated) [default: team,key,model]
-    #[arg(long = "by", value_name = "GROUP", value_delimiter = ',')]
-    pub by: Vec<SpendBy>,
-}
-
-/// What `svc spend` groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SpendBy {
-    /// Per team
-    Team,
-    /// Per key (shown by alias)
-    Key,
-    /// Per model alias
-    Model,
-    /// Per client family (claude-cli, codex_exec, …)
-    Client,
-    /// Per agent session
-    Session,
-    /// Per client API (chat, messages, responses, embeddings)
-    Api,
+    /// Tables to print, in order (repeatable or comma-separated): team, key (shown by alias), model, client (the
+    /// agent CLI or SDK), session (one agent session), api (the client API) [default: team,key,model]
+    #[arg(long = "by", value_name = "GROUP", value_delimiter = ',', value_parser = SpendGroup::parse)]
+    pub by: Vec<SpendGroup>,
 }
 
 /// `svc serve` options.

@@ -89,6 +89,36 @@ pub enum SpendGroup {
 }
 
 impl SpendGroup {
+    /// Every grouping, in the order `svc spend` shows them by default (the first three) and lists them.
+    pub const ALL: [SpendGroup; 6] = [
+        SpendGroup::Team,
+        SpendGroup::Key,
+        SpendGroup::Model,
+        SpendGroup::Client,
+        SpendGroup::Session,
+        SpendGroup::Api,
+    ];
+
+    /// Its name in `group_by=` and `svc spend --by`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpendGroup::Team => "team",
+            SpendGroup::Key => "key",
+            SpendGroup::Model => "model",
+            SpendGroup::Client => "client",
+            SpendGroup::Session => "session",
+            SpendGroup::Api => "api",
+        }
+    }
+
+    /// The grouping named `text`; the error lists the names.
+    pub fn parse(text: &str) -> Result<SpendGroup, String> {
+        SpendGroup::ALL.into_iter().find(|g| g.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = SpendGroup::ALL.iter().map(|g| g.name()).collect();
+            format!("must be one of {}, not `{text}`", names.join(", "))
+        })
+    }
+
     fn column(self) -> &'static str {
         match self {
             SpendGroup::Team => "team_id",

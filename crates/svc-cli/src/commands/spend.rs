@@ -2,7 +2,7 @@
 //! read from the store.
 
 use super::{load_config, open_store, Exit};
-use crate::cli::{SpendArgs, SpendBy};
+use crate::cli::SpendArgs;
 use std::io::Write;
 use std::path::Path;
 use svc_budget::{BudgetDuration, Money};
@@ -26,16 +26,9 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
     }
     let keys = store.list_keys().await?;
     let mut out = super::stdout();
-    let by = if args.by.is_empty() { vec![SpendBy::Team, SpendBy::Key, SpendBy::Model] } else { args.by.clone() };
-    for b in by {
-        let (group, title) = match b {
-            SpendBy::Team => (SpendGroup::Team, "TEAM"),
-            SpendBy::Key => (SpendGroup::Key, "KEY"),
-            SpendBy::Model => (SpendGroup::Model, "MODEL"),
-            SpendBy::Client => (SpendGroup::Client, "CLIENT"),
-            SpendBy::Session => (SpendGroup::Session, "SESSION"),
-            SpendBy::Api => (SpendGroup::Api, "API"),
-        };
+    let by = if args.by.is_empty() { SpendGroup::ALL[..3].to_vec() } else { args.by.clone() };
+    for group in by {
+        let title = group.name().to_uppercase();
         let totals = store.spend_totals(group, &filter).await?;
         let label = |t: &SpendTotal| -> String {
             if group != SpendGroup::Key {

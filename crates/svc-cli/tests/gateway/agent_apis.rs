@@ -191,6 +191,18 @@ async fn messages_pass_through_to_anthropic_unchanged_but_for_model_and_cap() {
     let by_session = admin_get(&s.g, "/spend/logs?group_by=session").await;
     assert_eq!(by_session["data"][0]["group"], "sess-1");
     assert_eq!(by_session["data"][0]["requests"], 2);
+    let r = client().get(s.g.path("/spend/logs?group_by=colour")).bearer_auth(MASTER).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["param"], "group_by");
+    // The same from the command line, grouped by client and by session.
+    let out = svc().arg("--config").arg(&s.g.config).args(["spend", "--by", "client,session"]).output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("CLIENT") && lines[1].starts_with("claude-cli"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("SESSION")) && text.lines().any(|l| l.starts_with("sess-1")), "{text}");
+    let out = svc().arg("--config").arg(&s.g.config).args(["spend", "--by", "colour"]).output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "a bad grouping is a command-line usage error");
 }
 
 #[tokio::test]

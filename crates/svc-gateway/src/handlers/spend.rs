@@ -66,20 +66,8 @@ fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) ->
 
 /// `GET /spend/logs?group_by=…`: totals per group of the records the filters match, dearest first.
 async fn totals(s: &AppState, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
-    let group = match by {
-        "team" => SpendGroup::Team,
-        "key" => SpendGroup::Key,
-        "model" => SpendGroup::Model,
-        "client" => SpendGroup::Client,
-        "session" => SpendGroup::Session,
-        "api" => SpendGroup::Api,
-        other => {
-            return Err(ApiError::bad_request(
-                format!("`group_by` must be one of team, key, model, client, session, api, not `{other}`"),
-                Some("group_by".into()),
-            ))
-        }
-    };
+    let group = SpendGroup::parse(by)
+        .map_err(|why| ApiError::bad_request(format!("`group_by` {why}"), Some("group_by".into())))?;
     let totals = s.store.spend_totals(group, filter).await?;
     let data: Vec<Value> = totals
         .iter()
