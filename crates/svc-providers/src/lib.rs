@@ -20,7 +20,7 @@ pub mod usage;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub use anthropic::fuzzing;
-pub use anthropic::Anthropic;
+pub use anthropic::{type_for_status as anthropic_error_type, Anthropic};
 pub use error::ProviderError;
 pub use mock::Mock;
 pub use openai::OpenAi;

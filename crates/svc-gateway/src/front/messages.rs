@@ -290,19 +290,12 @@ pub fn from_completion(body: &Map<String, Value>) -> Map<String, Value> {
     }
 }
 
-/// The Anthropic error `type` of an HTTP status.
-pub fn error_type(status: u16) -> &'static str {
+/// The Anthropic error `type` of one of the gateway's own statuses: Anthropic's table, except that the gateway's
+/// 503 is its own overload (an upstream's bare 503 is an `api_error` there).
+fn error_type(status: u16) -> &'static str {
     match status {
-        400 | 405 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        402 => "billing_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        504 => "timeout_error",
-        _ => "api_error",
+        503 => "overloaded_error",
+        other => svc_providers::anthropic_error_type(other),
     }
 }
 

@@ -57,6 +57,12 @@ pub(super) fn kind_for(status: u16, upstream_type: Option<&str>) -> &'static str
     if let Some(known) = upstream_type.and_then(|t| KNOWN_TYPES.iter().copied().find(|k| *k == t)) {
         return known;
     }
+    type_for_status(status)
+}
+
+/// Anthropic's error `type` for an HTTP status (used for upstream errors without a type of their own, and by
+/// the gateway's Messages API for its own errors).
+pub fn type_for_status(status: u16) -> &'static str {
     match status {
         401 => "authentication_error",
         402 => "billing_error",

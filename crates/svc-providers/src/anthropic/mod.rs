@@ -43,6 +43,7 @@
 //! see `stream.rs`). Upstream HTTP errors keep their status (529 too) with `kind` set to Anthropic's error type.
 
 mod error;
+pub use error::type_for_status;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod request;
