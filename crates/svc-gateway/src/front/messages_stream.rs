@@ -4,6 +4,7 @@
 //! count from 0 in the order blocks open; a text block and each tool call are blocks of their own.
 
 use super::messages::{error_body, message_id, stop_reason};
+use super::sse;
 use crate::error::ApiError;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -29,17 +30,6 @@ pub struct MessagesStream {
     finish: Option<String>,
 }
 
-/// One SSE event: `event: <type>` and its data.
-fn event(out: &mut Vec<u8>, kind: &str, data: &Value) {
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    if serde_json::to_writer(&mut *out, data).is_err() {
-        out.extend_from_slice(b"{}");
-    }
-    out.extend_from_slice(b"\n\n");
-}
-
 impl MessagesStream {
     /// A stream answering under `alias`.
     pub fn new(alias: &str) -> MessagesStream {
@@ -62,13 +52,13 @@ impl MessagesStream {
             "stop_reason": Value::Null, "stop_sequence": Value::Null,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         });
-        event(out, "message_start", &json!({"type": "message_start", "message": message}));
+        sse::write_json(out, "message_start", &json!({"type": "message_start", "message": message}));
     }
 
     fn close(&mut self, out: &mut Vec<u8>) {
         if self.open != Open::None {
             let index = self.next_index - 1;
-            event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+            sse::write_json(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
             self.open = Open::None;
         }
     }
@@ -78,7 +68,7 @@ impl MessagesStream {
         let index = self.next_index;
         self.next_index += 1;
         self.open = open;
-        event(
+        sse::write_json(
             out,
             "content_block_start",
             &json!({"type": "content_block_start", "index": index, "content_block": block}),
@@ -99,7 +89,7 @@ impl MessagesStream {
             let index = self.next_index - 1;
             let d =
                 json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}});
-            event(&mut out, "content_block_delta", &d);
+            sse::write_json(&mut out, "content_block_delta", &d);
         }
         if let Some(Value::Array(calls)) = delta.and_then(|d| d.get("tool_calls")) {
             for call in calls {
@@ -119,7 +109,7 @@ impl MessagesStream {
                     let index = self.next_index - 1;
                     let d = json!({"type": "content_block_delta", "index": index,
                         "delta": {"type": "input_json_delta", "partial_json": args}});
-                    event(&mut out, "content_block_delta", &d);
+                    sse::write_json(&mut out, "content_block_delta", &d);
                 }
             }
         }
@@ -138,8 +128,8 @@ impl MessagesStream {
             "delta": {"stop_reason": reason, "stop_sequence": Value::Null},
             "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
         });
-        event(&mut out, "message_delta", &delta);
-        event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+        sse::write_json(&mut out, "message_delta", &delta);
+        sse::write_json(&mut out, "message_stop", &json!({"type": "message_stop"}));
         Bytes::from(out)
     }
 
@@ -157,7 +147,7 @@ impl MessagesStream {
     /// An `error` event ending a stream that failed mid-way.
     pub fn error(&mut self, err: &ApiError) -> Bytes {
         let mut out = Vec::new();
-        event(&mut out, "error", &error_body(err.status().as_u16(), err.message()));
+        sse::write_json(&mut out, "error", &error_body(err.status().as_u16(), err.message()));
         Bytes::from(out)
     }
 }

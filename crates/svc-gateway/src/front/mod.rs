@@ -15,6 +15,7 @@ pub mod responses;
 pub mod responses_stream;
 #[cfg(test)]
 mod robustness;
+pub mod sse;
 
 use crate::error::ApiError;
 use axum::http::HeaderMap;

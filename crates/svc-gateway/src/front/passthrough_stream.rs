@@ -6,7 +6,7 @@
 
 use super::passthrough::{count, messages_usage, reply_usage, write_fields, Fields};
 use super::responses::{new_id, response, usage};
-use super::Api;
+use super::{sse, Api};
 use crate::error::ApiError;
 use crate::pipeline::routing::Route;
 use crate::pipeline::stored::ResponseHomes;
@@ -149,11 +149,10 @@ impl PassStream {
             }
             _ => None,
         };
-        let bytes = match rewritten {
-            Some(data) => sse_bytes(&ev.event, &data),
-            None => sse_bytes(&ev.event, ev.data.as_bytes()),
-        };
-        (Some(bytes), generated)
+        let data = rewritten.as_deref().unwrap_or(ev.data.as_bytes());
+        let mut out = Vec::with_capacity(data.len() + ev.event.len() + 16);
+        sse::write(&mut out, &ev.event, data);
+        (Some(Bytes::from(out)), generated)
     }
 
     /// `data` with the client's name as `<outer>.model`, after `look` has seen `<outer>`'s fields; `None` when
@@ -180,21 +179,19 @@ impl PassStream {
             Api::Messages => {
                 if let Some(index) = self.open_block.take() {
                     let stop = json!({"type": "content_block_stop", "index": index});
-                    out.extend_from_slice(&sse_json("content_block_stop", &stop));
+                    sse::write_json(&mut out, "content_block_stop", &stop);
                 }
                 let delta = json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
                     "usage": {"input_tokens": charged.prompt_tokens, "output_tokens": charged.completion_tokens}});
-                out.extend_from_slice(&sse_json("message_delta", &delta));
-                out.extend_from_slice(&sse_json("message_stop", &json!({"type": "message_stop"})));
+                sse::write_json(&mut out, "message_delta", &delta);
+                sse::write_json(&mut out, "message_stop", &json!({"type": "message_stop"}));
             }
             Api::Chat | Api::Responses | Api::Embeddings => {
                 let u = usage(charged.prompt_tokens, charged.completion_tokens);
                 let now = chrono::Utc::now().timestamp();
                 let r = response(&new_id("resp"), &self.alias, now, "incomplete", Vec::new(), u);
-                out.extend_from_slice(&sse_json(
-                    "response.incomplete",
-                    &json!({"type": "response.incomplete", "response": r}),
-                ));
+                let incomplete = json!({"type": "response.incomplete", "response": r});
+                sse::write_json(&mut out, "response.incomplete", &incomplete);
             }
         }
         Bytes::from(out)
@@ -203,12 +200,12 @@ impl PassStream {
     /// The error event ending a stream that failed mid-way.
     pub fn error(&mut self, err: &ApiError) -> Bytes {
         match self.api {
-            Api::Messages => sse_json("error", &super::messages::error_body(err.status().as_u16(), err.message())),
+            Api::Messages => sse::json("error", &super::messages::error_body(err.status().as_u16(), err.message())),
             Api::Chat | Api::Responses | Api::Embeddings => {
                 let now = chrono::Utc::now().timestamp();
                 let mut r = response(&new_id("resp"), &self.alias, now, "failed", Vec::new(), Value::Null);
                 r["error"] = json!({"code": err.kind(), "message": err.message()});
-                sse_json("response.failed", &json!({"type": "response.failed", "response": r}))
+                sse::json("response.failed", &json!({"type": "response.failed", "response": r}))
             }
         }
     }
@@ -227,28 +224,6 @@ fn type_of(data: &str) -> String {
         kind: Option<String>,
     }
     serde_json::from_str::<Typed>(data).ok().and_then(|t| t.kind).unwrap_or_default()
-}
-
-/// One SSE event: `event: <kind>` (when it has one) and its data, one `data:` line per line of it.
-fn sse_bytes(kind: &str, data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(data.len() + kind.len() + 16);
-    if !kind.is_empty() {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(kind.as_bytes());
-        out.push(b'\n');
-    }
-    for line in data.split(|b| *b == b'\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line);
-        out.push(b'\n');
-    }
-    out.push(b'\n');
-    Bytes::from(out)
-}
-
-/// One SSE event of the gateway's own.
-fn sse_json(kind: &str, data: &Value) -> Bytes {
-    sse_bytes(kind, &serde_json::to_vec(data).unwrap_or_else(|_| b"{}".to_vec()))
 }
 
 #[cfg(test)]

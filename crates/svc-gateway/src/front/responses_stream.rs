@@ -5,6 +5,7 @@
 //! usage. Every event carries a `sequence_number`.
 
 use super::responses::{new_id, response, usage};
+use super::sse;
 use crate::error::ApiError;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -50,13 +51,7 @@ impl ResponsesStream {
             m.insert("sequence_number".into(), Value::from(self.sequence));
         }
         self.sequence += 1;
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(kind.as_bytes());
-        out.extend_from_slice(b"\ndata: ");
-        if serde_json::to_writer(&mut *out, &data).is_err() {
-            out.extend_from_slice(b"{}");
-        }
-        out.extend_from_slice(b"\n\n");
+        sse::write_json(out, kind, &data);
     }
 
     fn snapshot(&self, status: &str, usage: Value) -> Value {

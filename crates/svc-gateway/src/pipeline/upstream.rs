@@ -15,7 +15,7 @@
 
 use crate::error::ApiError;
 use crate::front::passthrough::{self, write_fields, Fields};
-use crate::front::{Api, Encoder};
+use crate::front::{sse, Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use crate::pipeline::stored::ResponseHomes;
@@ -208,7 +208,7 @@ impl Forward {
             return encoder.chunk(chunk);
         }
         chunk.insert("model".into(), self.alias.clone());
-        sse_data(&chunk)
+        Some(sse::json("", &chunk))
     }
 
     /// A chunk the gateway writes itself, in the stream's own `id` and `created`.
@@ -220,7 +220,7 @@ impl Forward {
         if let (Some(u), Value::Object(m)) = (usage, &mut chunk) {
             m.insert("usage".into(), usage_json(u));
         }
-        sse_data(&chunk).unwrap_or_default()
+        sse::json("", &chunk)
     }
 
     /// The end of a stream: `data: [DONE]`, after a usage chunk of what was charged when the client asked for
@@ -311,20 +311,11 @@ impl Forward {
                 tracing::warn!(error = %err.message(), "upstream stream failed mid-way");
                 match &mut self.encoder {
                     Some(encoder) => encoder.error(&err),
-                    None => sse_data(&err.body()).unwrap_or_default(),
+                    None => sse::json("", &err.body()),
                 }
             }
         }
     }
-}
-
-/// One SSE event, `data: <json>` and a blank line, serialized in place.
-fn sse_data(value: &impl serde::Serialize) -> Option<Bytes> {
-    let mut out = Vec::with_capacity(256);
-    out.extend_from_slice(b"data: ");
-    serde_json::to_writer(&mut out, value).ok()?;
-    out.extend_from_slice(b"\n\n");
-    Some(Bytes::from(out))
 }
 
 impl Drop for Forward {
