@@ -78,14 +78,7 @@ def gateway():
 
 @pytest.fixture(scope="session")
 def executor_key(gateway):
-    req = urllib.request.Request(
-        gateway + "/key/generate",
-        data=json.dumps({"team_id": "executor", "key_alias": "sdk"}).encode(),
-        headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.load(r)["key"]
+    return new_key(gateway, {"team_id": "executor", "key_alias": "sdk"})
 
 
 # --- An `anthropic/…` alias backed by the fake Anthropic server (tests/python/test_anthropic_sdk.py) ---
@@ -186,14 +179,7 @@ def anthropic_gateway(fake_anthropic):
 
 @pytest.fixture(scope="session")
 def orchestrator_key(anthropic_gateway):
-    req = urllib.request.Request(
-        anthropic_gateway + "/key/generate",
-        data=json.dumps({"team_id": "orchestrator", "key_alias": "sdk-anthropic"}).encode(),
-        headers={"Authorization": f"Bearer {MASTER}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.load(r)["key"]
+    return new_key(anthropic_gateway, {"team_id": "orchestrator", "key_alias": "sdk-anthropic"})
 
 
 # --- A gateway delivering events to webhooks received here (tests/python/test_webhooks.py) ---

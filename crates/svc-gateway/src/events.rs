@@ -91,26 +91,8 @@ mod tests {
     use svc_store::KeyRow;
 
     fn key(events: &[&str]) -> Principal {
-        let row = KeyRow {
-            id: "k-1".into(),
-            key_hash: String::new(),
-            key_hint: "sk-svc-…abcd".into(),
-            key_alias: None,
-            team_id: "t".into(),
-            agent_role: None,
-            models: vec![],
-            events: events.iter().map(|e| e.to_string()).collect(),
-            max_budget: None,
-            budget_duration: None,
-            rpm_limit: None,
-            tpm_limit: None,
-            metadata: "{}".into(),
-            expires_ms: None,
-            revoked_ms: None,
-            created_ms: 0,
-            updated_ms: 0,
-            anchor_ms: 0,
-        };
+        let row =
+            KeyRow { events: events.iter().map(|e| e.to_string()).collect(), ..crate::keys::test_row("k-1", "t") };
         Principal::Key(Arc::new(VirtualKey::from_row(&row)))
     }
 

@@ -3,40 +3,14 @@
 //! `response.completed`), `POST /v1/embeddings` a vector of 8 numbers per input with `prompt_tokens` usage.
 //! Both record the request and honour `fail_next` and `delay`.
 
-use crate::upstream::{error, Behaviour, Recorded, Shared};
+use crate::upstream::{error, take, Shared};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Takes one call: the behaviour, the request, and the failure to answer (if one is queued).
-async fn take(s: &Shared, headers: HeaderMap, body: &Bytes) -> Result<(Behaviour, Value), Response> {
-    s.calls.fetch_add(1, Ordering::Relaxed);
-    let (b, failure) = match s.behaviour.lock() {
-        Ok(mut b) => {
-            let f = b.fail_next.pop_front();
-            (b.clone(), f)
-        }
-        Err(_) => return Err(error(500, "poisoned")),
-    };
-    let Ok(req) = serde_json::from_slice::<Value>(body) else { return Err(error(400, "invalid JSON")) };
-    if b.record {
-        if let Ok(mut r) = s.requests.lock() {
-            r.push(Recorded { body: req.clone(), headers });
-        }
-    }
-    if !b.delay.is_zero() {
-        tokio::time::sleep(b.delay).await;
-    }
-    if let Some((status, message)) = failure {
-        return Err(error(status, &message));
-    }
-    Ok((b, req))
-}
 
 /// `POST /v1/responses`.
 pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {

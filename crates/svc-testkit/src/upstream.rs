@@ -91,8 +91,8 @@ pub struct Recorded {
 /// Shared state of a running upstream.
 #[derive(Debug, Default)]
 pub struct Shared {
-    pub(crate) behaviour: Mutex<Behaviour>,
-    pub(crate) requests: Mutex<Vec<Recorded>>,
+    behaviour: Mutex<Behaviour>,
+    requests: Mutex<Vec<Recorded>>,
     release: Notify,
     /// Streams whose client went away before the end.
     pub streams_cancelled: AtomicUsize,
@@ -189,16 +189,19 @@ pub(crate) fn error(status: u16, message: &str) -> Response {
         .into_response()
 }
 
-async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+/// Takes one call of any endpoint: counts it, takes the next queued failure, parses and records the request,
+/// waits `delay`; the behaviour and the request, or the answer to give instead (400 for a body that is not
+/// JSON, the queued failure).
+pub(crate) async fn take(s: &Shared, headers: HeaderMap, body: &Bytes) -> Result<(Behaviour, Value), Response> {
     s.calls.fetch_add(1, Ordering::Relaxed);
     let (b, failure) = match s.behaviour.lock() {
         Ok(mut b) => {
             let f = b.fail_next.pop_front();
             (b.clone(), f)
         }
-        Err(_) => return error(500, "poisoned"),
+        Err(_) => return Err(error(500, "poisoned")),
     };
-    let Ok(req) = serde_json::from_slice::<Value>(&body) else { return error(400, "invalid JSON") };
+    let Ok(req) = serde_json::from_slice::<Value>(body) else { return Err(error(400, "invalid JSON")) };
     if b.record {
         if let Ok(mut r) = s.requests.lock() {
             r.push(Recorded { body: req.clone(), headers });
@@ -208,8 +211,16 @@ async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> 
         tokio::time::sleep(b.delay).await;
     }
     if let Some((status, message)) = failure {
-        return error(status, &message);
+        return Err(error(status, &message));
     }
+    Ok((b, req))
+}
+
+async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let (b, req) = match take(&s, headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
     let model = req.get("model").cloned().unwrap_or(Value::Null);
     let usage = b.usage_override.clone().unwrap_or_else(|| json!({"prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens, "total_tokens": b.prompt_tokens + b.completion_tokens}));
     if !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {

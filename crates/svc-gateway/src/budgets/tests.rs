@@ -67,22 +67,12 @@ async fn rig_with(config: &str, dir: Option<tempfile::TempDir>, now: DateTime<Ut
 }
 
 fn principal() -> Principal {
-    Principal::Key(Arc::new(VirtualKey {
-        id: "k1".into(),
-        hint: "sk-svc-…abcd".into(),
-        alias: Some("agent-key".into()),
-        team_id: "t".into(),
+    let row = svc_store::KeyRow {
+        key_alias: Some("agent-key".into()),
         agent_role: Some("coder".into()),
-        models: vec![],
-        events: vec![],
-        max_budget: None,
-        budget_duration: None,
-        rpm_limit: None,
-        tpm_limit: None,
-        expires: None,
-        revoked: false,
-        anchor: at(2026, 1, 1, 0),
-    }))
+        ..crate::keys::test_row("k1", "t")
+    };
+    Principal::Key(Arc::new(VirtualKey { anchor: at(2026, 1, 1, 0), ..VirtualKey::from_row(&row) }))
 }
 
 async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {

@@ -275,22 +275,8 @@ mod tests {
     use crate::keys::VirtualKey;
 
     fn key(tpm: Option<u64>) -> Principal {
-        Principal::Key(Arc::new(VirtualKey {
-            id: "k".into(),
-            hint: "sk-svc-…abcd".into(),
-            alias: None,
-            team_id: "t".into(),
-            agent_role: None,
-            models: vec![],
-            events: vec![],
-            max_budget: None,
-            budget_duration: None,
-            rpm_limit: None,
-            tpm_limit: tpm,
-            expires: None,
-            revoked: false,
-            anchor: chrono::DateTime::<chrono::Utc>::default(),
-        }))
+        let row = crate::keys::test_row("k", "t");
+        Principal::Key(Arc::new(VirtualKey { tpm_limit: tpm, ..VirtualKey::from_row(&row) }))
     }
 
     fn config() -> svc_config::Config {
