@@ -100,9 +100,9 @@ def test_claude_code_plain_and_tool_round_trip(agent_gateway, model):
     assert result["num_turns"] >= 2, out
     assert "The tool said:" in result["result"] and FILE_TEXT in result["result"], out
 
-    rows = [r for r in records(agent_gateway, "claude-cli", 3) if r["key_id"] and r["team_id"] == "agents"]
+    rows = records(agent_gateway, "claude-cli", 3)
     assert rows, "Claude Code's calls are recorded with its client"
-    assert all(r["api"] == "messages" and r["session_id"] for r in rows), rows
+    assert all(r["api"] == "messages" and r["session_id"] and r["team_id"] == "agents" for r in rows), rows
     assert len({r["session_id"] for r in rows}) >= 2, "each run has its own session"
 
 
