@@ -4,6 +4,7 @@
 //!
 //! What this file does not do: parse an error body (each provider knows its own shape).
 
+use crate::{Deployment, ProviderError};
 use reqwest::header::HeaderValue;
 use std::time::Duration;
 
@@ -45,6 +46,34 @@ impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiKey(***)")
     }
+}
+
+/// Sends `rb` to deployment `d` and returns the answer when it is a success, else the provider's error made by
+/// `status_error`. A call is bounded as a whole by the deployment's timeout (reading its body too); a stream
+/// only until its headers, since a stream may legitimately run longer.
+pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
+    d: &Deployment,
+    rb: reqwest::RequestBuilder,
+    stream: bool,
+    status_error: impl FnOnce(reqwest::Response) -> F,
+) -> Result<reqwest::Response, ProviderError> {
+    let resp = if stream {
+        match tokio::time::timeout(d.timeout, rb.send()).await {
+            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
+            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+        }
+    } else {
+        rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?
+    };
+    if !resp.status().is_success() {
+        return Err(status_error(resp).await);
+    }
+    Ok(resp)
+}
+
+/// The whole body of a call's answer (within the call's timeout).
+pub(crate) async fn body(d: &Deployment, resp: reqwest::Response) -> Result<bytes::Bytes, ProviderError> {
+    resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))
 }
 
 /// The status, `Retry-After` (seconds) and at most [`MAX_ERROR_BODY`] bytes of an error answer's body, read

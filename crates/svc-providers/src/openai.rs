@@ -3,7 +3,7 @@
 //! checked before it is believed: a 200 whose body is an error object, or has no `choices`, is
 //! [`ProviderError::BadResponse`] (a 502 the gateway may retry), never a completion.
 
-use crate::http::{error_body, raw_message, ApiKey};
+use crate::http::{self, error_body, raw_message, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{Map, Value};
@@ -69,16 +69,8 @@ impl OpenAi {
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
-        let resp = self
-            .post(d, &req)?
-            .timeout(d.timeout)
-            .send()
-            .await
-            .map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-        if !resp.status().is_success() {
-            return Err(status_error(&d.id, resp).await);
-        }
-        let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+        let resp = http::exchange(d, self.post(d, &req)?, false, |resp| status_error(&d.id, resp)).await?;
+        let bytes = http::body(d, resp).await?;
         let body = match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => body,
             _ => {
@@ -91,15 +83,7 @@ impl OpenAi {
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        // The timeout bounds the wait for the upstream's headers only: a stream may legitimately run longer.
-        let send = self.post(d, &req)?.send();
-        let resp = match tokio::time::timeout(d.timeout, send).await {
-            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
-            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
-        };
-        if !resp.status().is_success() {
-            return Err(status_error(&d.id, resp).await);
-        }
+        let resp = http::exchange(d, self.post(d, &req)?, true, |resp| status_error(&d.id, resp)).await?;
         Ok(Box::pin(sse::json_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes)))
     }
 
@@ -115,33 +99,8 @@ impl OpenAi {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(req.body);
         let rb = self.authorize(rb, &d.id)?;
-        if !req.stream {
-            let resp =
-                rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-            if !resp.status().is_success() {
-                return Err(status_error(&d.id, resp).await);
-            }
-            let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-            passthrough::check_answer(&bytes)
-                .map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
-            return Ok(Raw::Reply(bytes));
-        }
-        let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
-            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
-            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
-        };
-        if !resp.status().is_success() {
-            return Err(status_error(&d.id, resp).await);
-        }
-        let on_error = |dep: &str, event: &Value| ProviderError::BadResponse {
-            deployment: dep.to_string(),
-            detail: format!(
-                "the stream sent an error: {}",
-                event.as_object().map(sse::error_message).unwrap_or_default()
-            ),
-        };
-        let events = passthrough::raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error);
-        Ok(Raw::Stream(Box::pin(events)))
+        let resp = http::exchange(d, rb, req.stream, |resp| status_error(&d.id, resp)).await?;
+        passthrough::answer(d, resp, req.stream, stream_error).await
     }
 
     /// `GET {api_base}/responses/{id}`.
@@ -197,6 +156,15 @@ fn check_completion(body: &Map<String, Value>) -> Result<(), String> {
         Some(Value::Array(choices)) if choices.iter().all(Value::is_object) => Ok(()),
         Some(_) => Err("`choices` is not an array of objects".into()),
         None => Err("the response has no `choices`".into()),
+    }
+}
+
+/// The error of an OpenAI stream's `error` event.
+fn stream_error(deployment: &str, event: &Value) -> ProviderError {
+    let message = event.as_object().map(sse::error_message).unwrap_or_default();
+    ProviderError::BadResponse {
+        deployment: deployment.to_string(),
+        detail: format!("the stream sent an error: {message}"),
     }
 }
 

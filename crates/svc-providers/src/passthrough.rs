@@ -57,6 +57,22 @@ pub enum Raw {
     Stream(EventStream),
 }
 
+/// The answer of a passed-through request: the whole reply, checked to be an answer, or the stream of events
+/// (an `error` event becomes `on_error`'s error).
+pub(crate) async fn answer(
+    d: &crate::Deployment,
+    resp: reqwest::Response,
+    stream: bool,
+    on_error: fn(&str, &Value) -> ProviderError,
+) -> Result<Raw, ProviderError> {
+    if stream {
+        return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error))));
+    }
+    let bytes = crate::http::body(d, resp).await?;
+    check_answer(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+    Ok(Raw::Reply(bytes))
+}
+
 /// Whether a 200 body is an answer rather than an error object: a JSON object whose `type` is not `error` and
 /// whose `error` (Responses objects carry `"error": null`) is null or absent. Only those two fields are
 /// parsed. The error says what is wrong.

@@ -50,7 +50,7 @@ mod request;
 mod response;
 mod stream;
 
-use crate::http::ApiKey;
+use crate::http::{self, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use reqwest::header::CONTENT_TYPE;
@@ -90,13 +90,21 @@ impl Anthropic {
         &self.api_base
     }
 
-    /// Adds the authentication and version headers.
+    /// Adds the version and authentication headers.
     fn authorize(
         &self,
         rb: reqwest::RequestBuilder,
         deployment: &str,
     ) -> Result<reqwest::RequestBuilder, ProviderError> {
-        let rb = rb.header("anthropic-version", Self::API_VERSION);
+        self.with_key(rb.header("anthropic-version", Self::API_VERSION), deployment)
+    }
+
+    /// Adds `x-api-key` when a key is configured.
+    fn with_key(
+        &self,
+        rb: reqwest::RequestBuilder,
+        deployment: &str,
+    ) -> Result<reqwest::RequestBuilder, ProviderError> {
         match &self.api_key {
             None => Ok(rb),
             Some(Ok(key)) => Ok(rb.header("x-api-key", key.header())),
@@ -122,11 +130,8 @@ impl Anthropic {
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let rb = self.post(d, &req, false)?;
-        let resp = rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-        if !resp.status().is_success() {
-            return Err(error::status_error(&d.id, resp).await);
-        }
-        let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+        let resp = http::exchange(d, rb, false, |resp| error::status_error(&d.id, resp)).await?;
+        let bytes = http::body(d, resp).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
@@ -136,14 +141,7 @@ impl Anthropic {
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let rb = self.post(d, &req, true)?;
-        // The timeout bounds the wait for the upstream's headers only: a stream may legitimately run longer.
-        let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
-            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
-            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
-        };
-        if !resp.status().is_success() {
-            return Err(error::status_error(&d.id, resp).await);
-        }
+        let resp = http::exchange(d, rb, true, |resp| error::status_error(&d.id, resp)).await?;
         let created = chrono::Utc::now().timestamp();
         let state = stream::StreamState::new(d.id.clone(), d.upstream_model.clone(), created, req.wants_stream_usage());
         Ok(stream::chunks(state, resp.bytes_stream(), d.max_event_bytes))
@@ -165,36 +163,9 @@ impl Anthropic {
         for (name, value) in req.headers {
             rb = rb.header(name, value);
         }
-        rb = match &self.api_key {
-            None => rb,
-            Some(Ok(key)) => rb.header("x-api-key", key.header()),
-            Some(Err(())) => {
-                return Err(ProviderError::Unreachable {
-                    deployment: d.id.clone(),
-                    detail: "the configured api key is not a valid HTTP header value".into(),
-                })
-            }
-        };
-        if !req.stream {
-            let resp =
-                rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-            if !resp.status().is_success() {
-                return Err(error::status_error(&d.id, resp).await);
-            }
-            let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-            passthrough::check_answer(&bytes)
-                .map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
-            return Ok(Raw::Reply(bytes));
-        }
-        let resp = match tokio::time::timeout(d.timeout, rb.send()).await {
-            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
-            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
-        };
-        if !resp.status().is_success() {
-            return Err(error::status_error(&d.id, resp).await);
-        }
-        let events = passthrough::raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, error::stream_error);
-        Ok(Raw::Stream(Box::pin(events)))
+        let rb = self.with_key(rb, &d.id)?;
+        let resp = http::exchange(d, rb, req.stream, |resp| error::status_error(&d.id, resp)).await?;
+        passthrough::answer(d, resp, req.stream, error::stream_error).await
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
