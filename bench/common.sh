@@ -48,3 +48,65 @@ gateway_settings:
       models: [openai/gpt-4.1-mini]
 EOF
 }
+
+# Waits (at most 60 s: valgrind starts programs slowly) for 127.0.0.1:$1 to accept, while process $2 lives
+# (its log is $3).
+wait_port() {
+    for _ in $(seq 600); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "bench: nothing listens on 127.0.0.1:$1; $3:" >&2
+    cat "$3" >&2
+    return 1
+}
+
+# Prints an nginx config for a bare reverse proxy in the gateway's place: prefix folder $1 (pid, temp files),
+# upstream address $2, listen port $3. One process (`master_process off`), a keep-alive pool to the upstream,
+# responses passed on as they come (streams), no access log.
+nginx_conf() {
+    cat <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $1/nginx.pid;
+error_log stderr warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $1/body;
+    proxy_temp_path $1/proxy;
+    upstream up { server $2; keepalive 64; }
+    server {
+        listen 127.0.0.1:$3;
+        location / {
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }
+    }
+}
+EOF
+}
+
+# Prints the path of nginx, installing Debian's nginx-light first when it is missing (as root or with sudo -n).
+need_nginx() {
+    local nginx
+    nginx=$(command -v nginx || echo /usr/sbin/nginx)
+    if [[ ! -x $nginx ]]; then
+        echo "== installing nginx-light (Debian)" >&2
+        local sudo=""
+        [[ $(id -u) -eq 0 ]] || sudo="sudo -n"
+        { $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light; } >&2 \
+            || { echo "bench: cannot install nginx-light (Debian)" >&2; return 1; }
+        nginx=/usr/sbin/nginx
+    fi
+    echo "$nginx"
+}
+
+# Prints a TCP port free on 127.0.0.1 now.
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}

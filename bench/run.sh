@@ -9,8 +9,11 @@
 #               still written: they cannot be switched off);
 #       gw-on:  team with budget_limit, key with max_budget, rpm_limit and tpm_limit (set high enough never
 #               to reject): budgets and rate limits on;
+#   - nginx (Debian's nginx-light, installed when missing) exactly in the gateway's place: core 0, one worker
+#     (`master_process off`: one process, whose CPU is measured), a keep-alive pool to the same upstream,
+#     `proxy_buffering off` (streams flow as they come), no access log: the floor any proxy pays for the hop;
 #   - svc-bench (the load generator), pinned to core 1 beside the upstream,
-# and measures, for each of direct (the upstream itself), gw-off and gw-on, non-streaming and streaming:
+# and measures, for each of direct (the upstream itself), nginx, gw-off and gw-on, non-streaming and streaming:
 #   latency: closed loop at concurrency 1;  open: open loop at 1,000 req/s;  peak: closed loop at concurrency 64.
 # Added latency = gateway − direct, same measurement. For reference, latency and open are also measured
 # against a second upstream pinned to core 0 (direct-core0): the cost of crossing between the cores, which
@@ -50,9 +53,10 @@ if [[ $(nproc) -lt 2 ]]; then
     exit 1
 fi
 
-for tool in taskset curl timeout; do
+for tool in taskset curl timeout python3; do
     command -v "$tool" >/dev/null || { echo "bench/run.sh: needs $tool" >&2; exit 1; }
 done
+
 
 if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
     echo "== building release binaries" >&2
@@ -93,6 +97,7 @@ fi
 
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
+NGINX=$(need_nginx)
 
 {
     echo "# svc benchmark, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -125,6 +130,17 @@ GW_ADDR=$(wait_listening "$WORK/gateway.log" "$GW_PID")
 echo "upstream http://$UP_ADDR (pid $UP_PID, core 1); gateway http://$GW_ADDR (pid $GW_PID, core 0, $(ls /proc/$GW_PID/task | wc -l) threads)" |
     tee -a "$OUT/machine.txt"
 
+# nginx in the gateway's place: core 0, one process, keep-alive upstream pool.
+NGX_PORT=$(free_port)
+mkdir -p "$WORK/nginx"
+nginx_conf "$WORK/nginx" "$UP_ADDR" "$NGX_PORT" >"$WORK/nginx/nginx.conf"
+taskset -c 0 "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" 2>"$WORK/nginx.log" &
+NGX_PID=$!
+PIDS+=("$NGX_PID")
+wait_port "$NGX_PORT" "$NGX_PID" "$WORK/nginx.log"
+echo "nginx $("$NGINX" -v 2>&1 | sed 's|.*/||') http://127.0.0.1:$NGX_PORT (pid $NGX_PID, core 0, master_process off)" |
+    tee -a "$OUT/machine.txt"
+
 KEY_OFF=$(new_key "$GW_ADDR" '{"team_id":"bench-off","key_alias":"bench-off"}')
 KEY_ON=$(new_key "$GW_ADDR" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
 [[ $KEY_OFF == sk-* && $KEY_ON == sk-* ]] || { echo "bench/run.sh: could not create the keys" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
@@ -153,7 +169,8 @@ bench() {
     if ! SVC_BENCH_KEY=$key timeout 300 taskset -c 1 "$BIN/svc-bench" run --label "$label" --url "$url" \
         --measure "$measure" "${stream[@]}" --duration "$DURATION" --open-duration "$OPEN_DURATION" \
         --rate "$RATE" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --watch-pid "$pid" \
-        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" ${BASE_PID:+--also-pid "$BASE_PID"} >"$WORK/run.out"; then
+        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" --also-pid "$NGX_PID" \
+        ${BASE_PID:+--also-pid "$BASE_PID"} >"$WORK/run.out"; then
         echo "bench/run.sh: svc-bench failed for $label $measure $mode" >&2
     fi
     cat "$WORK/run.out" >>"$OUT/log.txt"
@@ -164,7 +181,7 @@ bench() {
 : >"$OUT/results.jsonl"
 DIRECT=http://$UP_ADDR/v1/chat/completions
 GATEWAY=http://$GW_ADDR/v1/chat/completions
-# Interleaved (direct, gw-off, gw-on for each measurement) so that drift of the machine hits all three alike.
+# Interleaved (direct, nginx, gw-off, gw-on for each measurement) so that drift of the machine hits all three alike.
 for measure in latency open peak; do
     for mode in plain stream; do
         echo "== $measure, $mode" >&2
@@ -172,6 +189,7 @@ for measure in latency open peak; do
         if [[ $measure != peak ]]; then
             bench direct-core0 "http://$UP0_ADDR/v1/chat/completions" "" "$UP0_PID" "$measure" "$mode"
         fi
+        bench nginx "http://127.0.0.1:$NGX_PORT/v1/chat/completions" "" "$NGX_PID" "$measure" "$mode"
         bench gw-off "$GATEWAY" "$KEY_OFF" "$GW_PID" "$measure" "$mode"
         bench gw-on "$GATEWAY" "$KEY_ON" "$GW_PID" "$measure" "$mode"
         if [[ -n $BASE_PID ]]; then
@@ -182,13 +200,14 @@ for measure in latency open peak; do
 done
 
 RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$GW_PID/status")
+NGX_RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$NGX_PID/status")
 if [[ -n $BASE_PID ]]; then
     echo "baseline gateway peak RSS (VmHWM): $(awk '/^VmHWM:/ {print $2}' "/proc/$BASE_PID/status") KiB" | tee -a "$OUT/machine.txt"
 fi
 SPEND_ROWS=$(curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" "http://$GW_ADDR/team/info?team_id=bench-on" | head -c 600 || true)
 {
-    echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); nginx: $NGX_RSS_KIB KiB; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "team bench-on after the run: $SPEND_ROWS"
 } | tee -a "$OUT/machine.txt"
-"$BIN/svc-bench" report "$OUT/results.jsonl" --rss-kib "$RSS_KIB" | tee "$OUT/report.md"
+"$BIN/svc-bench" report "$OUT/results.jsonl" --rss-kib "$RSS_KIB" --proxy-rss-kib "$NGX_RSS_KIB" | tee "$OUT/report.md"
 echo "results in $OUT" >&2

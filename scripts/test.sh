@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, with all set-up, on a fresh machine (this is what .ci/run runs):
-#   1. installs what it needs (rustfmt/clippy components; the Python packages of tests/python into a virtual
+#   1. installs what it needs (rustfmt/clippy components; Debian's prometheus, whose server and promtool the
+#      metrics tests run, and chromium, with apt-get when missing; the Python packages of tests/python into a virtual
 #      environment of its own, target/venv, never into the system's Python),
 #   2. checks that PostgreSQL answers on 127.0.0.1:5432 (the fleet-store tests use it; starts it if it can),
 #   3. cargo fmt --check, cargo clippy -D warnings,
@@ -9,6 +10,9 @@
 #      target/tools, builds the targets once into target/fuzz, fails on any crash or hang),
 #   6. the official `openai` and `anthropic` Python SDKs, and the real Claude Code and Codex CLIs (from npm, into
 #      target/agents), against the real gateway.
+#   7. the dashboard end to end (tests/ui): Debian's chromium (installed with apt-get when /usr/bin/chromium is
+#      missing), playwright-core from npm (`npm ci`, pinned by tests/ui/package-lock.json), screenshots of every
+#      page in target/ui-artifacts/.
 # Anything missing is an error, never a silent skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +33,22 @@ if command -v rustup >/dev/null; then
 fi
 cargo fmt --version >/dev/null || die "rustfmt missing (rustup component add rustfmt)"
 cargo clippy --version >/dev/null || die "clippy missing (rustup component add clippy)"
+
+say "Debian packages (prometheus and promtool for the metrics tests, chromium for the dashboard tests)"
+# Installs a Debian package when the file it provides is missing (with sudo when not root); fails loudly.
+need_deb() {
+  local package="$1" file="$2"
+  [ -x "$file" ] && return 0
+  command -v apt-get >/dev/null || die "$file missing and no apt-get: install the Debian package $package"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
+  $sudo apt-get update -qq || die "apt-get update failed (needed for $package)"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >/dev/null \
+    || die "apt-get could not install $package"
+  [ -x "$file" ] || die "$package is installed but $file is missing"
+}
+need_deb prometheus /usr/bin/promtool
+need_deb chromium /usr/bin/chromium
 
 say "python packages (tests/python/requirements.txt, in target/venv)"
 VENV="$PWD/target/venv"
@@ -83,3 +103,8 @@ bash scripts/fuzz.sh
 
 say "openai and anthropic python SDKs, Claude Code and Codex against the gateway"
 SVC_BIN="$PWD/target/debug/svc" "$PYTHON" -m pytest -q tests/python
+
+say "dashboard end to end (tests/ui: headless Chromium driven by playwright-core)"
+timeout 600 npm ci --prefix tests/ui --no-audit --no-fund --loglevel=error \
+  || die "npm ci could not install tests/ui (playwright-core)"
+SVC_BIN="$PWD/target/debug/svc" timeout 600 node --test --test-concurrency=1 tests/ui/

@@ -22,5 +22,6 @@ pub mod client;
 pub mod delay;
 pub mod measure;
 pub mod procstat;
+pub mod proxy;
 pub mod report;
 pub mod stats;

@@ -126,6 +126,12 @@ struct ReportArgs {
     /// Peak resident set of the gateway (VmHWM), KiB.
     #[arg(long)]
     rss_kib: Option<u64>,
+    /// Label of the runs through a bare reverse proxy in the gateway's place.
+    #[arg(long, default_value = "nginx")]
+    proxy: String,
+    /// Peak resident set of the proxy (VmHWM), KiB.
+    #[arg(long)]
+    proxy_rss_kib: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -151,6 +157,8 @@ fn main() -> anyhow::Result<()> {
                 budgets: args.budgets,
                 cross: args.cross,
                 rss_kib: args.rss_kib,
+                proxy: args.proxy,
+                proxy_rss_kib: args.proxy_rss_kib,
             };
             print!("{}", report::render(&input, &opts));
             Ok(())

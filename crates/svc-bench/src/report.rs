@@ -18,6 +18,10 @@ pub struct Options {
     pub cross: String,
     /// Peak resident set of the gateway over the whole run, KiB, if known.
     pub rss_kib: Option<u64>,
+    /// The label of the runs through a bare reverse proxy in the gateway's place (nginx).
+    pub proxy: String,
+    /// Peak resident set of the proxy, KiB, if known.
+    pub proxy_rss_kib: Option<u64>,
 }
 
 /// Issue 2 (a): p50 added at concurrency 1, µs.
@@ -143,6 +147,14 @@ pub fn render(input: &str, opts: &Options) -> String {
         }
     }
     out.push_str(&targets(&find, opts));
+    let against = crate::proxy::Against {
+        direct: &opts.baseline,
+        gateway: &opts.budgets,
+        proxy: &opts.proxy,
+        gateway_rss_kib: opts.rss_kib,
+        proxy_rss_kib: opts.proxy_rss_kib,
+    };
+    out.push_str(&crate::proxy::render(&lines, &against));
     out
 }
 
@@ -293,6 +305,8 @@ mod tests {
             budgets: "gw-on".into(),
             cross: "direct-core0".into(),
             rss_kib: Some(30 * 1024),
+            proxy: "nginx".into(),
+            proxy_rss_kib: None,
         };
         let r = render(&input, &opts);
         assert!(r.contains("| p50 (µs) | 100.0 | 150.0 | +50.0 |"), "{r}");

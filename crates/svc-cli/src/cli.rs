@@ -70,8 +70,9 @@ pub struct SpendArgs {
     /// Only this team
     #[arg(long, value_name = "TEAM")]
     pub team: Option<String>,
-    /// Only the last period of this length, e.g. 12h, 7d, 1mo [default: all time]
-    #[arg(long, value_name = "DURATION")]
+    /// Only since this: `today` (local midnight), a date (2026-11-24), an RFC 3339 time, or a length back from
+    /// now, e.g. 12h, 7d (the last 7 × 24 hours), 1mo [default: all time]
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
     /// Tables to print, in order (repeatable or comma-separated): team, key (shown by alias), model, client (the
     /// agent CLI or SDK), session (one agent session), api (the client API) [default: team,key,model]

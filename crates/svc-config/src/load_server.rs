@@ -27,6 +27,10 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         ("keep_alive_timeout_seconds", &[]),
         ("max_connections", &[]),
         ("shutdown_timeout_seconds", &[]),
+        ("metrics_key", &[]),
+        ("metrics_address", &[]),
+        ("metrics_key_labels", &[]),
+        ("log_format", &[]),
     ];
     let f = node.and_then(|n| r.fields(n, "server", KEYS));
     let mut s = ServerConfig {
@@ -40,6 +44,10 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         keep_alive_timeout: Duration::from_secs(60),
         max_connections: 4096,
         shutdown_timeout: Duration::from_secs(30),
+        metrics_key: None,
+        metrics_address: None,
+        metrics_key_labels: false,
+        log_format: LogFormat::Text,
     };
     if let Some(f) = f {
         if let Some(v) = r.string(&f, "host") {
@@ -85,11 +93,46 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         if let Some(v) = r.int::<u64>(&f, "shutdown_timeout_seconds") {
             s.shutdown_timeout = Duration::from_secs(v);
         }
+        metrics(r, &f, &mut s);
     }
     if let Some(base) = base {
         s.database_url = resolve_sqlite(&s.database_url, base);
     }
     s
+}
+
+/// `metrics_key`, `metrics_address`, `metrics_key_labels` and `log_format`.
+fn metrics(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
+    match r.string(f, "metrics_key") {
+        Some(k) if k.trim().len() < 16 => {
+            if let Some(n) = f.get("metrics_key") {
+                r.error(n, "server.metrics_key: must be at least 16 characters (a scraper's secret)");
+            }
+        }
+        Some(k) => s.metrics_key = Some(Secret::new(k)),
+        None => {}
+    }
+    if let Some(v) = r.string(f, "metrics_address") {
+        if v.parse::<std::net::SocketAddr>().is_err() {
+            if let Some(n) = f.get("metrics_address") {
+                r.error(n, format!("server.metrics_address: `{v}` is not `host:port` (an IP address and a port)"));
+            }
+        }
+        s.metrics_address = Some(v);
+    }
+    if let Some(v) = r.boolean(f, "metrics_key_labels") {
+        s.metrics_key_labels = v;
+    }
+    match r.string(f, "log_format").as_deref() {
+        None => {}
+        Some("text") => s.log_format = LogFormat::Text,
+        Some("json") => s.log_format = LogFormat::Json,
+        Some(other) => {
+            if let Some(n) = f.get("log_format") {
+                r.error(n, format!("server.log_format: `{other}` is not one of `text`, `json`"));
+            }
+        }
+    }
 }
 
 /// A whole number of at least 1 (0 is an error naming the key).

@@ -80,6 +80,25 @@ pub struct ServerConfig {
     /// At shutdown, how long requests in flight may take to finish before the remaining connections are
     /// closed (default 30 s).
     pub shutdown_timeout: Duration,
+    /// A key that may scrape `GET /metrics` besides the master key (`server.metrics_key`).
+    pub metrics_key: Option<Secret>,
+    /// A second listener serving only `GET /metrics`, without a key (`server.metrics_address`, `host:port`).
+    pub metrics_address: Option<String>,
+    /// Whether per-key series (`key_alias` label) are exported (`server.metrics_key_labels`, default false:
+    /// series by team and alias only).
+    pub metrics_key_labels: bool,
+    /// How log lines are written (`server.log_format`: `text`, the default, or `json`).
+    pub log_format: LogFormat,
+}
+
+/// `server.log_format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One human-readable line per event, `key=value` fields.
+    #[default]
+    Text,
+    /// One JSON object per line, fields at the top level.
+    Json,
 }
 
 /// `fleet:`.

@@ -11,11 +11,13 @@
 //! move rows still queued under them.
 
 use crate::envelope::Envelope;
+use crate::observe::{HookOutcome, Observer};
 use crate::retry::{RetryPolicy, Transient};
 use crate::sinks::hooks::{HookRun, HookRunError, HookRunner};
 use crate::sinks::ntfy::{NtfySink, PushError, PushOverrides};
 use crate::sinks::webhook::{WebhookDelivery, WebhookError, WebhookSink};
 use bytes::Bytes;
+use std::sync::Arc;
 use std::time::Duration;
 use svc_config::{NotificationsConfig, Priority};
 
@@ -38,6 +40,8 @@ pub struct Deliverer {
     hooks: Option<HookRunner>,
     /// The node of a fleet this runs on (names its hooks' rows).
     node: Option<String>,
+    /// Who counts emissions, deliveries and hook runs.
+    observer: Option<Arc<dyn Observer>>,
 }
 
 /// One event as a destination receives it.
@@ -111,7 +115,7 @@ impl Deliverer {
     /// A deliverer from explicit sinks (tests, custom policies).
     pub fn new(push: Option<NtfySink>, webhooks: Vec<WebhookSink>, hooks: Option<HookRunner>) -> Deliverer {
         let names = unique(webhooks.iter().map(|w| format!("webhook:{}", w.shown_url())));
-        Deliverer { push, webhooks: names.into_iter().zip(webhooks).collect(), hooks, node: None }
+        Deliverer { push, webhooks: names.into_iter().zip(webhooks).collect(), hooks, node: None, observer: None }
     }
 
     /// The same deliverer on a node of a fleet: its hooks' rows are named `hooks@<node>`, so that only the
@@ -120,6 +124,17 @@ impl Deliverer {
     pub fn on_node(mut self, node: &str) -> Deliverer {
         self.node = Some(node.to_string());
         self
+    }
+
+    /// The same deliverer reporting to `observer` (events stored, delivery attempts, hook runs).
+    pub fn observed(mut self, observer: Arc<dyn Observer>) -> Deliverer {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Who is told of emissions, deliveries and hook runs, if anyone.
+    pub fn observer(&self) -> Option<&dyn Observer> {
+        self.observer.as_deref()
     }
 
     /// The names older versions stored for the webhooks (`webhook:<url>`, with `#2`, `#3` … for a URL
@@ -252,7 +267,13 @@ impl Deliverer {
     /// Runs this node's hooks for an envelope; `origin` becomes `SVC_EVENT_ORIGIN`.
     pub async fn run_hooks(&self, env: &Envelope, origin: Option<&str>) -> Result<Vec<HookRun>, DeliveryError> {
         let hooks = self.hooks.as_ref().ok_or_else(|| DeliveryError::NotConfigured("hooks".into()))?;
-        Ok(hooks.run(env, origin).await?)
+        let runs = hooks.run(env, origin).await?;
+        if let Some(o) = &self.observer {
+            for run in &runs {
+                o.hook_ran(HookOutcome::of(&run.status));
+            }
+        }
+        Ok(runs)
     }
 
     /// One attempt to deliver a stored event to one destination (the outbox worker's unit of work).

@@ -9,6 +9,7 @@ pub mod deliver;
 pub mod envelope;
 pub mod http;
 pub mod kinds;
+pub mod observe;
 pub mod origin;
 pub mod outbox;
 pub mod retry;
@@ -17,6 +18,7 @@ pub mod sinks;
 pub use deliver::{Deliverer, Destination};
 pub use envelope::{Envelope, EnvelopeError, Meta, Source};
 pub use kinds::{EventKind, Severity, UnknownKind};
+pub use observe::{DeliveryOutcome, HookOutcome, Observer};
 pub use origin::Origin;
 pub use outbox::{
     emit, EmitError, Emitter, MemoryOutbox, NewDelivery, NewOutboxEvent, OutboxItem, OutboxStore, OutboxWorker,

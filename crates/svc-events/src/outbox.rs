@@ -203,6 +203,9 @@ pub async fn emit<S: OutboxStore>(
         deliveries,
     };
     let id = store.enqueue(event).await.map_err(EmitError::Store)?;
+    if let Some(o) = deliverer.observer() {
+        o.emitted(kind.as_str());
+    }
     Ok((env, id))
 }
 

@@ -30,6 +30,15 @@ impl Principal {
         }
     }
 
+    /// Requires the master key or a key of `team_id` (403 otherwise): reading a team's own data.
+    pub fn require_team(&self, team_id: &str) -> Result<(), ApiError> {
+        match self {
+            Principal::Master => Ok(()),
+            Principal::Key(k) if k.team_id == team_id => Ok(()),
+            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "a virtual key sees only its own team")),
+        }
+    }
+
     /// Requires the master key (403 otherwise).
     pub fn require_master(&self) -> Result<(), ApiError> {
         match self {
@@ -82,9 +91,14 @@ pub async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal,
     Ok(Principal::Key(key))
 }
 
-/// Middleware: puts the [`Principal`] in the request extensions or answers 401.
+/// Middleware: puts the [`Principal`] in the request extensions or answers 401. A request without a key may
+/// carry a dashboard session cookie instead (and then, to change anything, its CSRF token: `ui::session`).
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    match resolve(&state, req.headers()).await {
+    let resolved = match crate::ui::session::principal(&state.ui.sessions, &state.keys, req.method(), req.headers()) {
+        Some(by_session) => by_session,
+        None => resolve(&state, req.headers()).await,
+    };
+    match resolved {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

@@ -82,6 +82,12 @@ impl VirtualKey {
         }
     }
 
+    /// The length of its budget periods: its own, else its team's, else the gateway's.
+    pub fn period(&self, config: &svc_config::Config) -> svc_budget::BudgetDuration {
+        let team = config.team(&self.team_id).map(|t| t.budget_duration);
+        self.budget_duration.or(team).unwrap_or(config.gateway.budget_duration)
+    }
+
     /// The name events and logs use for the key's owner: its agent role, else its alias, else its hint.
     pub fn agent_name(&self) -> &str {
         self.agent_role.as_deref().or(self.alias.as_deref()).unwrap_or(&self.hint)
@@ -202,6 +208,11 @@ impl KeyCache {
     /// The ids of every cached key.
     pub fn ids(&self) -> std::collections::HashSet<String> {
         self.map.load().values().map(|k| k.id.clone()).collect()
+    }
+
+    /// Every key known to this node.
+    pub fn all(&self) -> Vec<Arc<VirtualKey>> {
+        self.map.load().values().cloned().collect()
     }
 
     /// Reloads every key from the store when its generation moved (or `force`); returns whether it did.

@@ -14,6 +14,7 @@ pub mod front;
 pub mod handlers;
 pub mod health;
 pub mod keys;
+pub mod observe;
 pub mod outbox;
 pub mod pipeline;
 pub mod rate;
@@ -21,11 +22,12 @@ pub mod readiness;
 mod routes;
 mod server;
 pub mod state;
+pub mod ui;
 
 pub use error::ApiError;
 pub use state::{AppState, StateError};
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -47,15 +49,17 @@ pub fn app(state: AppState) -> Router {
             ApiError::method_not_allowed(method.as_str(), uri.path()).into_response()
         })
         .fallback(|| async { ApiError::not_found("not_found_error", "no such route").into_response() })
-        .layer(axum::middleware::from_fn(request_context))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), request_context))
         .with_state(state)
 }
 
 /// Gives every request an id (the client's `x-request-id` when it is sane, else a new UUID) and every
 /// response `x-request-id` and `x-svc-overhead-duration-ms` (time in the gateway minus time waiting for the
-/// upstream); logs 5xx answers once.
-async fn request_context(mut req: Request, next: Next) -> Response {
+/// upstream); logs 5xx answers once; writes the request line of every request the pipeline does not; counts
+/// model requests and their errors for `GET /gateway/stats`.
+async fn request_context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
+    let model_request = ui::stats::is_model_request(req.method(), req.uri().path());
     let id: Arc<str> = req
         .headers()
         .get("x-request-id")
@@ -65,7 +69,15 @@ async fn request_context(mut req: Request, next: Next) -> Response {
         .unwrap_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()));
     req.extensions_mut().insert(RequestId(id.clone(), started));
     let anthropic = front::messages::is_messages_path(req.uri().path());
+    let method = req.method().clone();
+    let uri = req.uri().clone();
     let mut resp = next.run(req).await;
+    if resp.extensions().get::<observe::Logged>().is_none() {
+        observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
+    }
+    if model_request {
+        state.ui.counters.record(resp.status());
+    }
     if anthropic {
         resp = front::messages::error_in_shape(resp);
     }
@@ -92,6 +104,12 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let metrics = match &state.config.server.metrics_address {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot listen on server.metrics_address {addr}: {e}"))
+        })?),
+        None => None,
+    };
     let poller = spawn_key_poller(state.clone());
     let listener_task = spawn_key_listener(state.clone());
     let tasks = state.tasks.clone();
@@ -108,6 +126,9 @@ pub async fn serve(
     }
     // Not the budgets themselves: shutdown waits for their announcer, which ends when they are dropped.
     let slices = state.budgets.leases().map(|_| (state.store.clone(), state.config.fleet.node.clone()));
+    if let Some(listener) = metrics {
+        spawn_metrics_listener(state.clone(), listener, stop.clone(), &tasks)?;
+    }
     let limits = server::Limits::from_config(&state.config.server);
     let result = server::run(app(state), listener, limits, shutdown).await;
     poller.abort();
@@ -121,6 +142,24 @@ pub async fn serve(
         budgets::Leases::stop(&store, &node).await;
     }
     result
+}
+
+/// Serves `GET /metrics` without a key on `server.metrics_address` until shutdown.
+fn spawn_metrics_listener(
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    stop: tokio_util::sync::CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    tracing::info!("metrics (no key) on http://{local}/metrics");
+    tasks.spawn(async move {
+        let app = observe::metrics_router(state);
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
+            tracing::warn!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(())
 }
 
 /// The address a node is reached at when `fleet.address` is not set: `http://<host>:<port>` when it listens on

@@ -1,9 +1,9 @@
-//! The route table, and nothing else. Every route requires a key except the health probes; each is served
-//! at the root and under `/v1`.
+//! The route table, and nothing else. Every route requires a key (or a dashboard session) except the health
+//! probes and the dashboard's files and sign-in; each API route is served at the root and under `/v1`.
 
 use crate::auth::authenticate;
 use crate::front::Api;
-use crate::handlers::{admin, chat, events, fleet, health, models, spend};
+use crate::handlers::{admin, chat, events, fleet, health, models, outbox, spend, stats};
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
@@ -31,6 +31,10 @@ fn protected(state: &AppState) -> Router<AppState> {
         .route("/team/info", get(admin::team_info))
         .route("/spend/logs", get(spend::logs))
         .route("/events", post(events::post))
+        .route("/events/recent", get(outbox::recent))
+        .route("/events/destinations", get(outbox::destinations))
+        .route("/events/redeliver", post(outbox::redeliver))
+        .route("/gateway/stats", get(stats::stats))
         .route("/fleet/nodes", get(fleet::nodes))
         .route("/health/models", get(health::models))
         .route_layer(from_fn_with_state(state.clone(), authenticate))
@@ -43,10 +47,11 @@ fn open() -> Router<AppState> {
         .route("/health/liveliness", get(health::liveness))
         .route("/health/liveness", get(health::liveness))
         .route("/health/readiness", get(health::readiness))
+        .route("/metrics", get(crate::observe::scrape::handler))
 }
 
 /// All routes, at the root and under `/v1`.
 pub fn table(state: &AppState) -> Router<AppState> {
     let api = protected(state).merge(open());
-    Router::new().merge(api.clone()).nest("/v1", api)
+    Router::new().merge(api.clone()).nest("/v1", api).merge(crate::ui::routes())
 }

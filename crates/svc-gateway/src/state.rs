@@ -56,6 +56,10 @@ pub struct Inner {
     pub shutdown: CancellationToken,
     /// This gateway as a node of its fleet.
     pub node: Arc<crate::fleet::FleetNode>,
+    /// The Prometheus series (`GET /metrics`).
+    pub metrics: Arc<crate::observe::Metrics>,
+    /// The dashboard's sessions and request counters.
+    pub ui: crate::ui::Ui,
 }
 
 /// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
@@ -98,6 +102,9 @@ pub enum StateError {
     /// A fleet node's spend journal cannot be used.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// The metrics registry refused a series (a bug: names are fixed).
+    #[error("cannot register the metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
     /// A fleet node has no place for its spend journal.
     #[error("no folder for the spend journal: set `fleet.journal_dir` (or $XDG_DATA_HOME or $HOME)")]
     NoJournalDir,
@@ -147,7 +154,8 @@ impl AppState {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| StateError::Client(e.to_string()))?;
-        let models = ModelTable::build(&config, &client).map_err(StateError::Model)?;
+        let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
+        let models = ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?;
         crate::admin::sync_teams(&store, &config).await?;
         let keys = KeyCache::default();
         keys.refresh(&store, true).await?;
@@ -158,7 +166,9 @@ impl AppState {
         let shutdown = CancellationToken::new();
         // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
         let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
-        let deliverer = Arc::new(Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node));
+        let deliverer = Arc::new(
+            Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
+        );
         rename_legacy_destinations(&store, &deliverer).await?;
         // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
         // node's own.
@@ -218,6 +228,8 @@ impl AppState {
             events,
             outbox,
             shutdown,
+            metrics,
+            ui: crate::ui::Ui::default(),
         }));
         crate::health::probe::spawn(&state);
         Ok(state)

@@ -15,6 +15,7 @@ mod keys;
 mod leases;
 mod meta;
 mod outbox;
+mod outbox_admin;
 mod spend;
 mod teams;
 mod wal;
@@ -23,7 +24,8 @@ pub use file::sqlite_path;
 pub use fleet::{NodeRow, NodeState};
 pub use keys::{KeyChanges, KeyRow};
 pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
-pub use outbox::{NewEvent, OutboxItem, OutboxStats};
+pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};
+pub use outbox_admin::{DeliveryRow, DeliveryState, DestinationStats, EventFilter, EventRow};
 pub use spend::{SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
 pub use teams::TeamRow;
 

@@ -227,19 +227,57 @@ impl Store {
         Ok(())
     }
 
-    /// Delivery counts for a destination (all destinations when `None`).
+    /// Delivery counts for a destination (all destinations when `None`): the sums of
+    /// [`Store::outbox_destinations`].
     pub async fn outbox_stats(&self, destination: Option<&str>) -> Result<OutboxStats, StoreError> {
-        let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(CASE WHEN delivered_ms IS NULL AND failed_ms IS NULL THEN 1 ELSE 0 END),0) AS BIGINT), \
-             CAST(COALESCE(SUM(CASE WHEN delivered_ms IS NOT NULL THEN 1 ELSE 0 END),0) AS BIGINT), \
-             CAST(COALESCE(SUM(CASE WHEN failed_ms IS NOT NULL THEN 1 ELSE 0 END),0) AS BIGINT) \
-             FROM outbox_delivery WHERE ($1 IS NULL OR destination = $1)",
-        )
-        .bind(destination)
-        .fetch_one(self.pool())
-        .await?;
-        Ok(OutboxStats { pending: row.try_get(0)?, delivered: row.try_get(1)?, failed: row.try_get(2)? })
+        let mut stats = OutboxStats::default();
+        for d in self.outbox_destinations().await? {
+            if destination.is_none_or(|name| name == d.destination) {
+                stats.pending += d.pending;
+                stats.delivered += d.delivered;
+                stats.failed += d.dead;
+            }
+        }
+        Ok(stats)
     }
+
+    /// Per destination with deliveries not made: how many are pending, how many dead, and when the oldest
+    /// pending event was stored (Unix ms). Reads only undelivered rows (the pending index's prefix).
+    pub async fn outbox_backlog(&self) -> Result<Vec<Backlog>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT d.destination, \
+             CAST(SUM(CASE WHEN d.failed_ms IS NULL THEN 1 ELSE 0 END) AS BIGINT), \
+             CAST(SUM(CASE WHEN d.failed_ms IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT), \
+             MIN(CASE WHEN d.failed_ms IS NULL THEN o.created_ms END) \
+             FROM outbox_delivery d JOIN outbox o ON o.id = d.outbox_id \
+             WHERE d.delivered_ms IS NULL GROUP BY d.destination ORDER BY d.destination",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Backlog {
+                    destination: r.try_get(0)?,
+                    pending: r.try_get(1)?,
+                    dead: r.try_get(2)?,
+                    oldest_pending_ms: r.try_get(3)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The undelivered rows of one destination ([`Store::outbox_backlog`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlog {
+    /// The destination.
+    pub destination: String,
+    /// Deliveries still to be made.
+    pub pending: i64,
+    /// Deliveries given up.
+    pub dead: i64,
+    /// When the oldest pending event was stored (Unix ms); `None` when none is pending.
+    pub oldest_pending_ms: Option<i64>,
 }
 
 impl Store {

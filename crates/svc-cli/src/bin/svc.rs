@@ -15,7 +15,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // `svc serve` starts logging once its config is read (`server.log_format`); other commands log as text.
+    let _logging =
+        (!matches!(cli.command, Command::Serve(_))).then(|| commands::init_logging(svc_config::LogFormat::Text));
     if let Command::Config(ConfigCommand::Check) = cli.command {
         return commands::config::check(cli.config.as_deref());
     }
@@ -74,16 +76,4 @@ fn exit_code(code: ExitCode) -> anyhow::Result<()> {
     } else {
         Err(Exit { code: 1, message: String::new() }.into())
     }
-}
-
-/// Logs to stderr; `RUST_LOG` overrides the default level (`info`, quiet for sqlx).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }

@@ -5,6 +5,7 @@ use super::{load_config, open_store, Exit};
 use crate::cli::{CreateArgs, KeysCommand, TeamsCommand};
 use std::io::Write;
 use std::path::Path;
+use svc_budget::Money;
 use svc_gateway::admin::{sync_teams, Admin, CreateKey, KeyInfo};
 
 /// A refused administration rule: exit 1 with its message (the field it names, when the rule names one).
@@ -104,12 +105,48 @@ fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
 pub async fn teams(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<()> {
     let config = load_config(explicit)?;
     let TeamsCommand::List = cmd;
+    let store = open_store(&config).await?;
+    sync_teams(&store, &config).await?;
+    let anchors: std::collections::HashMap<String, i64> =
+        store.list_teams().await?.into_iter().map(|t| (t.team_id, t.anchor_ms)).collect();
+    let now = chrono::Utc::now();
     let mut out = super::stdout();
-    writeln!(out, "{:<16}  {:>12}  {:<8}  MODELS", "TEAM", "BUDGET", "PERIOD")?;
+    writeln!(
+        out,
+        "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  MODELS",
+        "TEAM", "BUDGET", "PERIOD", "SPENT", "USED", "RESETS"
+    )?;
     for t in &config.gateway.teams {
+        // The team's current budget period, as the gateway counts it (its anchor is kept in the store).
+        let anchor = t
+            .budget_start
+            .or_else(|| anchors.get(&t.team_id).and_then(|ms| chrono::DateTime::from_timestamp_millis(*ms)))
+            .unwrap_or(now);
+        let period = t.budget_duration.period_at(anchor, now);
+        let filter = svc_store::SpendFilter {
+            team_id: Some(t.team_id.clone()),
+            start_ms: Some(period.start.timestamp_millis()),
+            ..Default::default()
+        };
+        let spent = Money::from_nanos_i128(store.sum_spend(&filter).await?);
         let budget = t.budget_limit.map(|b| b.to_string()).unwrap_or_else(|| "unlimited".into());
+        let used = match t.budget_limit {
+            Some(limit) if limit.nanos() > 0 => format!("{:.0}%", 100.0 * spent.as_f64() / limit.as_f64()),
+            _ => "-".into(),
+        };
+        let resets = period.end.format("%Y-%m-%d %H:%M UTC").to_string();
         let models = if t.models.is_empty() { "(all)".to_string() } else { t.models.join(", ") };
-        writeln!(out, "{:<16}  {:>12}  {:<8}  {models}", t.team_id, budget, t.budget_duration.to_string())?;
+        writeln!(
+            out,
+            "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  {models}",
+            t.team_id,
+            budget,
+            t.budget_duration.to_string(),
+            spent.to_string(),
+            used,
+            resets
+        )?;
     }
+    store.close().await;
     Ok(())
 }

@@ -117,3 +117,32 @@ pub fn is_stdout_closed(e: &anyhow::Error) -> bool {
                 .is_some_and(|inner| inner.is::<StdoutClosed>())
     })
 }
+
+/// Log lines that may wait for the writer thread (a few MiB at most): a burst faster than stderr takes them
+/// drops lines rather than growing memory.
+pub const LOG_LINES_WAITING: usize = 8192;
+
+/// Logs to stderr in `format` (`server.log_format`); `RUST_LOG` overrides the default level (`info`, quiet for
+/// sqlx and hyper). JSON lines carry every field at the top level (`jq .status`), the time in RFC 3339.
+///
+/// Lines are handed to a writer thread (`tracing-appender`'s non-blocking writer), so a request's line costs its
+/// formatting, not a write to stderr on the request's thread, and a stderr that is slow or full never stalls a
+/// request: past [`LOG_LINES_WAITING`] lines waiting, lines are dropped (and the writer says how many). Keep the
+/// returned guard until the process ends; dropping it writes what is waiting.
+pub fn init_logging(format: svc_config::LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_LINES_WAITING)
+        .lossy(true)
+        .finish(std::io::stderr());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer);
+    // A second call (tests running several commands in one process) keeps the first subscriber.
+    let _ = match format {
+        svc_config::LogFormat::Text => {
+            builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).with_target(false).try_init()
+        }
+        svc_config::LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
+    };
+    guard
+}

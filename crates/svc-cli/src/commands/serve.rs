@@ -18,6 +18,7 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     if let Some(p) = args.port {
         config.server.port = p;
     }
+    let _logging = super::init_logging(config.server.log_format);
     for w in &config.warnings {
         tracing::warn!("{w}");
     }

@@ -14,15 +14,7 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
     let store = open_store(&config).await?;
     let mut filter = SpendFilter { team_id: args.team.clone(), ..Default::default() };
     if let Some(since) = &args.since {
-        let d = BudgetDuration::parse(since).map_err(|e| Exit { code: 1, message: format!("--since: {e}") })?;
-        let now = chrono::Utc::now();
-        let start = match d {
-            BudgetDuration::Seconds(s) => chrono::Duration::try_seconds(i64::try_from(s).unwrap_or(i64::MAX))
-                .and_then(|d| now.checked_sub_signed(d))
-                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
-            BudgetDuration::Months(m) => now.checked_sub_months(chrono::Months::new(m)).unwrap_or(now),
-        };
-        filter.start_ms = Some(start.timestamp_millis());
+        filter.start_ms = Some(since_ms(since, chrono::Local::now())?);
     }
     let keys = store.list_keys().await?;
     let mut out = super::stdout();
@@ -55,4 +47,53 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
     }
     store.close().await;
     Ok(())
+}
+
+/// The start of `--since`, in Unix ms: `today` (since midnight, the local time of the machine running the
+/// command), an RFC 3339 time or date (`2026-11-24`, midnight local time), or a period length back from `now`
+/// (`1d` is the last 24 hours).
+fn since_ms(since: &str, now: chrono::DateTime<chrono::Local>) -> anyhow::Result<i64> {
+    use chrono::{NaiveTime, TimeZone};
+    let midnight = |date: chrono::NaiveDate| {
+        chrono::Local.from_local_datetime(&date.and_time(NaiveTime::MIN)).earliest().map(|t| t.timestamp_millis())
+    };
+    let bad = |why: String| Exit { code: 1, message: format!("--since: {why}") };
+    if since == "today" {
+        return midnight(now.date_naive()).ok_or_else(|| bad("no local midnight today".into()).into());
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(since) {
+        return Ok(t.timestamp_millis());
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(since, "%Y-%m-%d") {
+        return midnight(d).ok_or_else(|| bad(format!("no local midnight on {since}")).into());
+    }
+    let d = BudgetDuration::parse(since)
+        .map_err(|e| bad(format!("{e}; or `today`, a date (2026-11-24) or an RFC 3339 time")))?;
+    let now = now.with_timezone(&chrono::Utc);
+    let start = match d {
+        BudgetDuration::Seconds(s) => chrono::Duration::try_seconds(i64::try_from(s).unwrap_or(i64::MAX))
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        BudgetDuration::Months(m) => now.checked_sub_months(chrono::Months::new(m)).unwrap_or(now),
+    };
+    Ok(start.timestamp_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::since_ms;
+    use chrono::{Local, TimeZone, Timelike};
+
+    #[test]
+    fn since_today_is_local_midnight_and_1d_is_24_hours() -> anyhow::Result<()> {
+        let now = Local.with_ymd_and_hms(2026, 11, 24, 15, 30, 0).earliest().ok_or_else(|| anyhow::anyhow!("time"))?;
+        let today = since_ms("today", now)?;
+        let t = Local.timestamp_millis_opt(today).earliest().ok_or_else(|| anyhow::anyhow!("ms"))?;
+        assert_eq!((t.date_naive(), t.hour(), t.minute()), (now.date_naive(), 0, 0));
+        assert_eq!(since_ms("1d", now)?, now.timestamp_millis() - 86_400_000);
+        assert_eq!(since_ms("2026-11-24", now)?, today);
+        assert_eq!(since_ms("2026-11-24T00:00:00Z", now)?, 1_795_478_400_000);
+        assert!(since_ms("yesterday-ish", now).is_err());
+        Ok(())
+    }
 }

@@ -396,6 +396,13 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(f.period().await, (0, 0), "nothing held back or leased for n3");
+    // The fleet as /metrics tells it: two nodes online, n3 offline with its heartbeat ageing.
+    let metrics =
+        client().get(f.node(0).path("/metrics")).bearer_auth(MASTER).send().await.unwrap().text().await.unwrap();
+    let value = |series: &str| metrics.lines().find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok());
+    assert_eq!(value("svc_fleet_nodes{state=\"online\"}"), Some(2.0), "{metrics}");
+    assert_eq!(value("svc_fleet_nodes{state=\"offline\"}"), Some(1.0), "{metrics}");
+    assert!(value("svc_fleet_node_heartbeat_age_seconds{node=\"n3\",state=\"offline\"}").is_some_and(|a| a >= 4.0));
     drain(&f.live(), &key).await;
     let (spent, _) = f.spent(team).await;
     let logs: Vec<String> = f.live().iter().map(|g| g.log_text()).collect();

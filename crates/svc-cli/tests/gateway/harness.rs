@@ -103,8 +103,10 @@ impl Gateway {
             let mut tx = Some(tx);
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(i) = line.find("listening on http://") {
+                    // A text line ends the address with a space, a JSON line with its closing quote.
+                    let rest = &line[i + "listening on ".len()..];
                     let addr =
-                        line[i + "listening on ".len()..].split_whitespace().next().unwrap_or_default().to_string();
+                        rest.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or_default().to_string();
                     if let Some(tx) = tx.take() {
                         let _ = tx.send(addr);
                     }

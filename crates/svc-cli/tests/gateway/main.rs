@@ -18,6 +18,7 @@ mod fleet_events;
 mod hardening;
 mod health;
 mod keys;
+mod metrics;
 mod passthrough;
 mod routing;
 mod store;

@@ -10,6 +10,7 @@ use super::{emit, EmitError, OutboxItem, OutboxStore};
 use crate::deliver::{Deliverer, Delivery, Destination};
 use crate::envelope::{Envelope, Source};
 use crate::kinds::EventKind;
+use crate::observe::DeliveryOutcome;
 use crate::origin::Origin;
 use crate::retry::{RetryPolicy, Transient};
 use crate::sinks::ntfy::PushOverrides;
@@ -94,6 +95,18 @@ impl Waker {
         for n in self.loops.iter() {
             n.notify_one();
         }
+    }
+}
+
+impl<S> Emitter<S> {
+    /// The name of every destination its events go to, as the outbox stores them.
+    pub fn destination_names(&self) -> Vec<String> {
+        self.deliverer.destinations().into_iter().map(|d| self.deliverer.name(d)).collect()
+    }
+
+    /// Wakes the worker, for rows made due by other means (a dead delivery queued again by hand).
+    pub fn wake(&self) {
+        self.waker.wake();
     }
 }
 
@@ -378,7 +391,16 @@ impl<S: OutboxStore> DestinationLoop<S> {
         let (id, name) = (item.id, self.name.as_str());
         // This is attempt number `attempt`; the row has `max_attempts` in all.
         let attempt = item.attempts.saturating_add(1);
-        match self.deliverer.deliver(self.dest, &d).await {
+        let result = self.deliverer.deliver(self.dest, &d).await;
+        if let Some(o) = self.deliverer.observer() {
+            let outcome = match &result {
+                Ok(()) => DeliveryOutcome::Delivered,
+                Err(e) if e.is_transient() && attempt < self.max_attempts => DeliveryOutcome::Retry,
+                Err(_) => DeliveryOutcome::Dead,
+            };
+            o.delivery(name, outcome);
+        }
+        match result {
             Ok(()) => Next::Delivered,
             Err(e) if e.is_transient() && attempt < self.max_attempts => {
                 let wait = self.policy.delay_before(attempt + 1, e.retry_after());

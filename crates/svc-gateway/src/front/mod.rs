@@ -29,7 +29,7 @@ use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;
 
 /// The client API a request came in by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Api {
     /// `POST /v1/chat/completions`.
     Chat,

@@ -1,4 +1,5 @@
-//! The LiteLLM-compatible admin API (master key only): `/key/*` and `/team/*`.
+//! The LiteLLM-compatible admin API: `/key/*` and `/team/*`, for the master key (`/team/info` also for a key of
+//! that team).
 
 use crate::admin::{Admin, CreateKey, KeyInfo, UpdateKey};
 use crate::auth::Principal;
@@ -106,11 +107,9 @@ pub async fn info(
     let key = q.key.ok_or_else(|| ApiError::bad_request("missing query parameter `key`", Some("key".into())))?;
     let row = admin(&s).find(&key).await?;
     let vk = crate::keys::VirtualKey::from_row(&row);
-    let team = s.config.team(&vk.team_id);
     let budget = match vk.max_budget {
         Some(limit) => {
-            let duration =
-                vk.budget_duration.or(team.map(|t| t.budget_duration)).unwrap_or(s.config.gateway.budget_duration);
+            let duration = vk.period(&s.config);
             Some(s.budgets.view(crate::budgets::Scope::Key(vk.id.clone()), limit, duration, vk.anchor).await?)
         }
         None => None,
@@ -168,15 +167,15 @@ pub struct TeamQuery {
     team_id: Option<String>,
 }
 
-/// `GET /team/info?team_id=…`.
+/// `GET /team/info?team_id=…` (the master key, or a key of that team).
 pub async fn team_info(
     State(s): State<AppState>,
     Extension(p): Extension<Principal>,
     ApiQuery(q): ApiQuery<TeamQuery>,
 ) -> Answer {
-    p.require_master()?;
     let id =
         q.team_id.ok_or_else(|| ApiError::bad_request("missing query parameter `team_id`", Some("team_id".into())))?;
+    p.require_team(&id)?;
     let team = s
         .config
         .team(&id)

@@ -6,6 +6,7 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::front::{Api, Caller};
 use crate::handlers::read_body;
+use crate::observe::{Attempts, Logged, Refusal, RequestLine};
 use crate::pipeline::{self, Inbound};
 use crate::state::AppState;
 use crate::RequestId;
@@ -14,6 +15,7 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
+use svc_budget::{Money, Usage};
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
 
 /// The route of a model endpoint (`POST`) that takes requests in `api`: chat completions, Anthropic Messages
@@ -28,7 +30,9 @@ pub fn endpoint(api: Api) -> MethodRouter<AppState> {
     )
 }
 
-/// Runs one model request that came in by `api`.
+/// Runs one model request that came in by `api`. A request refused before any upstream call (400, 403, 404,
+/// 413, 429, 503) gets its request line and metrics here; one that reached a deployment gets them when it
+/// settles.
 async fn run(
     state: AppState,
     principal: Principal,
@@ -38,13 +42,37 @@ async fn run(
     api: Api,
 ) -> Response {
     let RequestId(request_id, started) = id;
+    let inbound = Inbound { api, caller: Caller::from_headers(headers), headers: api_headers(headers) };
+    let mut alias = String::new();
     let result: Result<Response, ApiError> = async {
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-        let inbound = Inbound { api, caller: Caller::from_headers(headers), headers: api_headers(headers) };
-        pipeline::handle(&state, principal, request_id.to_string(), &bytes, started, inbound).await
+        pipeline::handle(&state, principal.clone(), request_id.to_string(), &bytes, started, &inbound, &mut alias).await
     }
     .await;
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.unwrap_or_else(|e| {
+        let line = RequestLine {
+            request_id: &request_id,
+            api,
+            principal: Some(&principal),
+            caller: Some(&inbound.caller),
+            alias: &alias,
+            alias_label: state.models.configured(&alias).unwrap_or(""),
+            deployment: "",
+            provider: "",
+            status: e.status().as_u16(),
+            usage: Usage::default(),
+            cost: Money::ZERO,
+            latency: started.elapsed(),
+            first_byte: None,
+            attempts: Attempts::default(),
+            refusal: Refusal::of(e.kind()),
+        };
+        line.log();
+        state.metrics.request(&line);
+        let mut resp = e.into_response();
+        resp.extensions_mut().insert(Logged);
+        resp
+    })
 }
 
 /// `POST /messages/count_tokens`: passed through to the alias's first Anthropic deployment; for others the

@@ -6,7 +6,9 @@ pub mod events;
 pub mod fleet;
 pub mod health;
 pub mod models;
+pub mod outbox;
 pub mod spend;
+pub mod stats;
 
 use crate::error::ApiError;
 use axum::body::Body;

@@ -1,4 +1,4 @@
-//! `GET /spend/logs` (master key): the spend records, filtered and paginated.
+//! `GET /spend/logs` (master key, or a virtual key for its own team): the spend records, filtered and paginated.
 
 use crate::admin::Admin;
 use crate::auth::Principal;
@@ -64,15 +64,21 @@ fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) ->
     }
 }
 
+/// Each known key's name by id: its alias, else its hint (`sk-svc-…abcd`); a deleted key is not named.
+fn key_aliases(s: &AppState) -> std::collections::HashMap<String, String> {
+    s.keys.all().iter().map(|k| (k.id.clone(), k.alias.clone().unwrap_or_else(|| k.hint.clone()))).collect()
+}
+
 /// `GET /spend/logs?group_by=…`: totals per group of the records the filters match, dearest first.
 async fn totals(s: &AppState, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
     let group = SpendGroup::parse(by)
         .map_err(|why| ApiError::bad_request(format!("`group_by` {why}"), Some("group_by".into())))?;
     let totals = s.store.spend_totals(group, filter).await?;
+    let aliases = if group == SpendGroup::Key { key_aliases(s) } else { Default::default() };
     let data: Vec<Value> = totals
         .iter()
         .map(|t| {
-            json!({"group": t.group, "requests": t.requests, "prompt_tokens": t.prompt_tokens,
+            json!({"group": t.group, "key_alias": aliases.get(&t.group), "requests": t.requests, "prompt_tokens": t.prompt_tokens,
                 "completion_tokens": t.completion_tokens, "spend": Money::from_nanos(t.cost).as_f64(), "spend_nanos": t.cost})
         })
         .collect();
@@ -85,15 +91,29 @@ pub async fn logs(
     Extension(p): Extension<Principal>,
     ApiQuery(q): ApiQuery<SpendQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    p.require_master()?;
+    // A virtual key reads its own team's records only.
+    let team_id = match p.key() {
+        None => q.team_id.clone(),
+        Some(k) => {
+            p.require_team(q.team_id.as_deref().unwrap_or(&k.team_id))?;
+            Some(k.team_id.clone())
+        }
+    };
     let start_ms = q.start.as_deref().map(|t| parse_time(t, "start")).transpose()?;
     let end_ms = q.end.as_deref().map(|t| parse_time(t, "end")).transpose()?;
     let key_id = match &q.key {
-        Some(k) => Some(Admin { store: &s.store, config: &s.config, cache: None }.find(k).await?.id),
+        Some(k) => {
+            let row = Admin { store: &s.store, config: &s.config, cache: None }.find(k).await?;
+            // Another team's key is not found, for a virtual key, rather than named.
+            if p.key().is_some_and(|own| own.team_id != row.team_id) {
+                return Err(crate::admin::AdminError::KeyNotFound.into());
+            }
+            Some(row.id)
+        }
         None => None,
     };
     let filter = SpendFilter {
-        team_id: q.team_id.clone(),
+        team_id,
         key_id,
         model: q.model.clone(),
         client: q.client.clone(),
@@ -107,13 +127,14 @@ pub async fn logs(
     let limit = bounded(q.limit.as_deref(), "limit", 100, 1, MAX_LIMIT)?;
     let page = bounded(q.page.as_deref(), "page", 1, 1, MAX_PAGE)?;
     let records = s.store.query_spend(&filter, limit, (page - 1) * limit).await?;
+    let aliases = key_aliases(&s);
     let data: Vec<Value> = records
         .iter()
         .map(|r| {
             json!({
                 "request_id": r.request_id,
                 "time": chrono::DateTime::<chrono::Utc>::from_timestamp_millis(r.ts_ms).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
-                "key_id": r.key_id, "team_id": r.team_id, "agent_role": r.agent_role,
+                "key_id": r.key_id, "key_alias": r.key_id.as_deref().and_then(|id| aliases.get(id)), "team_id": r.team_id, "agent_role": r.agent_role,
                 "model": r.model_alias, "upstream_model": r.upstream_model, "deployment": r.deployment,
                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                 "spend": Money::from_nanos(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,

@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Encoder};
 use crate::health::Outcome;
+use crate::observe::Attempts;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -49,7 +50,8 @@ pub(super) struct Call<'a> {
     pub(super) request_id: String,
     pub(super) body: &'a Bytes,
     pub(super) started: Instant,
-    pub(super) alias: String,
+    /// The alias asked for.
+    pub(super) alias: &'a str,
     pub(super) stream: bool,
     pub(super) client_wants_usage: bool,
     /// The client's own completion cap.
@@ -65,7 +67,7 @@ pub(super) struct Call<'a> {
 
 /// A failed call: the deployment that gave the last error (or, when the time was up before any attempt, the
 /// first one), the error, and the time spent waiting.
-pub(super) type Failed = (Arc<Route>, ProviderError, Duration);
+pub(super) type Failed = (Arc<Route>, ProviderError, Duration, u32);
 
 /// A successful attempt.
 pub(super) struct Done {
@@ -75,6 +77,8 @@ pub(super) struct Done {
     /// The meter with the cap this attempt's upstream was told.
     meter: Meter,
     waited: Duration,
+    /// Attempts made.
+    tries: u32,
 }
 
 impl Call<'_> {
@@ -91,6 +95,7 @@ impl Call<'_> {
         let mut first = Some(first);
         let mut waited = Duration::ZERO;
         let mut last: Option<(Arc<Route>, ProviderError)> = None;
+        let mut tries = 0u32;
         while let Some(attempt) = plan.next_attempt() {
             if attempt.repeat > 0 {
                 let pause = routing::backoff(attempt.repeat);
@@ -109,6 +114,7 @@ impl Call<'_> {
             let meter = Meter { upstream_cap: told, ..self.meter };
             let in_flight = InFlight::new(route.clone());
             let t0 = Instant::now();
+            tries += 1;
             let wire = self.api.wire();
             let result = match wire.filter(|w| route.deployment.speaks(*w)) {
                 Some(wire) => self.pass(&route, wire, told, within).await,
@@ -134,7 +140,7 @@ impl Call<'_> {
                             Err(_) => break,
                         },
                     };
-                    req.set_model(&route.upstream_model(&self.alias));
+                    req.set_model(&route.upstream_model(self.alias));
                     if let Some(cap) = told {
                         req.cap_completion_tokens(cap);
                     }
@@ -156,7 +162,7 @@ impl Call<'_> {
                     if matches!(answer, Answer::Stream(_) | Answer::RawStream(_)) {
                         in_flight.watch_stream(took, self.state.events.clone());
                     }
-                    return Ok(Done { route, answer, in_flight, meter, waited });
+                    return Ok(Done { route, answer, in_flight, meter, waited, tries });
                 }
                 Err(e) => {
                     match routing::classify(&e) {
@@ -174,11 +180,11 @@ impl Call<'_> {
             }
         }
         match last {
-            Some((route, e)) => Err((route, e, waited)),
+            Some((route, e)) => Err((route, e, waited, tries)),
             None => {
                 let after = self.started.elapsed();
                 let e = ProviderError::Timeout { deployment: first_route.deployment.id.clone(), after };
-                Err((first_route, e, waited))
+                Err((first_route, e, waited, tries))
             }
         }
     }
@@ -203,7 +209,7 @@ impl Call<'_> {
         told: Option<u64>,
         within: Duration,
     ) -> Result<Answer, ProviderError> {
-        let upstream_model = route.upstream_model(&self.alias);
+        let upstream_model = route.upstream_model(self.alias);
         let body = front::passthrough::prepare(self.api, self.body, &upstream_model, told)
             .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
         let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
@@ -237,13 +243,13 @@ impl Call<'_> {
         reservation: Reservation,
     ) -> Result<Response, ApiError> {
         let (mut response, route, waited) = match outcome {
-            Ok(Done { route, answer, in_flight, meter, waited }) => {
-                let settle = self.settle(&route, in_flight, ticket, reservation);
+            Ok(Done { route, answer, in_flight, meter, waited, tries }) => {
+                let settle = self.settle(&route, in_flight, ticket, reservation, tries, waited);
                 (self.answer(settle, answer, meter).await?, route, waited)
             }
-            Err((route, err, waited)) => {
+            Err((route, err, waited, tries)) => {
                 let err = ApiError::from(err);
-                let settle = self.settle(&route, InFlight::new(route.clone()), ticket, reservation);
+                let settle = self.settle(&route, InFlight::new(route.clone()), ticket, reservation, tries, waited);
                 settle.finish(Usage::default(), err.status().as_u16()).await;
                 (err.into_response(), route, waited)
             }
@@ -254,15 +260,26 @@ impl Call<'_> {
             h.insert(CAPPED_HEADER, HeaderValue::from(k));
         }
         response.extensions_mut().insert(UpstreamWait(waited));
+        response.extensions_mut().insert(crate::observe::Logged);
         Ok(response)
     }
 
     /// What settles the call on `route`.
-    fn settle(&self, route: &Arc<Route>, in_flight: InFlight, ticket: Ticket, reservation: Reservation) -> Settle {
+    fn settle(
+        &self,
+        route: &Arc<Route>,
+        in_flight: InFlight,
+        ticket: Ticket,
+        reservation: Reservation,
+        tries: u32,
+        waited: Duration,
+    ) -> Settle {
+        // A fallback alias's deployment (not one a wildcard alias matched) answered.
+        let fallback = route.alias != self.alias && !route.alias.contains('*');
         Settle {
             state: self.state.clone(),
             principal: self.principal.clone(),
-            route: serving(route, &self.alias),
+            route: serving(route, self.alias),
             request_id: self.request_id.clone(),
             started: self.started,
             ticket,
@@ -270,6 +287,8 @@ impl Call<'_> {
             reservation,
             api: self.api,
             caller: self.inbound.caller.clone(),
+            attempts: Attempts { count: tries, fallback, waited },
+            first_byte: None,
         }
     }
 

@@ -68,20 +68,24 @@ pub struct Inbound {
     pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
 }
 
-/// Runs one model request through the stages listed at the top of this file.
+/// Runs one model request through the stages listed at the top of this file. `alias` receives the alias asked
+/// for as soon as it is read (moved there, not copied), so the caller can name it in a refusal's request line.
 pub async fn handle(
     state: &AppState,
     principal: Principal,
     request_id: String,
     body: &Bytes,
     started: Instant,
-    inbound: Inbound,
+    inbound: &Inbound,
+    alias: &mut String,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.in_flight, state.config.server.max_in_flight)?;
     let Translated { chat: mut req, continues } = inbound.api.to_chat(body)?;
     let facts = Facts::of(&mut req);
-    access::check(&state.models, &state.config, &principal, &facts.alias)?;
-    let (plan, first) = plan(&state.models, state.events.as_ref(), &facts.alias, continues.as_deref())?;
+    *alias = facts.alias;
+    let alias: &str = alias;
+    access::check(&state.models, &state.config, &principal, alias)?;
+    let (plan, first) = plan(&state.models, state.events.as_ref(), alias, continues.as_deref())?;
     let (grant, meter) = admit(state, &principal, &plan, &req, body.len()).await?;
     let call = Call {
         state,
@@ -89,14 +93,14 @@ pub async fn handle(
         request_id,
         body,
         started,
-        alias: facts.alias,
+        alias,
         stream: facts.stream,
         client_wants_usage: facts.client_wants_usage,
         asked: facts.asked,
         granted: grant.capped.then_some(grant.completion_tokens),
         meter,
         api: inbound.api,
-        inbound: &inbound,
+        inbound,
         continues: continues.is_some(),
     };
     let outcome = call.attempts(plan, req, first).await;

@@ -43,6 +43,8 @@ pub struct Route {
     pub in_flight: AtomicUsize,
     /// Its health and cooldown.
     pub health: Arc<Health>,
+    /// Counts its cooldowns (`svc_deployment_cooldowns_total`).
+    pub cooldowns: prometheus::IntCounter,
 }
 
 /// An alias as listed by `GET /models`.
@@ -116,7 +118,11 @@ pub fn backoff(repeat: u32) -> Duration {
 
 impl ModelTable {
     /// Builds the table, one upstream client per deployment sharing the pooled `client`.
-    pub fn build(config: &Config, client: &reqwest::Client) -> Result<ModelTable, String> {
+    pub fn build(
+        config: &Config,
+        client: &reqwest::Client,
+        metrics: &crate::observe::Metrics,
+    ) -> Result<ModelTable, String> {
         let mut t = ModelTable { attempts: 1 + config.gateway.routing.num_retries as usize, ..ModelTable::default() };
         let origin = Instant::now();
         for m in &config.models {
@@ -150,6 +156,7 @@ impl ModelTable {
                 max_output_tokens: m.max_output_tokens,
                 in_flight: AtomicUsize::new(0),
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
+                cooldowns: metrics.cooldowns(&m.deployment_id),
             });
             if !t.groups.contains_key(&m.alias) {
                 if m.alias.contains('*') {
@@ -172,6 +179,16 @@ impl ModelTable {
     /// Whether the alias exists (as written, or matched by a wildcard alias).
     pub fn contains(&self, alias: &str) -> bool {
         self.group(alias).is_some()
+    }
+
+    /// The configured alias that serves `name`: `name` itself when it is an alias, else the first wildcard
+    /// alias it matches (the metrics label a request by it: a client's model names are unbounded, the config's
+    /// aliases are not).
+    pub fn configured(&self, name: &str) -> Option<&str> {
+        if let Some((alias, _)) = self.groups.get_key_value(name) {
+            return Some(alias);
+        }
+        self.wildcards.iter().find(|p| matches(p, name).is_some()).map(String::as_str)
     }
 
     /// The deployments of `name`: its own alias, else the first wildcard alias it matches.
@@ -299,6 +316,7 @@ impl Route {
     pub fn record(&self, outcome: Outcome, sink: &dyn EventSink) {
         let recorded = self.health.record(outcome);
         if recorded.cooled_down {
+            self.cooldowns.inc();
             tracing::warn!(
                 alias = %self.alias,
                 deployment = %self.deployment.id,
@@ -361,6 +379,7 @@ impl Route {
             max_output_tokens: self.max_output_tokens,
             in_flight: AtomicUsize::new(0),
             health: self.health.clone(),
+            cooldowns: self.cooldowns.clone(),
         }
     }
 }
@@ -433,7 +452,8 @@ mod tests {
 
     fn table(yaml: &str) -> ModelTable {
         let config = load_str(yaml, "t.yaml", ConfigSource::Builtin, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        ModelTable::build(&config, &reqwest::Client::new()).unwrap_or_else(|e| panic!("{e}"))
+        let metrics = crate::observe::Metrics::new(false).unwrap_or_else(|e| panic!("{e}"));
+        ModelTable::build(&config, &reqwest::Client::new(), &metrics).unwrap_or_else(|e| panic!("{e}"))
     }
 
     const YAML: &str = "\

@@ -5,11 +5,12 @@
 use crate::auth::Principal;
 use crate::budgets::Reservation;
 use crate::front::{Api, Caller};
+use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::routing::{InFlight, Route};
 use crate::state::AppState;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use svc_budget::{Money, Usage};
 use svc_store::{ChargedRecord, SpendRecord};
 
@@ -35,6 +36,10 @@ pub struct Settle {
     pub api: Api,
     /// Who called.
     pub caller: Caller,
+    /// The attempts it took.
+    pub attempts: Attempts,
+    /// When a stream's first bytes went to the client (from arrival).
+    pub first_byte: Option<Duration>,
 }
 
 impl Settle {
@@ -68,6 +73,26 @@ impl Settle {
         self.state.rates.charge(&self.principal, &self.state.config, usage.completion_tokens);
         let key = self.principal.key();
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let latency = self.started.elapsed();
+        let line = RequestLine {
+            request_id: &self.request_id,
+            api: self.api,
+            principal: Some(&self.principal),
+            caller: Some(&self.caller),
+            alias: &self.route.alias,
+            alias_label: self.state.models.configured(&self.route.alias).unwrap_or(""),
+            deployment: &self.route.deployment.id,
+            provider: self.route.deployment.provider_name(),
+            status,
+            usage,
+            cost: charged,
+            latency,
+            first_byte: self.first_byte,
+            attempts: self.attempts,
+            refusal: None,
+        };
+        line.log();
+        self.state.metrics.request(&line);
         let record = SpendRecord {
             record_id: uuid::Uuid::now_v7().to_string(),
             node: Some(self.state.config.fleet.node.clone()),
@@ -83,7 +108,7 @@ impl Settle {
             completion_tokens: tokens(usage.completion_tokens),
             cost: charged.nanos(),
             status: i64::from(status),
-            latency_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            latency_ms: i64::try_from(latency.as_millis()).unwrap_or(i64::MAX),
             api: Some(self.api.as_str().to_string()),
             client: self.caller.client.clone(),
             session_id: self.caller.session.clone(),

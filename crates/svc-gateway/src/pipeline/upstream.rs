@@ -382,7 +382,12 @@ pub fn stream_body(
                         return Some((Ok::<Bytes, std::io::Error>(last), st));
                     }
                     if let Some(bytes) = bytes {
-                        st.sent_first = true;
+                        if !st.sent_first {
+                            st.sent_first = true;
+                            if let Some(settle) = st.settle.as_mut() {
+                                settle.first_byte = Some(settle.started.elapsed());
+                            }
+                        }
                         return Some((Ok(bytes), st));
                     }
                 }

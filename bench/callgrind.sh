@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Instructions per request, counted without noise: `bench/callgrind.sh` (about 3 minutes).
+#
+# Runs the gateway (`svc serve`, one tokio worker, SQLite store, a key with a budget and rate limits: the
+# bench/run.sh `gw-on` setup) and nginx (Debian's nginx-light, `master_process off` so one process holds it all,
+# one worker, a keep-alive upstream pool: a bare reverse proxy in the gateway's place) under
+# `valgrind --tool=callgrind`, each twice: N and 5N sequential chat-completions requests (svc-bench, closed loop
+# at concurrency 1) to the same upstream (svc-fake-upstream, not under valgrind). User-space instructions of the
+# whole process (every thread) per request = (I(5N) − I(N)) / 4N: start-up, key creation and shutdown cancel
+# out. valgrind counts instructions, not time, so the figure repeats on a busy machine (this one's `perf`
+# cannot count instructions).
+#
+# Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), BENCH_NO_BUILD=1.
+# Output: one line per target and the ratio; everything under target/bench/callgrind-<time>/.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+N=${CALLGRIND_N:-500}
+for tool in valgrind curl timeout; do
+    command -v "$tool" >/dev/null || { echo "bench/callgrind.sh: needs $tool (apt-get install $tool)" >&2; exit 1; }
+done
+if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
+    echo "== building release binaries" >&2
+    cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench --bin svc --bin svc-fake-upstream --bin svc-bench
+fi
+BIN=$ROOT/target/release
+OUT=$ROOT/target/bench/callgrind-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+NGINX=$(need_nginx)
+STREAM=()
+[[ ${CALLGRIND_STREAM:-0} == 1 ]] && STREAM=(--stream)
+
+taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
+UP_PID=$!; PIDS+=("$UP_PID")
+UP=$(wait_listening "$WORK/upstream.log" "$UP_PID")
+MASTER="sk-master-bench-$(date +%s%N)"
+
+# Total instructions of a finished callgrind run (its `summary:` line).
+instructions() { awk '/^summary:/ {print $2}' "$1"; }
+
+# $3 requests in sequence to $1 with key $2.
+load() {
+    SVC_BENCH_KEY=$2 timeout 900 "$BIN/svc-bench" run --label callgrind --url "$1" --measure latency \
+        --requests "$3" --duration 3600 --warmup 0 "${STREAM[@]}" >>"$OUT/load.txt"
+}
+
+# One run of the gateway under callgrind with $1 requests; prints its instructions.
+svc_run() {
+    local n=$1 port
+    port=$(free_port)
+    rm -f "$WORK/svc.db"*
+    gateway_yaml "sqlite://$WORK/svc.db" "$UP" | sed "s/^  port: 0/  port: $port/" >"$WORK/svc.yaml"
+    SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind \
+        --callgrind-out-file="$OUT/svc-$n.out" "$BIN/svc" serve --config "$WORK/svc.yaml" 2>"$WORK/svc-$n.log" &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$WORK/svc-$n.log"
+    local key
+    key=$(new_key "127.0.0.1:$port" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
+    [[ $key == sk-* ]] || { echo "bench/callgrind.sh: no key" >&2; cat "$WORK/svc-$n.log" >&2; exit 1; }
+    load "http://127.0.0.1:$port/v1/chat/completions" "$key" "$n"
+    kill -TERM "$pid"; wait "$pid" || true
+    instructions "$OUT/svc-$n.out"
+}
+
+# One run of nginx under callgrind with $1 requests; prints its instructions.
+nginx_run() {
+    local n=$1 port
+    port=$(free_port)
+    mkdir -p "$WORK/nginx"
+    nginx_conf "$WORK/nginx" "$UP" "$port" >"$WORK/nginx/nginx.conf"
+    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/nginx-$n.out" \
+        "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" 2>"$WORK/nginx-$n.log" &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$WORK/nginx-$n.log"
+    load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
+    kill -QUIT "$pid"; wait "$pid" || true
+    instructions "$OUT/nginx-$n.out"
+}
+
+echo "== svc: $N and $((5 * N)) requests under callgrind" >&2
+SVC_1=$(svc_run "$N"); SVC_5=$(svc_run $((5 * N)))
+echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
+NGX_1=$(nginx_run "$N"); NGX_5=$(nginx_run $((5 * N)))
+python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" <<'EOF' | tee "$OUT/report.txt"
+import sys
+n, s1, s5, g1, g5, stream = int(sys.argv[1]), *map(int, sys.argv[2:6]), sys.argv[6] == "1"
+svc, ngx = (s5 - s1) / (4 * n), (g5 - g1) / (4 * n)
+kind = "streamed" if stream else "non-streaming"
+print(f"{kind} chat completions, user-space instructions per request (difference of {n} and {5*n} requests):")
+print(f"  svc   {svc:>10,.0f}   ({s1:,} and {s5:,} in all)")
+print(f"  nginx {ngx:>10,.0f}   ({g1:,} and {g5:,} in all)")
+print(f"  svc / nginx: {svc / ngx:.1f}x")
+EOF
+echo "results in $OUT" >&2

@@ -1,0 +1,144 @@
+//! The gateway against a bare reverse proxy (nginx) placed exactly where the gateway is, in the same run
+//! (issue 14): every figure absolute and as the ratio svc / proxy, with the issue's targets checked. The
+//! honest floor of a proxy hop on this machine is what the proxy pays for it, so the targets are ratios.
+
+use serde_json::Value;
+use std::fmt::Write as _;
+
+/// Added p50 (concurrency 1, 1,000 req/s, streaming time to first byte), as a multiple of the proxy's.
+const LATENCY_RATIO: f64 = 1.2;
+/// CPU per request at peak, as a multiple of the proxy's.
+const CPU_RATIO: f64 = 1.5;
+/// The gateway's peak RSS, MiB.
+const RSS_MIB: f64 = 32.0;
+
+/// What to compare: the direct runs, the gateway runs (budgets, limits and spend on) and the proxy runs, by
+/// label; peak RSS of both processes.
+#[derive(Debug, Clone)]
+pub struct Against<'a> {
+    /// The upstream called directly.
+    pub direct: &'a str,
+    /// The gateway.
+    pub gateway: &'a str,
+    /// The proxy.
+    pub proxy: &'a str,
+    /// Peak RSS of the gateway, KiB.
+    pub gateway_rss_kib: Option<u64>,
+    /// Peak RSS of the proxy, KiB.
+    pub proxy_rss_kib: Option<u64>,
+}
+
+/// The section, or an empty string when the run has no proxy measurements.
+pub fn render(lines: &[Value], a: &Against<'_>) -> String {
+    let find = |measure: &str, stream: bool, label: &str| -> Option<&Value> {
+        lines.iter().find(|v| v["measure"] == measure && v["stream"] == stream && v["label"] == label)
+    };
+    if !lines.iter().any(|v| v["label"] == a.proxy) {
+        return String::new();
+    }
+    let added = |measure: &str, stream: bool, label: &str, key: &str, p: &str| -> Option<f64> {
+        let b = find(measure, stream, a.direct)?[key][p].as_f64()?;
+        Some(find(measure, stream, label)?[key][p].as_f64()? - b)
+    };
+    let mut out = format!(
+        "\n#### Against {proxy} in the gateway's place (same run)\n\n| | {gw} | {proxy} | {gw} / {proxy} | target |\n|---|---:|---:|---:|:---:|\n",
+        gw = a.gateway,
+        proxy = a.proxy
+    );
+    let mut row = |what: String, svc: Option<f64>, proxy: Option<f64>, unit: &str, target: Option<f64>| {
+        let ratio = svc.zip(proxy).filter(|(_, p)| *p > 0.0).map(|(s, p)| s / p);
+        let met = match (ratio, target) {
+            (Some(r), Some(t)) => format!("≤ {t}×: {}", if r <= t { "yes" } else { "**no**" }),
+            (None, Some(t)) => format!("≤ {t}×: ?"),
+            _ => String::new(),
+        };
+        let shown = |x: Option<f64>| x.map(|x| format!("{x:.1}{unit}")).unwrap_or_else(|| "–".into());
+        let r = ratio.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into());
+        let _ = writeln!(out, "| {what} | {} | {} | {r} | {met} |", shown(svc), shown(proxy));
+    };
+    for (measure, name) in [("latency", "concurrency 1"), ("open", "1,000 req/s")] {
+        for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
+            for p in ["p50", "p99"] {
+                let target = (p == "p50").then_some(LATENCY_RATIO);
+                row(
+                    format!("{name}, {what}, {p} added"),
+                    added(measure, stream, a.gateway, key, p),
+                    added(measure, stream, a.proxy, key, p),
+                    " µs",
+                    target,
+                );
+            }
+        }
+    }
+    let cpu = |measure: &str, stream: bool, label: &str| -> Option<f64> {
+        find(measure, stream, label)?["watch"]["cpu_us_per_req"].as_f64()
+    };
+    for (measure, name, target) in [("open", "1,000 req/s", None), ("peak", "peak", Some(CPU_RATIO))] {
+        for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
+            let t = if stream { None } else { target };
+            row(
+                format!("CPU per request at {name}, {what}"),
+                cpu(measure, stream, a.gateway),
+                cpu(measure, stream, a.proxy),
+                " µs",
+                t,
+            );
+        }
+    }
+    for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
+        let rps = |label: &str| find("peak", stream, label).and_then(|v| v["rps"].as_f64());
+        row(format!("peak, {what} (req/s)"), rps(a.gateway), rps(a.proxy), "", None);
+    }
+    let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
+    row("peak RSS".into(), mib(a.gateway_rss_kib), mib(a.proxy_rss_kib), " MiB", None);
+    if let Some(rss) = mib(a.gateway_rss_kib) {
+        let met = if rss <= RSS_MIB { "yes" } else { "**no**" };
+        let _ = writeln!(out, "\n{} peak RSS {rss:.1} MiB (target ≤ {RSS_MIB} MiB): {met}", a.gateway);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn line(label: &str, measure: &str, stream: bool, p50: f64, cpu: f64, rps: f64) -> Value {
+        json!({
+            "svc_bench": 1, "label": label, "measure": measure, "stream": stream, "rps": rps,
+            "latency_us": {"p50": p50, "p99": p50 * 2.0}, "ttfb_us": {"p50": p50 / 2.0, "p99": p50},
+            "watch": {"cpu_us_per_req": cpu},
+        })
+    }
+
+    #[test]
+    fn ratios_against_the_proxy_with_targets() {
+        let lines = vec![
+            line("direct", "latency", false, 100.0, 0.0, 9000.0),
+            line("gw-on", "latency", false, 160.0, 90.0, 6000.0),
+            line("nginx", "latency", false, 150.0, 40.0, 6000.0),
+            line("direct", "peak", false, 1000.0, 0.0, 30000.0),
+            line("gw-on", "peak", false, 3000.0, 60.0, 10000.0),
+            line("nginx", "peak", false, 2000.0, 50.0, 12000.0),
+        ];
+        let a = Against {
+            direct: "direct",
+            gateway: "gw-on",
+            proxy: "nginx",
+            gateway_rss_kib: Some(30 * 1024),
+            proxy_rss_kib: Some(13 * 1024),
+        };
+        let r = render(&lines, &a);
+        assert!(
+            r.contains("| concurrency 1, non-streaming, p50 added | 60.0 µs | 50.0 µs | 1.20 | ≤ 1.2×: yes |"),
+            "{r}"
+        );
+        assert!(
+            r.contains("| CPU per request at peak, non-streaming | 60.0 µs | 50.0 µs | 1.20 | ≤ 1.5×: yes |"),
+            "{r}"
+        );
+        assert!(r.contains("| peak, non-streaming (req/s) | 10000.0 | 12000.0 | 0.83 |  |"), "{r}");
+        assert!(r.contains("gw-on peak RSS 30.0 MiB (target ≤ 32 MiB): yes"), "{r}");
+        assert!(render(&lines[..2], &a).is_empty());
+    }
+}

@@ -1,0 +1,20 @@
+//! `GET /gateway/stats` (master key or a dashboard session): this process's request counters.
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Extension, State};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// `GET /gateway/stats`: model requests and errors since start (see `ui::stats` for what counts), requests in
+/// flight, this node and its start time.
+pub async fn stats(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {
+    p.require_master()?;
+    let in_flight = s.config.server.max_in_flight.saturating_sub(s.in_flight.available_permits());
+    Ok(Json(json!({
+        "requests": s.ui.counters.requests(), "errors": s.ui.counters.errors(), "in_flight": in_flight,
+        "node": s.config.fleet.node, "fleet": s.config.fleet.name, "started": s.started,
+        "version": env!("CARGO_PKG_VERSION"),
+    })))
+}

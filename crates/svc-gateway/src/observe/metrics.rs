@@ -1,0 +1,460 @@
+//! The Prometheus series (crate `prometheus`: its registry, vectors and text encoder; nothing here writes the
+//! exposition format). Names follow the OpenTelemetry GenAI semantic conventions where one exists, in their
+//! Prometheus spelling (`gen_ai.server.request.duration` → `gen_ai_server_request_duration_seconds`, label
+//! `gen_ai.request.model` → `gen_ai_request_model`); the rest are `svc_*`.
+//!
+//! Label cardinality is bounded by the configuration: aliases, deployments, teams, destinations and event kinds
+//! are the config's; status classes, outcomes and refusal reasons are fixed sets; a key's alias appears only
+//! with `server.metrics_key_labels: true` (else the label is empty); client names and session ids never do
+//! (they are in the request log). The request path updates counters and histograms through each thread's
+//! cache of resolved series (atomic adds, no lock shared between requests); gauges of state (budgets, health,
+//! outbox, fleet) are read when scraped (`scrape.rs`).
+
+use super::series::{Cached, Called, Labels, Series};
+use super::RequestLine;
+use crate::front::Api;
+use prometheus::{
+    CounterVec, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+use svc_events::{DeliveryOutcome, HookOutcome};
+
+/// OpenTelemetry's advised buckets for `gen_ai.server.request.duration` (seconds).
+const DURATION: &[f64] = &[0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+/// OpenTelemetry's advised buckets for `gen_ai.server.time_to_first_token` (seconds).
+const TTFT: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+/// OpenTelemetry's advised buckets for `gen_ai.server.time_per_output_token` (seconds).
+const TPOT: &[f64] = &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
+/// OpenTelemetry's advised buckets for `gen_ai.client.token.usage` (tokens).
+const TOKENS: &[f64] =
+    &[1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0];
+/// The gateway's own time per request (seconds): 10 µs to 100 ms.
+const OVERHEAD: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1];
+
+/// Every series the gateway exports, registered in its own registry (one per gateway, not process-global).
+#[derive(Debug)]
+pub struct Metrics {
+    pub(super) registry: Registry,
+    names: Vec<String>,
+    /// This gateway's among the metrics of the process (tests run several), for [`Cached`].
+    id: u64,
+    key_labels: bool,
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    ttft: HistogramVec,
+    tpot: HistogramVec,
+    tokens: HistogramVec,
+    overhead: HistogramVec,
+    retries: IntCounterVec,
+    fallbacks: IntCounterVec,
+    cooldowns: IntCounterVec,
+    spend: CounterVec,
+    refusals: IntCounterVec,
+    events: IntCounterVec,
+    deliveries: IntCounterVec,
+    hooks: IntCounterVec,
+    pub(super) in_flight: IntGauge,
+    pub(super) in_flight_limit: IntGauge,
+    pub(super) health: IntGaugeVec,
+    pub(super) cooling_down: IntGaugeVec,
+    pub(super) budget_limit: GaugeVec,
+    pub(super) budget_spent: GaugeVec,
+    pub(super) budget_reserved: GaugeVec,
+    pub(super) budget_reset: GaugeVec,
+    pub(super) outbox_pending: IntGaugeVec,
+    pub(super) outbox_dead: IntGaugeVec,
+    pub(super) outbox_oldest: GaugeVec,
+    pub(super) nodes: IntGaugeVec,
+    pub(super) heartbeat_age: GaugeVec,
+}
+
+/// The GenAI labels of a request: operation, alias, provider.
+const GENAI: &[&str] = &["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_provider_name"];
+
+impl Metrics {
+    /// Every series, registered; `key_labels` fills the `key_alias` label (`server.metrics_key_labels`).
+    pub fn new(key_labels: bool) -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let r = &registry;
+        let names = Vec::new();
+        let tokens_labels = [GENAI, &["gen_ai_token_type"]].concat();
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Ok(Metrics {
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            key_labels,
+            requests: counter(
+                r,
+                "svc_requests_total",
+                "Model requests by client API, alias, serving deployment, team and status class.",
+                &["api", "alias", "deployment", "team", "status_class"],
+            )?,
+            duration: histogram(
+                r,
+                "gen_ai_server_request_duration_seconds",
+                "Time from a model request's arrival to the end of its answer (of its stream).",
+                GENAI,
+                DURATION,
+            )?,
+            ttft: histogram(
+                r,
+                "gen_ai_server_time_to_first_token_seconds",
+                "Time from a streamed request's arrival to its answer's first byte.",
+                GENAI,
+                TTFT,
+            )?,
+            tpot: histogram(
+                r,
+                "gen_ai_server_time_per_output_token_seconds",
+                "Time per output token of a streamed answer after its first byte.",
+                GENAI,
+                TPOT,
+            )?,
+            tokens: histogram(
+                r,
+                "gen_ai_client_token_usage",
+                "Tokens per model request, by type (input, output).",
+                &tokens_labels,
+                TOKENS,
+            )?,
+            overhead: histogram(
+                r,
+                "svc_gateway_overhead_seconds",
+                "Time in the gateway not spent waiting for an upstream, until the answer's first byte.",
+                &["api"],
+                OVERHEAD,
+            )?,
+            retries: counter(
+                r,
+                "svc_upstream_retries_total",
+                "Upstream attempts after a request's first.",
+                &["alias"],
+            )?,
+            fallbacks: counter(
+                r,
+                "svc_fallbacks_total",
+                "Requests answered by a fallback alias's deployment.",
+                &["alias", "deployment"],
+            )?,
+            cooldowns: counter(
+                r,
+                "svc_deployment_cooldowns_total",
+                "Cooldowns started (a deployment out of rotation after consecutive failures).",
+                &["deployment"],
+            )?,
+            spend: {
+                let c = CounterVec::new(
+                    Opts::new("svc_spend_total", "Spend charged, in the budget unit, by team, key alias and alias."),
+                    &["team", "key_alias", "alias"],
+                )?;
+                r.register(Box::new(c.clone()))?;
+                c
+            },
+            refusals: counter(
+                r,
+                "svc_refusals_total",
+                "Requests refused before any upstream call: budget, rate_limit, overload.",
+                &["reason", "team"],
+            )?,
+            events: counter(r, "svc_events_emitted_total", "Events stored for delivery, by kind.", &["kind"])?,
+            deliveries: counter(
+                r,
+                "svc_event_deliveries_total",
+                "Delivery attempts by destination and outcome (delivered, retry, dead).",
+                &["destination", "outcome"],
+            )?,
+            hooks: counter(
+                r,
+                "svc_hook_runs_total",
+                "Shell hook runs by outcome (succeeded, failed, timed_out, not_started).",
+                &["outcome"],
+            )?,
+            in_flight: int_gauge(r, "svc_requests_in_flight", "Model requests in flight on this node.")?,
+            in_flight_limit: int_gauge(r, "svc_requests_in_flight_limit", "server.max_in_flight.")?,
+            health: int_gauges(
+                r,
+                "svc_deployment_health",
+                "1 for a deployment's current health state (healthy, degraded, unavailable), 0 for the others.",
+                &["alias", "deployment", "provider", "state"],
+            )?,
+            cooling_down: int_gauges(
+                r,
+                "svc_deployment_cooling_down",
+                "1 while a deployment is out of rotation cooling down.",
+                &["alias", "deployment"],
+            )?,
+            budget_limit: gauges(r, "svc_budget_limit", "A budget's cap, in the budget unit.", BUDGET)?,
+            budget_spent: gauges(r, "svc_budget_spent", "Settled spend of a budget's current period.", BUDGET)?,
+            budget_reserved: gauges(r, "svc_budget_reserved", "Spend held by a budget's requests in flight.", BUDGET)?,
+            budget_reset: gauges(
+                r,
+                "svc_budget_reset_timestamp_seconds",
+                "When a budget's current period ends (Unix seconds).",
+                BUDGET,
+            )?,
+            outbox_pending: int_gauges(
+                r,
+                "svc_outbox_pending",
+                "Event deliveries not yet made, by destination.",
+                &["destination"],
+            )?,
+            outbox_dead: int_gauges(
+                r,
+                "svc_outbox_dead",
+                "Event deliveries given up (dead letters), by destination.",
+                &["destination"],
+            )?,
+            outbox_oldest: gauges(
+                r,
+                "svc_outbox_oldest_pending_age_seconds",
+                "Age of the oldest delivery not yet made, by destination (0 when none is pending).",
+                &["destination"],
+            )?,
+            nodes: int_gauges(
+                r,
+                "svc_fleet_nodes",
+                "Nodes of this fleet by state (online, offline, stopped).",
+                &["state"],
+            )?,
+            heartbeat_age: gauges(
+                r,
+                "svc_fleet_node_heartbeat_age_seconds",
+                "Seconds since each node's last heartbeat.",
+                &["node", "state"],
+            )?,
+            names,
+            registry,
+        }
+        .named())
+    }
+
+    /// Records the name of every registered family (the registry lists only those with a series).
+    fn named(mut self) -> Metrics {
+        use prometheus::core::Collector;
+        let families: Vec<Box<dyn Collector>> = vec![
+            Box::new(self.requests.clone()),
+            Box::new(self.duration.clone()),
+            Box::new(self.ttft.clone()),
+            Box::new(self.tpot.clone()),
+            Box::new(self.tokens.clone()),
+            Box::new(self.overhead.clone()),
+            Box::new(self.retries.clone()),
+            Box::new(self.fallbacks.clone()),
+            Box::new(self.cooldowns.clone()),
+            Box::new(self.spend.clone()),
+            Box::new(self.refusals.clone()),
+            Box::new(self.events.clone()),
+            Box::new(self.deliveries.clone()),
+            Box::new(self.hooks.clone()),
+            Box::new(self.in_flight.clone()),
+            Box::new(self.in_flight_limit.clone()),
+            Box::new(self.health.clone()),
+            Box::new(self.cooling_down.clone()),
+            Box::new(self.budget_limit.clone()),
+            Box::new(self.budget_spent.clone()),
+            Box::new(self.budget_reserved.clone()),
+            Box::new(self.budget_reset.clone()),
+            Box::new(self.outbox_pending.clone()),
+            Box::new(self.outbox_dead.clone()),
+            Box::new(self.outbox_oldest.clone()),
+            Box::new(self.nodes.clone()),
+            Box::new(self.heartbeat_age.clone()),
+        ];
+        self.names = families.iter().flat_map(|c| c.desc()).map(|d| d.fq_name.clone()).collect();
+        self
+    }
+
+    /// The name of every family, whether it has a series yet or not.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Counts one request by its line. The series of a label set are looked up in the registry once per
+    /// thread ([`Cached`]); after that, counting is atomic adds on them, with no lock.
+    pub fn request(&self, line: &RequestLine<'_>) {
+        let team = line.principal.and_then(|p| p.key()).map(|k| k.team_id.as_str()).unwrap_or("");
+        if let Some(reason) = line.refusal {
+            self.requests
+                .with_label_values(&[line.api.as_str(), line.alias_label, "", team, status_class(line.status)])
+                .inc();
+            self.refusals.with_label_values(&[reason.as_str(), team]).inc();
+            return;
+        }
+        let key = match line.principal.and_then(|p| p.key()) {
+            Some(k) if self.key_labels => k.alias.as_deref().unwrap_or(k.hint.as_str()),
+            _ => "",
+        };
+        let labels = Labels {
+            api: line.api,
+            status: status_class(line.status),
+            alias: line.alias_label,
+            deployment: line.deployment,
+            provider: line.provider,
+            team,
+            key,
+        };
+        Cached::with(self, &labels, |s| s.count(line));
+    }
+
+    /// Resolves the series of one label set in the registry (the first time a thread counts it).
+    pub(super) fn series(&self, l: &Labels<'_>) -> Series {
+        let genai = [operation(l.api), l.alias, l.provider];
+        let called = !l.deployment.is_empty();
+        Series {
+            requests: self.requests.with_label_values(&[l.api.as_str(), l.alias, l.deployment, l.team, l.status]),
+            called: called.then(|| Called {
+                duration: self.duration.with_label_values(&genai),
+                ttft: self.ttft.with_label_values(&genai),
+                tpot: self.tpot.with_label_values(&genai),
+                input: self.tokens.with_label_values(&[genai[0], genai[1], genai[2], "input"]),
+                output: self.tokens.with_label_values(&[genai[0], genai[1], genai[2], "output"]),
+                overhead: self.overhead.with_label_values(&[l.api.as_str()]),
+                retries: self.retries.with_label_values(&[l.alias]),
+                fallbacks: self.fallbacks.with_label_values(&[l.alias, l.deployment]),
+                spend: self.spend.with_label_values(&[l.team, l.key, l.alias]),
+            }),
+        }
+    }
+
+    /// The counter of `deployment`'s cooldowns (held by its route: counting takes no lookup).
+    pub fn cooldowns(&self, deployment: &str) -> IntCounter {
+        self.cooldowns.with_label_values(&[deployment])
+    }
+
+    /// This gateway's id among the metrics of the process (the per-thread cache's key).
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether per-key series are exported.
+    pub fn key_labels(&self) -> bool {
+        self.key_labels
+    }
+}
+
+impl svc_events::Observer for Metrics {
+    fn emitted(&self, kind: &str) {
+        self.events.with_label_values(&[kind]).inc();
+    }
+
+    fn delivery(&self, destination: &str, outcome: DeliveryOutcome) {
+        self.deliveries.with_label_values(&[destination, outcome.as_str()]).inc();
+    }
+
+    fn hook_ran(&self, outcome: HookOutcome) {
+        self.hooks.with_label_values(&[outcome.as_str()]).inc();
+    }
+}
+
+/// The labels of a budget's gauges.
+const BUDGET: &[&str] = &["scope", "team", "key_alias"];
+
+/// OpenTelemetry's `gen_ai.operation.name` of a client API.
+fn operation(api: Api) -> &'static str {
+    match api {
+        Api::Embeddings => "embeddings",
+        Api::Chat | Api::Messages | Api::Responses => "chat",
+    }
+}
+
+/// `2xx`, `4xx`, `5xx` (and `1xx`, `3xx`).
+fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn histogram(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> Result<HistogramVec, prometheus::Error> {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels)?;
+    r.register(Box::new(h.clone()))?;
+    Ok(h)
+}
+
+fn gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
+    let g = GaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn int_gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+fn int_gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+    let g = IntGauge::new(name, help)?;
+    r.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+    use std::collections::HashSet;
+
+    /// The series names (`svc_*`, `gen_ai_*`) a text mentions.
+    fn mentioned(text: &str) -> HashSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| (w.starts_with("svc_") && w.len() > 4) || (w.starts_with("gen_ai_") && w.len() > 7))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn read(path: &str) -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path))?)
+    }
+
+    /// Every name in the example dashboard, the alert rules and the README's metrics table is a series the
+    /// gateway exports (or one of its labels), and the README names every family: a renamed series would leave
+    /// a panel empty or an alert silent without any error.
+    #[test]
+    fn examples_and_readme_name_only_exported_series() -> anyhow::Result<()> {
+        let m = Metrics::new(false)?;
+        let families: HashSet<String> = m.names().iter().cloned().collect();
+        assert_eq!(families.len(), m.names().len(), "a family registered twice");
+        let exported: HashSet<String> = families
+            .iter()
+            .flat_map(|n| [n.clone(), format!("{n}_bucket"), format!("{n}_sum"), format!("{n}_count")])
+            .chain(
+                ["gen_ai_request_model", "gen_ai_token_type", "gen_ai_operation_name", "gen_ai_provider_name"]
+                    .map(String::from),
+            )
+            .collect();
+        let dashboard = read("examples/grafana/svc-dashboard.json")?;
+        let _: serde_json::Value = serde_json::from_str(&dashboard)?;
+        // The README's Observability section (elsewhere `svc_…` names other things, such as the session cookie).
+        let readme = read("README.md")?;
+        let start = readme.find("## Observability").ok_or_else(|| anyhow::anyhow!("no Observability section"))?;
+        let section = &readme[start..];
+        let readme = section[2..].find("\n## ").map_or(section, |end| &section[..end + 2]).to_string();
+        for (file, text) in [
+            ("dashboard", &dashboard),
+            ("alert rules", &read("examples/prometheus/svc-alerts.yml")?),
+            ("README", &readme),
+        ] {
+            for name in mentioned(text) {
+                assert!(exported.contains(&name), "the {file} names `{name}`, which is not exported");
+            }
+        }
+        let documented = mentioned(&readme);
+        for name in &families {
+            assert!(documented.contains(name), "the README does not document `{name}`");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! What the gateway tells its operator about each request: one structured log line (target `svc::request`,
+//! text or JSON by `server.log_format`) and the Prometheus series of [`metrics`], both from one
+//! [`RequestLine`] made where the request ends: at settlement for a model request that reached a deployment
+//! (for a stream, when the stream ends), in the endpoint for one refused before (400, 403, 404, 429, 503), in
+//! the request middleware for every other request.
+//!
+//! What this module does not do: decide anything. It reads what the pipeline decided.
+
+pub mod metrics;
+pub mod scrape;
+mod series;
+
+pub use metrics::Metrics;
+pub use scrape::{metrics_router, scrape};
+
+use crate::auth::Principal;
+use crate::front::{Api, Caller};
+use std::time::Duration;
+use svc_budget::{Money, Usage};
+
+/// Marks a response whose request line is (or will be, when its stream ends) written by the pipeline, so the
+/// request middleware does not write a second one.
+#[derive(Debug, Clone, Copy)]
+pub struct Logged;
+
+/// Why a request was refused before any upstream was called, for `svc_refusals_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A budget could not pay for the request (429 `Budget exceeded`).
+    Budget,
+    /// A key's or team's rpm/tpm limit (429 `rate_limit_exceeded`).
+    RateLimit,
+    /// `server.max_in_flight` requests were in flight (503).
+    Overload,
+}
+
+impl Refusal {
+    /// `budget`, `rate_limit` or `overload`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Budget => "budget",
+            Refusal::RateLimit => "rate_limit",
+            Refusal::Overload => "overload",
+        }
+    }
+
+    /// The refusal an error given before any upstream call stands for, by its type, if it is one.
+    pub fn of(kind: &str) -> Option<Refusal> {
+        match kind {
+            "budget_exceeded" => Some(Refusal::Budget),
+            "rate_limit_exceeded" => Some(Refusal::RateLimit),
+            "overloaded_error" => Some(Refusal::Overload),
+            _ => None,
+        }
+    }
+}
+
+/// The attempts a request took: how many, whether a fallback alias served it, and the time spent waiting for
+/// upstreams.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Attempts {
+    /// Upstream attempts made (0 when none was).
+    pub count: u32,
+    /// A fallback alias's deployment answered.
+    pub fallback: bool,
+    /// Time spent waiting for upstreams (and between attempts) until the answer's headers.
+    pub waited: Duration,
+}
+
+/// Everything one request line and its metrics say.
+#[derive(Debug)]
+pub struct RequestLine<'a> {
+    /// `x-request-id`.
+    pub request_id: &'a str,
+    /// The client API.
+    pub api: Api,
+    /// Who called.
+    pub principal: Option<&'a Principal>,
+    /// Client family and session.
+    pub caller: Option<&'a Caller>,
+    /// The alias asked for (empty when the body was not read).
+    pub alias: &'a str,
+    /// The configured alias that serves it (a wildcard alias's pattern for a name it matched; empty for an
+    /// unknown name): the metrics' label, bounded by the config where `alias` is whatever the client sent.
+    pub alias_label: &'a str,
+    /// The deployment that served it, and its provider (empty when none was called).
+    pub deployment: &'a str,
+    /// `openai`, `anthropic`, `mock`.
+    pub provider: &'a str,
+    /// The status the client got.
+    pub status: u16,
+    /// Tokens as charged.
+    pub usage: Usage,
+    /// What was charged.
+    pub cost: Money,
+    /// From arrival to the end of the answer (of the stream, for a stream).
+    pub latency: Duration,
+    /// Time to the first byte of a stream's answer.
+    pub first_byte: Option<Duration>,
+    /// The attempts.
+    pub attempts: Attempts,
+    /// Why it was refused, when it was.
+    pub refusal: Option<Refusal>,
+}
+
+impl RequestLine<'_> {
+    /// Time in the gateway not spent waiting for an upstream, until the answer's first byte (its headers for a
+    /// plain answer).
+    pub fn overhead(&self) -> Duration {
+        self.first_byte.unwrap_or(self.latency).saturating_sub(self.attempts.waited)
+    }
+
+    /// Writes the line (target `svc::request`, level info; never a secret: a key is named by its alias).
+    pub fn log(&self) {
+        let key = self.principal.and_then(Principal::key);
+        let master = matches!(self.principal, Some(Principal::Master));
+        tracing::info!(
+            target: "svc::request",
+            request_id = self.request_id,
+            api = self.api.as_str(),
+            key_alias = key.and_then(|k| k.alias.as_deref()).or(master.then_some("master")),
+            key_id = key.map(|k| k.id.as_str()),
+            team = key.map(|k| k.team_id.as_str()),
+            agent_role = key.and_then(|k| k.agent_role.as_deref()),
+            client = self.caller.and_then(|c| c.client.as_deref()),
+            session_id = self.caller.and_then(|c| c.session.as_deref()),
+            model = (!self.alias.is_empty()).then_some(self.alias),
+            deployment = (!self.deployment.is_empty()).then_some(self.deployment),
+            status = self.status,
+            prompt_tokens = self.usage.prompt_tokens,
+            completion_tokens = self.usage.completion_tokens,
+            cost = self.cost.as_f64(),
+            latency_ms = millis(self.latency),
+            ttfb_ms = self.first_byte.map(millis),
+            overhead_ms = millis(self.overhead()),
+            retries = self.attempts.count.saturating_sub(1),
+            fallback = self.attempts.fallback,
+            refused = self.refusal.map(Refusal::as_str),
+            "request"
+        );
+    }
+}
+
+/// A duration in milliseconds, to the microsecond.
+fn millis(d: Duration) -> f64 {
+    (d.as_micros() as f64) / 1000.0
+}
+
+/// The line of a request that is not a model request (admin API, health, metrics, a refused key).
+pub fn log_other(request_id: &str, method: &str, path: &str, status: u16, latency: Duration) {
+    tracing::info!(
+        target: "svc::request",
+        request_id,
+        method,
+        path,
+        status,
+        latency_ms = millis(latency),
+        "request"
+    );
+}

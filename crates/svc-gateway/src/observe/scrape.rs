@@ -1,0 +1,168 @@
+//! `GET /metrics`: the gauges of state read now (requests in flight, deployment health, budgets, the outbox's
+//! backlog, the fleet's nodes), then every series in Prometheus's text format (version 0.0.4). Served on the
+//! main listener to the master key or `server.metrics_key`, and without a key on `server.metrics_address`.
+
+use crate::error::ApiError;
+use crate::health::State as Health;
+use crate::keys::hash_secret;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus::Encoder;
+use subtle::ConstantTimeEq;
+
+/// Every series, with the gauges of state brought up to date.
+pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
+    let m = &state.metrics;
+    let limit = state.config.server.max_in_flight;
+    m.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
+    m.in_flight.set(i64::try_from(limit.saturating_sub(state.in_flight.available_permits())).unwrap_or(0));
+    health(state);
+    budgets(state).await?;
+    outbox(state).await?;
+    fleet(state).await?;
+    let mut out = Vec::with_capacity(16 * 1024);
+    prometheus::TextEncoder::new().encode(&m.registry.gather(), &mut out).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode the metrics");
+        ApiError::internal("cannot encode the metrics")
+    })?;
+    Ok(out)
+}
+
+fn health(state: &AppState) {
+    let m = &state.metrics;
+    m.health.reset();
+    m.cooling_down.reset();
+    for r in state.models.all() {
+        let view = r.health.view();
+        let (alias, id, provider) = (r.alias.as_str(), r.deployment.id.as_str(), r.deployment.provider_name());
+        for s in [Health::Healthy, Health::Degraded, Health::Unavailable] {
+            m.health.with_label_values(&[alias, id, provider, s.as_str()]).set(i64::from(view.state == s));
+        }
+        m.cooling_down.with_label_values(&[alias, id]).set(i64::from(view.cooling_down));
+    }
+}
+
+async fn budgets(state: &AppState) -> Result<(), ApiError> {
+    let m = &state.metrics;
+    for g in [&m.budget_limit, &m.budget_spent, &m.budget_reserved, &m.budget_reset] {
+        g.reset();
+    }
+    let set = |labels: [&str; 3], v: &crate::budgets::BudgetView| {
+        m.budget_limit.with_label_values(&labels).set(v.limit);
+        m.budget_spent.with_label_values(&labels).set(v.spent);
+        m.budget_reserved.with_label_values(&labels).set(v.reserved);
+        let reset = chrono::DateTime::parse_from_rfc3339(&v.reset_at).map(|t| t.timestamp()).unwrap_or(0);
+        m.budget_reset.with_label_values(&labels).set(reset as f64);
+    };
+    for t in &state.config.gateway.teams {
+        if let Some(v) = state.budgets.team_view(&t.team_id).await? {
+            set(["team", &t.team_id, ""], &v);
+        }
+    }
+    if !m.key_labels() {
+        return Ok(());
+    }
+    for k in state.keys.all() {
+        let Some(limit) = k.max_budget else { continue };
+        if k.revoked {
+            continue;
+        }
+        let duration = k.period(&state.config);
+        let scope = crate::budgets::Scope::Key(k.id.clone());
+        let v = state.budgets.view(scope, limit, duration, k.anchor).await?;
+        set(["key", &k.team_id, k.alias.as_deref().unwrap_or(&k.hint)], &v);
+    }
+    Ok(())
+}
+
+async fn outbox(state: &AppState) -> Result<(), ApiError> {
+    let m = &state.metrics;
+    let backlog = state.store.outbox_backlog().await?;
+    let now = chrono::Utc::now().timestamp_millis();
+    m.outbox_pending.reset();
+    m.outbox_dead.reset();
+    m.outbox_oldest.reset();
+    // Every destination has its series, at 0 when nothing waits for it.
+    for name in state.outbox.destination_names() {
+        let d = [name.as_str()];
+        m.outbox_pending.with_label_values(&d).set(0);
+        m.outbox_dead.with_label_values(&d).set(0);
+        m.outbox_oldest.with_label_values(&d).set(0.0);
+    }
+    for b in backlog {
+        let d = [b.destination.as_str()];
+        m.outbox_pending.with_label_values(&d).set(b.pending);
+        m.outbox_dead.with_label_values(&d).set(b.dead);
+        let age = b.oldest_pending_ms.map(|t| (now - t).max(0) as f64 / 1000.0).unwrap_or(0.0);
+        m.outbox_oldest.with_label_values(&d).set(age);
+    }
+    Ok(())
+}
+
+async fn fleet(state: &AppState) -> Result<(), ApiError> {
+    if state.store.backend() != svc_store::Backend::Postgres {
+        return Ok(());
+    }
+    let m = &state.metrics;
+    let nodes = state.store.list_nodes(&state.config.fleet.name).await?;
+    let now = chrono::Utc::now().timestamp_millis();
+    m.nodes.reset();
+    m.heartbeat_age.reset();
+    for s in [svc_store::NodeState::Online, svc_store::NodeState::Offline, svc_store::NodeState::Stopped] {
+        let n = nodes.iter().filter(|n| n.state == s).count();
+        m.nodes.with_label_values(&[s.as_str()]).set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    for n in &nodes {
+        let age = (now - n.heartbeat_ms).max(0) as f64 / 1000.0;
+        m.heartbeat_age.with_label_values(&[n.node.as_str(), n.state.as_str()]).set(age);
+    }
+    Ok(())
+}
+
+/// The exposition as a response.
+async fn exposition(state: &AppState) -> Response {
+    match scrape(state).await {
+        Ok(body) => {
+            let mut resp = body.into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            resp
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /metrics` on the main listener: the master key or `server.metrics_key` (as `Authorization: Bearer`),
+/// else 401.
+pub async fn handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return ApiError::unauthorized("No api key passed in: /metrics needs the master key or server.metrics_key.")
+            .into_response();
+    };
+    let digest = hash_secret(token);
+    let master = state.master_hash.as_ref().is_some_and(|h| bool::from(digest.ct_eq(h)));
+    let scraper = state.config.server.metrics_key.as_ref().is_some_and(|k| {
+        let want = hash_secret(k.expose());
+        bool::from(digest.ct_eq(&want))
+    });
+    if !(master || scraper) {
+        return ApiError::unauthorized("/metrics needs the master key or server.metrics_key.").into_response();
+    }
+    exposition(&state).await
+}
+
+/// The router of `server.metrics_address`: `GET /metrics` without a key, nothing else.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(|State(s): State<AppState>| async move { exposition(&s).await }))
+        .with_state(state)
+}

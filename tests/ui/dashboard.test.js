@@ -1,0 +1,223 @@
+// The dashboard end to end, in headless Chromium against the real `svc` binary: sign in, create a key and see
+// its secret once, see a request's spend appear on Overview and Spend without a reload, revoke the key, send
+// a dead event again; then a screenshot of every page (desktop and phone) in target/ui-artifacts/.
+
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { MASTER, ROOT, startGateway, freePort, admin, chat, launch } from './lib/gateway.js';
+
+const ARTIFACTS = join(ROOT, 'target', 'ui-artifacts');
+const PAGES = ['overview', 'keys', 'spend', 'requests', 'events', 'models', 'fleet'];
+const WAIT = { timeout: 15000 };
+
+describe('dashboard', { timeout: 180000 }, () => {
+  let gw;
+  let browser;
+  let page;
+  let hookPort;
+  let receiver;
+  let secret;
+  const problems = [];
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    hookPort = await freePort();
+    gw = await startGateway({ webhookPort: hookPort });
+    browser = await launch();
+    page = await browser.newPage({ viewport: { width: 1366, height: 860 } });
+    page.setDefaultTimeout(15000);
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    // Offline: the dashboard never asks another host for anything.
+    page.on('request', (r) => {
+      if (!r.url().startsWith(gw.url) && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push(`outside request: ${r.url()}`);
+    });
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !/status of 40[13]/.test(m.text())) problems.push(`console: ${m.text()}`);
+    });
+  });
+
+  after(async () => {
+    if (receiver) await new Promise((res) => receiver.close(res));
+    if (browser) await browser.close();
+    if (gw) await gw.stop();
+  });
+
+  const ready = (id) => page.waitForSelector(`main[data-ready="${id}"]`, WAIT);
+  const go = async (id) => {
+    await page.click(`nav a[data-page="${id}"]`);
+    await ready(id);
+  };
+
+  it('refuses a wrong key, then signs in with the master key', async () => {
+    await page.goto(`${gw.url}/ui`);
+    await page.waitForSelector('#master-key');
+    await page.fill('#master-key', 'sk-not-the-master-key');
+    await page.click('button[type=submit]');
+    await page.waitForSelector('.signin .error:has-text("neither the master key nor a virtual key")');
+    await page.screenshot({ path: join(ARTIFACTS, 'signin.png') });
+    await page.fill('#master-key', MASTER);
+    await page.click('button[type=submit]');
+    await ready('overview');
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === 'svc_session');
+    assert.ok(session, 'a session cookie');
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, 'Strict');
+    assert.equal(await page.evaluate(() => document.cookie), '', 'the cookie is out of the script’s reach');
+  });
+
+  it('creates a key and shows its secret once', async () => {
+    await go('keys');
+    await page.click('#new-key');
+    await page.selectOption('dialog select[name=team_id]', 'executor');
+    await page.fill('dialog input[name=key_alias]', 'planner-1');
+    await page.fill('dialog input[name=agent_role]', 'planner');
+    await page.fill('dialog input[name=max_budget]', '2.5');
+    await page.click('dialog button[type=submit]');
+    const code = await page.waitForSelector('#new-secret', WAIT);
+    secret = (await code.textContent()).trim();
+    assert.match(secret, /^sk-/);
+    await page.screenshot({ path: join(ARTIFACTS, 'keys-secret.png') });
+    await page.click('dialog button.primary');
+    await page.waitForSelector('td[data-key="planner-1"]');
+    assert.ok(!(await page.content()).includes(secret), 'the secret is gone once the dialog is closed');
+    await page.reload();
+    await ready('keys');
+    await page.waitForSelector('td[data-key="planner-1"]');
+    assert.ok(!(await page.content()).includes(secret), 'and not shown again after a reload');
+  });
+
+  it('rotates the key: a new secret, shown once, and the old one refused', async () => {
+    const row = page.locator('tr', { has: page.locator('td[data-key="planner-1"]') });
+    await row.locator('button:has-text("Rotate")').click();
+    await page.click('dialog button.primary');
+    const code = await page.waitForSelector('#new-secret', WAIT);
+    const rotated = (await code.textContent()).trim();
+    assert.match(rotated, /^sk-/);
+    assert.notEqual(rotated, secret);
+    await page.click('dialog button.primary');
+    await page.waitForSelector('#new-secret', { state: 'detached' });
+    assert.equal((await chat(gw.url, secret)).status, 401, 'the old secret stops working at once');
+    secret = rotated;
+  });
+
+  it('shows a request’s spend on Overview and Spend without a reload', async () => {
+    await go('overview');
+    await page.waitForSelector('[data-today="executor"]');
+    assert.equal((await page.textContent('[data-today="executor"]')).trim(), '0.00');
+    await page.evaluate(() => { window.__notReloaded = true; });
+    const resp = await chat(gw.url, secret);
+    assert.equal(resp.status, 200, await resp.text());
+    await page.waitForFunction(() => {
+      const cell = document.querySelector('[data-today="executor"]');
+      return cell && Number(cell.textContent.replace(/[^0-9.]/g, '')) > 0;
+    }, null, WAIT);
+    await page.waitForFunction(() => Number(document.querySelector('[data-kpi="Requests / s"] .sub').textContent.replace(/[^0-9]/g, '')) >= 1, null, WAIT);
+    assert.equal(await page.evaluate(() => window.__notReloaded), true, 'no reload happened');
+    await go('spend');
+    await page.waitForFunction(() => {
+      const cell = document.querySelector('[data-spend="executor"]');
+      return cell && Number(cell.textContent.replace(/[^0-9.]/g, '')) > 0;
+    }, null, WAIT);
+    await page.evaluate(() => { window.__notReloaded = true; });
+    const before = await page.textContent('#spend-total');
+    assert.equal((await chat(gw.url, secret)).status, 200);
+    await page.waitForFunction((old) => document.querySelector('#spend-total').textContent !== old, before, WAIT);
+    assert.equal(await page.evaluate(() => window.__notReloaded), true);
+    await page.selectOption('#group-by', 'role');
+    await page.waitForSelector('[data-spend="planner"]');
+    const download = page.waitForEvent('download');
+    await page.click('#export-csv');
+    const file = await (await download).createReadStream();
+    let text = '';
+    for await (const chunk of file) text += chunk;
+    assert.match(text, /^group,requests,prompt_tokens,completion_tokens,spend\r\nplanner,2,/);
+  });
+
+  it('shows a key’s own team, read-only, to someone signed in with that key', async () => {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+    const viewer = await context.newPage();
+    try {
+      viewer.on('pageerror', (e) => problems.push(`team view page error: ${e.message}`));
+      await viewer.goto(`${gw.url}/ui`);
+      await viewer.fill('#master-key', secret);
+      await viewer.click('button[type=submit]');
+      await viewer.waitForSelector('main[data-ready="team"]', WAIT);
+      const links = await viewer.locator('nav a').allTextContents();
+      assert.deepEqual(links.map((t) => t.trim()), ['My team', 'Spend', 'Requests']);
+      await viewer.waitForFunction(() => Number(document.querySelector('#team-spend-today').textContent.replace(/[^0-9.]/g, '')) > 0, null, WAIT);
+      assert.match(await viewer.textContent('#who'), /team executor/);
+      await viewer.screenshot({ path: join(ARTIFACTS, 'team-view.png'), fullPage: true });
+      await viewer.goto(`${gw.url}/ui#/keys`);
+      await viewer.waitForSelector('main[data-ready="team"]', WAIT);
+      const write = await viewer.evaluate(async () => (await fetch('/key/generate', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"team_id":"executor"}' })).status);
+      assert.equal(write, 403);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('revokes the key', async () => {
+    await go('keys');
+    const row = page.locator('tr', { has: page.locator('td[data-key="planner-1"]') });
+    await row.locator('button:has-text("Revoke")').click();
+    await page.click('dialog button.primary');
+    await row.locator('.pill:has-text("revoked")').waitFor(WAIT);
+    const refused = await chat(gw.url, secret);
+    assert.equal(refused.status, 401);
+    await page.screenshot({ path: join(ARTIFACTS, 'keys-revoked.png') });
+  });
+
+  it('sends a dead event again and sees it delivered', async () => {
+    const posted = await admin(gw.url, '/events', { event: 'task.blocked', data: { task: 'release-42', message: 'integration tests failed' } });
+    const id = Number(posted.headers.get('x-svc-outbox-id'));
+    assert.ok(id > 0);
+    await go('events');
+    const dead = `td[data-event="${id}"] .delivery[data-state="dead"][data-destination^="webhook:"]`;
+    await page.waitForSelector(dead, { timeout: 30000 });
+    await page.screenshot({ path: join(ARTIFACTS, 'events-dead.png') });
+    const got = [];
+    receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => { body += c; });
+      req.on('end', () => {
+        got.push({ event: req.headers['x-svc-event'], body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise((res) => receiver.listen(hookPort, '127.0.0.1', res));
+    await page.click(`${dead} button:has-text("Deliver again")`);
+    await page.waitForSelector(`td[data-event="${id}"] .delivery[data-state="delivered"][data-destination^="webhook:"]`, { timeout: 30000 });
+    assert.ok(got.some((g) => g.event === 'task.blocked' && g.body.includes('release-42')), JSON.stringify(got));
+  });
+
+  it('takes a screenshot of every page, desktop and phone', async () => {
+    for (const id of PAGES) {
+      await go(id);
+      // The request rates need two readings; the chart and tables their data.
+      if (id === 'overview') await page.waitForFunction(() => document.querySelector('[data-kpi="Requests / s"] .value').textContent !== '—', null, WAIT);
+      await page.screenshot({ path: join(ARTIFACTS, `${id}.png`), fullPage: true });
+    }
+    const phone = await browser.newPage({ viewport: { width: 375, height: 812 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    await phone.context().addCookies(await page.context().cookies());
+    for (const id of PAGES) {
+      await phone.goto(`${gw.url}/ui#/${id}`);
+      await phone.waitForSelector(`main[data-ready="${id}"]`, WAIT);
+      const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `${id}: the page is ${overflow}px wider than a phone`);
+      await phone.screenshot({ path: join(ARTIFACTS, `phone-${id}.png`), fullPage: true });
+    }
+    await phone.close();
+    assert.deepEqual(problems, []);
+  });
+
+  it('signs out', async () => {
+    await page.click('.side-foot button');
+    await page.waitForSelector('#master-key');
+    const resp = await page.evaluate(async () => (await fetch('/key/list')).status);
+    assert.equal(resp, 401);
+  });
+});
