@@ -60,7 +60,7 @@ load() {
 svc_run() {
     local n=$1 port
     port=$(free_port)
-    rm -f "$WORK/svc.db"*
+    rm -f "$WORK/svc.db"* "$WORK"/spend-*
     gateway_yaml "sqlite://$WORK/svc.db" "$UP" | sed "s/^  port: 0/  port: $port/" >"$WORK/svc.yaml"
     SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind \
         --callgrind-out-file="$OUT/svc-$n.out" "$BIN/svc" serve --config "$WORK/svc.yaml" 2>"$WORK/svc-$n.log" &

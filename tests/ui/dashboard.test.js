@@ -82,6 +82,9 @@ describe('dashboard', { timeout: 180000 }, () => {
     assert.match(secret, /^sk-/);
     await page.screenshot({ path: join(ARTIFACTS, 'keys-secret.png') });
     await page.click('dialog button.primary');
+    // The dialog leaves the page on its `close` event, a task after the click: wait for that, not for the row
+    // (which the list may show before the dialog is gone).
+    await page.waitForSelector('#new-secret', { state: 'detached' });
     await page.waitForSelector('td[data-key="planner-1"]');
     assert.ok(!(await page.content()).includes(secret), 'the secret is gone once the dialog is closed');
     await page.reload();

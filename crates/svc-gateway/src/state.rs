@@ -110,19 +110,31 @@ pub enum StateError {
     NoJournalDir,
 }
 
-/// A fleet node's spend journal: opened (locked), the last run's records written to the store, and the
-/// node's leases of that run returned. `None` on a single node.
+/// The spend journal: opened (locked), and the last run's records written to the store. A fleet node's is in
+/// `fleet.journal_dir` (or beside the demo store); a single node's beside its SQLite file, named after it. `None`
+/// for an in-memory SQLite store (nothing to survive a crash).
 async fn open_journal(config: &Config, store: &Store) -> Result<Option<Arc<Journal>>, StateError> {
-    if store.backend() != svc_store::Backend::Postgres {
-        return Ok(None);
-    }
-    let dir = match &config.fleet.journal_dir {
-        Some(d) => d.clone(),
-        None => svc_config::demo_store_path(&|k| std::env::var(k).ok())
-            .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
-            .ok_or(StateError::NoJournalDir)?,
+    let (dir, name) = match store.backend() {
+        svc_store::Backend::Postgres => {
+            let dir = match &config.fleet.journal_dir {
+                Some(d) => d.clone(),
+                None => svc_config::demo_store_path(&|k| std::env::var(k).ok())
+                    .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+                    .ok_or(StateError::NoJournalDir)?,
+            };
+            (dir, config.fleet.name.clone())
+        }
+        svc_store::Backend::Sqlite => {
+            let Some(file) = svc_store::sqlite_path(&config.server.database_url) else { return Ok(None) };
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let dir = match file.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
+            (dir, name)
+        }
     };
-    let (journal, replay) = Journal::open(&dir, &config.fleet.name, &config.fleet.node)?;
+    let (journal, replay) = Journal::open(&dir, &name, &config.fleet.node)?;
     if !replay.records.is_empty() {
         SpendWriter::replay(store, &replay.records).await?;
         tracing::info!(records = replay.records.len(), "spend records of the last run written from the journal");
@@ -191,9 +203,10 @@ impl AppState {
         let spend = match (journal, budgets.leases()) {
             (Some(journal), Some(leases)) => {
                 leases.start().await?;
-                SpendWriter::start_fleet(store.clone(), &tasks, budgets.clone(), journal)
+                SpendWriter::start_journaled(store.clone(), &tasks, journal, Some(budgets.clone()))
             }
-            _ => SpendWriter::start(store.clone(), &tasks),
+            (Some(journal), None) => SpendWriter::start_journaled(store.clone(), &tasks, journal, None),
+            (None, _) => SpendWriter::start(store.clone(), &tasks),
         };
         let rates = match store.backend() {
             svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(crate::rate::fleet::FleetRates::new(

@@ -45,27 +45,49 @@ pub fn conservative(text: &str) -> u64 {
 /// The conservative estimate of a chat request's prompt: the JSON of its messages and of its tools (and
 /// functions and response format), framing, and [`MEDIA_PART_TOKENS`] per media part.
 pub fn prompt_tokens(req: &ChatRequest) -> u64 {
-    prompt_by(req, conservative)
+    prompt_by(req, 2)
 }
 
 /// The plain estimate of a chat request's prompt ([`text_tokens`] in place of [`conservative`]): what
 /// `count_tokens` answers for a deployment that cannot count.
 pub fn prompt_tokens_plain(req: &ChatRequest) -> u64 {
-    prompt_by(req, text_tokens)
+    prompt_by(req, 1)
 }
 
-fn prompt_by(req: &ChatRequest, count: fn(&str) -> u64) -> u64 {
+fn prompt_by(req: &ChatRequest, factor: u64) -> u64 {
     let messages = req.messages();
     let mut total = FRAMING.saturating_add(PER_MESSAGE.saturating_mul(messages.len() as u64));
-    for m in messages {
-        total = total.saturating_add(count(&m.to_string()));
-    }
-    for field in ["tools", "functions", "response_format"] {
-        if let Some(v) = req.field(field) {
-            total = total.saturating_add(count(&v.to_string()));
-        }
+    let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| req.field(f));
+    for v in messages.iter().chain(fields) {
+        total = total.saturating_add(json_tokens(v).saturating_mul(factor));
     }
     total.saturating_add(MEDIA_PART_TOKENS.saturating_mul(media_parts(messages)))
+}
+
+/// [`text_tokens`] of `v`'s JSON text, counted as it is written (no string is made).
+fn json_tokens(v: &Value) -> u64 {
+    /// Counts the bytes [`text_tokens`] counts.
+    #[derive(Default)]
+    struct Counter {
+        ascii: u64,
+        other: u64,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            for &b in buf {
+                self.ascii += u64::from(b < 0x80);
+                self.other += u64::from(b >= 0xC0);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter::default();
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.ascii.div_ceil(4).saturating_add(c.other)
 }
 
 /// The most prompt tokens a request of `body_bytes` bytes could cost: no tokenizer makes more than one token

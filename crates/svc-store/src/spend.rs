@@ -257,11 +257,22 @@ impl Store {
         // 18 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
         // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
         // round trip each to the database.
+        // Chunks of a power of two rows (13 = 8 + 4 + 1): a statement's text depends only on its row count, so
+        // the connection's statement cache holds all ten and a batch is never parsed again (parsing a statement
+        // of many rows cost more than inserting them).
         const ROWS: usize = 512;
         self.restart_wal_if_due().await;
-        let single = records.len() <= ROWS;
+        let mut chunks = Vec::new();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let n = rest.len().min(ROWS);
+            let (chunk, more) = rest.split_at(1 << (usize::BITS - 1 - n.leading_zeros()));
+            chunks.push(chunk);
+            rest = more;
+        }
+        let single = chunks.len() == 1;
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
-        for chunk in records.chunks(ROWS) {
+        for chunk in chunks {
             let mut sql = String::from(
                 "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
                  upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",

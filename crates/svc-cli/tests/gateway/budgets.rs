@@ -35,7 +35,7 @@ async fn burst(g: &Gateway, key: &str, n: usize) -> Vec<(u16, Value)> {
 }
 
 async fn recorded_spend(g: &Gateway, filter: svc_store::SpendFilter) -> (i64, usize) {
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let recs = store.query_spend(&filter, 10_000, 0).await.unwrap();
     let ok: Vec<_> = recs.iter().filter(|r| r.status == 200).collect();
     (recs.iter().map(|r| r.cost).sum(), ok.len())
@@ -171,7 +171,7 @@ async fn kill_9_loses_no_answered_spend() {
     assert!(answered.len() > 20, "load ran: {}", answered.len());
     // Restart on the same store: every answered request has its record, and period spend is their sum.
     let g = Gateway::start_in(dir, &config_for(&up.base_url, "")).await;
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let recs = store.query_spend(&Default::default(), 100_000, 0).await.unwrap();
     let ids: std::collections::HashSet<&str> = recs.iter().map(|r| r.request_id.as_str()).collect();
     let missing: Vec<&String> = answered.iter().filter(|id| !ids.contains(id.as_str())).collect();

@@ -131,6 +131,7 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_deadline_and_keeps_sp
     assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
     assert!(closed_within(&mut half, Duration::from_secs(1)).await.is_some());
 
+    // The gateway is gone: what it wrote at shutdown is in the store itself, not only in its journal.
     let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
     let records = store.query_spend(&svc_store::SpendFilter::default(), 100, 0).await.unwrap();
     let ids: Vec<&str> = records.iter().map(|r| r.request_id.as_str()).collect();

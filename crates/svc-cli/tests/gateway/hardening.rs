@@ -18,7 +18,7 @@ fn mini(max_tokens: u64) -> Value {
 }
 
 async fn records(g: &Gateway) -> Vec<svc_store::SpendRecord> {
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let recs = store.query_spend(&Default::default(), 10_000, 0).await.unwrap();
     store.close().await;
     recs

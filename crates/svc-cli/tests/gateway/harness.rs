@@ -167,6 +167,14 @@ impl Gateway {
         r.json::<Value>().await.unwrap()["key"].as_str().unwrap().to_string()
     }
 
+    /// The store, once every answered request's spend record is in it (`/spend/logs` flushes the journal's
+    /// writer first).
+    pub async fn store(&self) -> svc_store::Store {
+        let r = client().get(self.path("/spend/logs?limit=1")).bearer_auth(MASTER).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        svc_store::Store::connect(&self.db_url()).await.unwrap()
+    }
+
     pub fn db_url(&self) -> String {
         format!("sqlite://{}", self.dir.path().join("svc.db").display())
     }

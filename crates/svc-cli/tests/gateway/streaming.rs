@@ -78,7 +78,7 @@ async fn usage_chunk_is_kept_when_asked_and_spend_is_recorded() {
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(usage["usage"], json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}));
     // The spend record was committed before [DONE]: it is in the store now.
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let recs = store.query_spend(&Default::default(), 10, 0).await.unwrap();
     assert_eq!(recs.len(), 1);
     assert_eq!((recs[0].prompt_tokens, recs[0].completion_tokens, recs[0].status), (10, 5, 200));
@@ -104,7 +104,7 @@ async fn client_disconnect_cancels_the_upstream() {
     );
     assert_eq!(up.shared.streams_completed.load(Ordering::SeqCst), 0);
     // What was generated is still recorded, with status 499.
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let mut recs = Vec::new();
     for _ in 0..50 {
         recs = store.query_spend(&Default::default(), 10, 0).await.unwrap();
@@ -162,7 +162,7 @@ async fn an_upstream_without_usage_is_charged_the_estimate_the_client_sees() {
     assert!(evs.iter().all(|e| !e.contains("\"usage\"")), "{evs:?}");
 
     // The spend records hold exactly what the client was shown.
-    let store = svc_store::Store::connect(&g.db_url()).await.unwrap();
+    let store = g.store().await;
     let mut recs = store.query_spend(&Default::default(), 10, 0).await.unwrap();
     recs.reverse();
     assert_eq!(recs.len(), 3);

@@ -114,6 +114,7 @@ pub async fn info(
         }
         None => None,
     };
+    s.spend.flush().await;
     let spent =
         s.store.sum_spend(&svc_store::SpendFilter { key_id: Some(row.id.clone()), ..Default::default() }).await?;
     Ok(Json(json!({

@@ -121,6 +121,8 @@ pub async fn logs(
         start_ms,
         end_ms,
     };
+    // Every answered request is in what this returns, even one answered a moment ago.
+    s.spend.flush().await;
     if let Some(by) = &q.group_by {
         return totals(&s, by, &filter).await;
     }

@@ -6,6 +6,7 @@
 //!
 //! What this module does not do: decide anything. It reads what the pipeline decided.
 
+pub mod line;
 pub mod metrics;
 pub mod scrape;
 mod series;
@@ -112,49 +113,47 @@ impl RequestLine<'_> {
 
     /// Writes the line (target `svc::request`, level info; never a secret: a key is named by its alias).
     pub fn log(&self) {
+        use line::Field::{Bool, Str, Uint};
         let key = self.principal.and_then(Principal::key);
         let master = matches!(self.principal, Some(Principal::Master));
-        tracing::info!(
-            target: "svc::request",
-            request_id = self.request_id,
-            api = self.api.as_str(),
-            key_alias = key.and_then(|k| k.alias.as_deref()).or(master.then_some("master")),
-            key_id = key.map(|k| k.id.as_str()),
-            team = key.map(|k| k.team_id.as_str()),
-            agent_role = key.and_then(|k| k.agent_role.as_deref()),
-            client = self.caller.and_then(|c| c.client.as_deref()),
-            session_id = self.caller.and_then(|c| c.session.as_deref()),
-            model = (!self.alias.is_empty()).then_some(self.alias),
-            deployment = (!self.deployment.is_empty()).then_some(self.deployment),
-            status = self.status,
-            prompt_tokens = self.usage.prompt_tokens,
-            completion_tokens = self.usage.completion_tokens,
-            cost = self.cost.as_f64(),
-            latency_ms = millis(self.latency),
-            ttfb_ms = self.first_byte.map(millis),
-            overhead_ms = millis(self.overhead()),
-            retries = self.attempts.count.saturating_sub(1),
-            fallback = self.attempts.fallback,
-            refused = self.refusal.map(Refusal::as_str),
-            "request"
-        );
+        line::emit(&[
+            ("request_id", Some(Str(self.request_id))),
+            ("api", Some(Str(self.api.as_str()))),
+            ("key_alias", key.and_then(|k| k.alias.as_deref()).or(master.then_some("master")).map(Str)),
+            ("key_id", key.map(|k| Str(k.id.as_str()))),
+            ("team", key.map(|k| Str(k.team_id.as_str()))),
+            ("agent_role", key.and_then(|k| k.agent_role.as_deref()).map(Str)),
+            ("client", self.caller.and_then(|c| c.client.as_deref()).map(Str)),
+            ("session_id", self.caller.and_then(|c| c.session.as_deref()).map(Str)),
+            ("model", (!self.alias.is_empty()).then_some(Str(self.alias))),
+            ("deployment", (!self.deployment.is_empty()).then_some(Str(self.deployment))),
+            ("status", Some(Uint(u64::from(self.status)))),
+            ("prompt_tokens", Some(Uint(self.usage.prompt_tokens))),
+            ("completion_tokens", Some(Uint(self.usage.completion_tokens))),
+            ("cost", Some(line::Field::Fixed { value: self.cost.nanos(), scale: 9 })),
+            ("latency_ms", Some(millis(self.latency))),
+            ("ttfb_ms", self.first_byte.map(millis)),
+            ("overhead_ms", Some(millis(self.overhead()))),
+            ("retries", Some(Uint(u64::from(self.attempts.count.saturating_sub(1))))),
+            ("fallback", Some(Bool(self.attempts.fallback))),
+            ("refused", self.refusal.map(|r| Str(r.as_str()))),
+        ]);
     }
 }
 
 /// A duration in milliseconds, to the microsecond.
-fn millis(d: Duration) -> f64 {
-    (d.as_micros() as f64) / 1000.0
+fn millis(d: Duration) -> line::Field<'static> {
+    line::Field::Fixed { value: i64::try_from(d.as_micros()).unwrap_or(i64::MAX), scale: 3 }
 }
 
 /// The line of a request that is not a model request (admin API, health, metrics, a refused key).
 pub fn log_other(request_id: &str, method: &str, path: &str, status: u16, latency: Duration) {
-    tracing::info!(
-        target: "svc::request",
-        request_id,
-        method,
-        path,
-        status,
-        latency_ms = millis(latency),
-        "request"
-    );
+    use line::Field::{Str, Uint};
+    line::emit(&[
+        ("request_id", Some(Str(request_id))),
+        ("method", Some(Str(method))),
+        ("path", Some(Str(path))),
+        ("status", Some(Uint(u64::from(status)))),
+        ("latency_ms", Some(millis(latency))),
+    ]);
 }

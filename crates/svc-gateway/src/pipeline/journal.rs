@@ -180,6 +180,18 @@ impl Journal {
         }
     }
 
+    /// At a clean stop: deletes the current segment when every record in it is in the store (what is left is
+    /// written again at the next start).
+    pub fn close(&self) {
+        let Ok(a) = self.inner.lock() else { return };
+        let seq = a.seq;
+        if a.done.get(&seq).copied().unwrap_or(0) >= a.appended.get(&seq).copied().unwrap_or(0) {
+            if let Err(e) = std::fs::remove_file(self.segment_path(seq)) {
+                tracing::warn!(error = %e, "cannot delete a written spend journal segment");
+            }
+        }
+    }
+
     /// The segments of the last run, once their records are in the store.
     pub fn forget_replayed(&self, replay: &Replay) {
         for p in &replay.segments {
@@ -246,6 +258,8 @@ mod tests {
         assert!(!j.segment_path(first).exists());
         j.written(second, 1);
         assert!(j.segment_path(second).exists(), "the current segment stays");
+        j.close();
+        assert!(!j.segment_path(second).exists(), "written to the end: nothing to replay");
         Ok(())
     }
 }

@@ -1,14 +1,16 @@
 //! The spend writer: one task owns the store's spend writes.
 //!
-//! - Single node (SQLite): group commit. The writer takes the first record waiting, then every other record
-//!   already queued (up to a batch limit), writes them in one transaction and only then answers each waiting
-//!   request. Under load a batch forms by itself while the previous one commits; with one request at a time a
-//!   batch is one record. No timer delays any request.
-//! - Fleet (PostgreSQL, possibly across the network): the record is appended to the node's local
+//! - With a journal (a SQLite file, or a fleet on PostgreSQL): the record is appended to the node's local
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
 //!   on. The writer gathers records for up to [`LINGER`] (or [`LINGER_BATCH`] records) and writes them in one
-//!   round trip, idempotently, charging each to its budgets' leases. A request waits for the store only when
-//!   the journal refuses the append (disk full).
+//!   transaction (one round trip), idempotently; in a fleet it charges each to its budgets' leases. A request
+//!   waits for the store only when the journal refuses the append (disk full).
+//! - Without one (an in-memory SQLite store): group commit. The writer takes the first record waiting, then
+//!   every other record already queued (up to a batch limit), writes them in one transaction and only then
+//!   answers each waiting request.
+//!
+//! Readers that must see every answered request (`/spend/logs`, the spend reports) call [`SpendWriter::flush`]
+//! first: it returns once everything queued before it is in the store.
 //!
 //! A batch the store refuses (disk full, database down) is not forgotten: its requests are answered all the
 //! same, and its records are kept and written again, oldest first, after a backoff (100 ms doubling to 30 s),
@@ -35,9 +37,9 @@ pub const LINGER: Duration = Duration::from_millis(50);
 /// Fleet mode: ... or until this many are waiting.
 pub const LINGER_BATCH: usize = 256;
 
-/// One record on its way to the store: the journal segment it is in (fleet mode), and whoever waits for it.
+/// One record on its way to the store (none for a flush), the journal segment it is in, and whoever waits for it.
 struct Job {
-    record: ChargedRecord,
+    record: Option<ChargedRecord>,
     seq: Option<u64>,
     done: Option<oneshot::Sender<bool>>,
 }
@@ -68,24 +70,42 @@ impl KeepPolicy {
 /// Where records go, and who hears that they are written.
 struct Target {
     store: Store,
-    /// Fleet mode: the budgets whose unwritten spend shrinks, and the journal whose segments empty.
-    fleet: Option<(Arc<Budgets>, Arc<Journal>)>,
+    /// The journal whose segments empty.
+    journal: Option<Arc<Journal>>,
+    /// Fleet mode: the budgets whose unwritten spend shrinks (records are charged to their leases).
+    leases: Option<Arc<Budgets>>,
 }
 
 impl Target {
     async fn write(&self, records: &[ChargedRecord]) -> Result<(), StoreError> {
-        match &self.fleet {
+        match &self.leases {
             None => self.store.insert_spend_batch(records).await,
             Some(_) => self.store.write_charged_spend(records).await.map(|_| ()),
         }
     }
 
     fn written(&self, records: &[ChargedRecord], seqs: &[Option<u64>]) {
-        let Some((budgets, journal)) = &self.fleet else { return };
-        for (r, seq) in records.iter().zip(seqs) {
-            budgets.written(&r.charges, Money::from_nanos(r.record.cost));
-            if let Some(seq) = seq {
-                journal.written(*seq, 1);
+        if let Some(budgets) = &self.leases {
+            for r in records {
+                budgets.written(&r.charges, Money::from_nanos(r.record.cost));
+            }
+        }
+        if let Some(journal) = &self.journal {
+            // Consecutive records of one segment are reported together.
+            let mut run: Option<(u64, u64)> = None;
+            for seq in seqs.iter().flatten() {
+                match &mut run {
+                    Some((s, n)) if s == seq => *n += 1,
+                    _ => {
+                        if let Some((s, n)) = run {
+                            journal.written(s, n);
+                        }
+                        run = Some((*seq, 1));
+                    }
+                }
+            }
+            if let Some((s, n)) = run {
+                journal.written(s, n);
             }
         }
     }
@@ -99,24 +119,48 @@ pub struct SpendWriter {
 }
 
 impl SpendWriter {
-    /// Starts the group-commit writer of a single node on `tasks`; it ends when every handle is dropped and the
-    /// queue is drained.
+    /// Starts the group-commit writer of a store without a journal on `tasks`; it ends when every handle is
+    /// dropped and the queue is drained.
     pub fn start(store: Store, tasks: &TaskTracker) -> SpendWriter {
         Self::start_with(store, tasks, KeepPolicy::DEFAULT)
     }
 
     pub(crate) fn start_with(store: Store, tasks: &TaskTracker, policy: KeepPolicy) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        tasks.spawn(write_loop(Target { store, fleet: None }, rx, policy, None));
+        tasks.spawn(write_loop(Target { store, journal: None, leases: None }, rx, policy, None));
         SpendWriter { tx, journal: None }
     }
 
-    /// Starts the journaled writer of a fleet node on `tasks`.
-    pub fn start_fleet(store: Store, tasks: &TaskTracker, budgets: Arc<Budgets>, journal: Arc<Journal>) -> SpendWriter {
+    /// Starts the journaled writer on `tasks`: a single node's (`leases` none) or a fleet node's.
+    pub fn start_journaled(
+        store: Store,
+        tasks: &TaskTracker,
+        journal: Arc<Journal>,
+        leases: Option<Arc<Budgets>>,
+    ) -> SpendWriter {
+        Self::start_journaled_with(store, tasks, journal, leases, KeepPolicy::DEFAULT)
+    }
+
+    pub(crate) fn start_journaled_with(
+        store: Store,
+        tasks: &TaskTracker,
+        journal: Arc<Journal>,
+        leases: Option<Arc<Budgets>>,
+        policy: KeepPolicy,
+    ) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        let target = Target { store, fleet: Some((budgets, journal.clone())) };
-        tasks.spawn(write_loop(target, rx, KeepPolicy::DEFAULT, Some(LINGER)));
+        let target = Target { store, journal: Some(journal.clone()), leases };
+        tasks.spawn(write_loop(target, rx, policy, Some(LINGER)));
         SpendWriter { tx, journal: Some(journal) }
+    }
+
+    /// Returns once every record queued before the call is in the store (or was refused by it: then false).
+    pub async fn flush(&self) -> bool {
+        let (done, waiter) = oneshot::channel();
+        if self.tx.send(Job { record: None, seq: None, done: Some(done) }).await.is_err() {
+            return false;
+        }
+        waiter.await.unwrap_or(false)
     }
 
     /// Makes a record durable: on a single node, queues it and waits until it is committed; in a fleet, appends
@@ -134,22 +178,26 @@ impl SpendWriter {
             }
         }
         if seq.is_some() {
-            let job = Job { record, seq, done: None };
+            let job = Job { record: Some(record), seq, done: None };
             // The queue is full only when the store is far behind: then wait for a place, which slows requests
             // down instead of growing memory.
             return self.tx.send(job).await.is_ok();
         }
         let (done, waiter) = oneshot::channel();
-        if self.tx.send(Job { record, seq, done: Some(done) }).await.is_err() {
+        if self.tx.send(Job { record: Some(record), seq, done: Some(done) }).await.is_err() {
             return false;
         }
         waiter.await.unwrap_or(false)
     }
 
-    /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted.
+    /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted (a fleet's
+    /// records charged to their leases).
     pub async fn replay(store: &Store, records: &[ChargedRecord]) -> Result<(), StoreError> {
         for chunk in records.chunks(KEPT_CHUNK) {
-            store.write_charged_spend(chunk).await?;
+            match store.backend() {
+                svc_store::Backend::Postgres => store.write_charged_spend(chunk).await.map(|_| ())?,
+                svc_store::Backend::Sqlite => store.insert_spend_batch(chunk).await?,
+            }
         }
         Ok(())
     }
@@ -168,7 +216,15 @@ async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Dura
 
 /// The writer task: new records written in batches, and the records of refused batches kept until the store
 /// takes them. New records are always written on their own, so a backlog never slows a request down.
-async fn write_loop(target: Target, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
+/// When it ends (every handle dropped, everything written or given up), an emptied journal is deleted.
+async fn write_loop(target: Target, rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
+    write_all(&target, rx, policy, linger).await;
+    if let Some(journal) = &target.journal {
+        journal.close();
+    }
+}
+
+async fn write_all(target: &Target, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     let mut kept = Kept { records: Vec::new(), seqs: Vec::new(), max: policy.max_kept };
     let mut waits = policy.retry.delays();
@@ -200,8 +256,10 @@ async fn write_loop(target: Target, mut rx: mpsc::Receiver<Job>, policy: KeepPol
             let mut seqs = Vec::with_capacity(batch.len());
             let mut done = Vec::with_capacity(batch.len());
             for job in batch.drain(..) {
-                records.push(job.record);
-                seqs.push(job.seq);
+                if let Some(record) = job.record {
+                    records.push(record);
+                    seqs.push(job.seq);
+                }
                 done.extend(job.done);
             }
             let ok = match target.write(&records).await {
@@ -227,7 +285,7 @@ async fn write_loop(target: Target, mut rx: mpsc::Receiver<Job>, policy: KeepPol
             }
         }
         if !kept.records.is_empty() && Instant::now() >= retry_at {
-            match kept.write(&target).await {
+            match kept.write(target).await {
                 Ok(n) => {
                     tracing::info!(records = n, "spend records kept after a failed write are now written");
                     waits = policy.retry.delays();
