@@ -13,12 +13,15 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Takes one whole line.
+pub type WriteLine = Box<dyn Fn(&[u8]) + Send + Sync>;
+
 /// Where request lines go, and in which format.
 pub struct LineSink {
     /// JSON (`server.log_format: json`) or text.
     pub json: bool,
     /// Takes one whole line, newline included (the log's non-blocking writer: never waits).
-    pub write: Box<dyn Fn(&[u8]) + Send + Sync>,
+    pub write: WriteLine,
 }
 
 static SINK: OnceLock<LineSink> = OnceLock::new();
@@ -131,7 +134,7 @@ fn fixed(buf: &mut String, value: i64, scale: u32) {
         return;
     }
     let mut width = scale as usize;
-    while frac % 10 == 0 {
+    while frac.is_multiple_of(10) {
         frac /= 10;
         width -= 1;
     }
