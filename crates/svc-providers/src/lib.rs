@@ -12,6 +12,7 @@ mod mock;
 mod openai;
 pub mod passthrough;
 mod provider;
+pub mod raw;
 mod request;
 pub mod sse;
 pub mod usage;

@@ -111,7 +111,7 @@ impl Mock {
             }],
             "usage": usage(prompt_tokens(&req), tokens.len() as u64),
         });
-        Ok(Reply { body: as_map(body) })
+        Ok(Reply::Object(as_map(body)))
     }
 
     pub(crate) async fn chat_stream(&self, _d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
@@ -228,7 +228,7 @@ mod tests {
     #[tokio::test]
     async fn replies_deterministically_with_honest_usage() {
         let req = ChatRequest::parse(br#"{"model":"gpt-x","messages":[{"role":"user","content":"Say hi"}]}"#).unwrap();
-        let r = dep().chat(req.clone()).await.unwrap().body;
+        let r = dep().chat(req.clone()).await.unwrap().into_object().unwrap();
         assert_eq!(r["choices"][0]["message"]["content"], "[mock gpt-x] Say hi");
         // "[", "mock", "gpt", "-", "x", "]", "Say", "hi" = 8; prompt: 2 + 4 + 3 = 9.
         assert_eq!(r["usage"], json!({"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}));
@@ -267,7 +267,7 @@ mod tests {
             br#"{"model":"x","messages":[{"role":"user","content":"one two three"}],"max_tokens":3}"#,
         )
         .unwrap();
-        let r = dep().chat(req).await.unwrap().body;
+        let r = dep().chat(req).await.unwrap().into_object().unwrap();
         assert_eq!(r["choices"][0]["finish_reason"], "length");
         assert_eq!(r["usage"]["completion_tokens"], 3);
     }

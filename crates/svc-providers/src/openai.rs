@@ -71,15 +71,8 @@ impl OpenAi {
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let resp = http::exchange(d, self.post(d, &req)?, false, |resp| status_error(&d.id, resp)).await?;
         let bytes = http::body(d, resp).await?;
-        let body = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(body)) => body,
-            _ => {
-                let detail = "response is not a JSON object".to_string();
-                return Err(ProviderError::BadResponse { deployment: d.id.clone(), detail });
-            }
-        };
-        check_completion(&body).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
-        Ok(Reply { body })
+        check_completion(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+        Ok(Reply::Json(bytes))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
@@ -148,14 +141,19 @@ impl OpenAi {
 
 /// Whether a 200 body is a chat completion: not an error object, and a `choices` array of objects. The
 /// error says what is wrong.
-fn check_completion(body: &Map<String, Value>) -> Result<(), String> {
-    if body.contains_key("error") {
-        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(body)));
+/// Whether `body` is a completion, read as deep as that takes: its top-level fields, and the first character
+/// of each choice.
+fn check_completion(body: &[u8]) -> Result<(), String> {
+    let not_object = || "response is not a JSON object".to_string();
+    let fields: crate::raw::Fields = serde_json::from_slice(body).map_err(|_| not_object())?;
+    if fields.get("error").is_some() {
+        let whole: Map<String, Value> = serde_json::from_slice(body).map_err(|_| not_object())?;
+        return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&whole)));
     }
-    match body.get("choices") {
-        Some(Value::Array(choices)) if choices.iter().all(Value::is_object) => Ok(()),
-        Some(_) => Err("`choices` is not an array of objects".into()),
-        None => Err("the response has no `choices`".into()),
+    let choices = fields.get("choices").ok_or_else(|| "the response has no `choices`".to_string())?;
+    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(choices.get()) {
+        Ok(list) if list.iter().all(|c| c.get().starts_with('{')) => Ok(()),
+        _ => Err("`choices` is not an array of objects".into()),
     }
 }
 
@@ -199,15 +197,20 @@ mod tests {
     #[test]
     fn a_completion_must_have_choices_and_no_error() {
         let ok = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]});
-        let obj = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let obj = |v: Value| v.to_string().into_bytes();
         assert_eq!(check_completion(&obj(ok)), Ok(()));
         for bad in [
             json!({"error": {"message": "quota exceeded", "type": "insufficient_quota"}}),
             json!({"object": "chat.completion"}),
             json!({"choices": "no"}),
             json!({"choices": [1]}),
+            json!({"choices": [{"a": 1}, "x"]}),
+            json!([1]),
         ] {
             assert!(check_completion(&obj(bad.clone())).is_err(), "{bad}");
         }
+        assert!(check_completion(b"not json").is_err());
+        let said = check_completion(&obj(json!({"error": {"message": "quota exceeded"}})));
+        assert!(said.is_err_and(|m| m.contains("quota exceeded")));
     }
 }

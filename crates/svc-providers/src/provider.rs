@@ -16,9 +16,22 @@ pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Map<String, Value>, Prov
 
 /// A non-streaming reply: an OpenAI `chat.completion` object (its `usage` holds the token counts).
 #[derive(Debug, Clone)]
-pub struct Reply {
-    /// The response body.
-    pub body: Map<String, Value>,
+pub enum Reply {
+    /// Made by the gateway: translated from another provider's answer, or the mock's.
+    Object(Map<String, Value>),
+    /// An OpenAI-compatible upstream's answer as it sent it, checked to be a completion (an object with
+    /// `choices`, an array of objects, and no `error`) without being parsed further.
+    Json(bytes::Bytes),
+}
+
+impl Reply {
+    /// The reply as an object (parsing an upstream's bytes).
+    pub fn into_object(self) -> Result<Map<String, Value>, serde_json::Error> {
+        match self {
+            Reply::Object(m) => Ok(m),
+            Reply::Json(bytes) => serde_json::from_slice(&bytes),
+        }
+    }
 }
 
 /// One configured upstream model.

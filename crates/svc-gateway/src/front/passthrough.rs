@@ -10,8 +10,6 @@
 use super::Api;
 use crate::error::ApiError;
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use svc_budget::Usage;
 use svc_providers::usage::Reported;
@@ -24,51 +22,7 @@ fn cap_field(api: Api) -> &'static str {
     }
 }
 
-/// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
-pub(crate) struct Fields<'a>(pub(crate) Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
-                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                    fields.push(entry);
-                }
-                Ok(Fields(fields))
-            }
-        }
-        d.deserialize_map(Visit)
-    }
-}
-
-/// Writes an object of `fields`, each value replaced by `replace(key)` when that says so, else as written.
-pub(crate) fn write_fields<'v>(
-    fields: &'v [(String, &'v RawValue)],
-    mut replace: impl FnMut(&str) -> Option<Vec<u8>>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2);
-    out.push(b'{');
-    for (i, (key, value)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        // A key is a string; writing one cannot fail.
-        let _ = serde_json::to_writer(&mut out, key);
-        out.push(b':');
-        match replace(key) {
-            Some(v) => out.extend_from_slice(&v),
-            None => out.extend_from_slice(value.get().as_bytes()),
-        }
-    }
-    out.push(b'}');
-    out
-}
+pub(crate) use svc_providers::raw::{write_fields, Fields};
 
 /// The body to send upstream: the client's bytes with `model` set to `upstream_model` and the output cap
 /// lowered to `cap` when the client asked for more (or set to it when the client asked for none). Every other

@@ -296,7 +296,7 @@ impl Call<'_> {
     async fn answer(&self, settle: Settle, answer: Answer, meter: Meter) -> Result<Response, ApiError> {
         let (chunks, encoder) = match answer {
             Answer::Reply(reply) => {
-                let bytes = upstream::reply(settle, meter, reply.body, self.api).await?;
+                let bytes = upstream::reply(settle, meter, reply, self.api).await?;
                 return Ok(json_response(bytes));
             }
             Answer::Raw(body) => {

@@ -28,7 +28,8 @@ use std::time::Duration;
 use svc_budget::Usage;
 use svc_config::StreamSettings;
 use svc_providers::passthrough::{EventStream, RawEvent};
-use svc_providers::{estimate, usage, ChunkStream};
+use svc_providers::raw::write_with;
+use svc_providers::{estimate, usage, ChunkStream, Reply};
 use tokio::time::{Instant, Sleep};
 
 /// The OpenAI `usage` object of `u`.
@@ -51,7 +52,13 @@ fn log_fault(settle: &Settle, metered: &Metered) {
 /// Finishes a non-streaming call: meter, settle, restore the alias, serialize. When the upstream's usage is
 /// missing or not believed, the response carries the counts that were charged as its `usage`, so every
 /// answer has the spec 2.5 shape and what the client is shown is what was recorded.
-pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>, api: Api) -> Result<Bytes, ApiError> {
+pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Result<Bytes, ApiError> {
+    let mut body = match (reply, api) {
+        (Reply::Json(bytes), Api::Chat) => return chat_json(settle, meter, &bytes).await,
+        (reply, _) => {
+            reply.into_object().map_err(|_| ApiError::internal("the upstream's answer is not a JSON object"))?
+        }
+    };
     let completion = || body.get("choices").map(estimate::completion_tokens).unwrap_or(0);
     let metered = meter.judge(usage::read(body.get("usage")), completion);
     log_fault(&settle, &metered);
@@ -61,6 +68,28 @@ pub async fn reply(settle: Settle, meter: Meter, mut body: Map<String, Value>, a
     body.insert("model".into(), Value::String(settle.route.alias.clone()));
     settle.finish(metered.usage, 200).await;
     serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
+}
+
+/// Finishes a chat completion answered in the client's own API: the upstream's bytes with `model` (and
+/// `usage`, when the upstream's count was not believed) replaced; only those two fields are parsed (`choices`
+/// too when usage must be estimated).
+async fn chat_json(settle: Settle, meter: Meter, body: &[u8]) -> Result<Bytes, ApiError> {
+    let bad = || ApiError::internal("the upstream's answer is not a JSON object");
+    let fields: Fields = serde_json::from_slice(body).map_err(|_| bad())?;
+    let parse = |key: &str| fields.get(key).and_then(|v| serde_json::from_str::<Value>(v.get()).ok());
+    let metered = meter.judge(usage::read(parse("usage").as_ref()), || {
+        parse("choices").map(|c| estimate::completion_tokens(&c)).unwrap_or(0)
+    });
+    log_fault(&settle, &metered);
+    let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
+    let usage = if metered.as_reported { None } else { serde_json::to_vec(&usage_json(metered.usage)).ok() };
+    let mut set: Vec<(&str, &[u8])> = vec![("model", &alias)];
+    if let Some(usage) = &usage {
+        set.push(("usage", usage));
+    }
+    let out = write_with(&fields.0, &set);
+    settle.finish(metered.usage, 200).await;
+    Ok(Bytes::from(out))
 }
 
 /// Finishes a passed-through call: meter the upstream's own usage, settle, put the client's name in `model`

@@ -136,7 +136,7 @@ impl Anthropic {
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
         let body: Map<String, Value> = response::to_chat_completion(&msg, &d.upstream_model, created).map_err(bad)?;
-        Ok(Reply { body })
+        Ok(Reply::Object(body))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {

@@ -86,7 +86,7 @@ async fn streamed_and_plain_answers_agree_and_carry_the_headers() {
     fake.push(Canned::Message(tool_message()));
     let d = deployment(&fake);
 
-    let reply = within(d.chat(request(&body(false)))).await.unwrap().body;
+    let reply = within(d.chat(request(&body(false)))).await.unwrap().into_object().unwrap();
     let stream = within(d.chat_stream(request(&body(true)))).await.unwrap();
     let (chunks, error) = collect(stream).await;
     assert!(error.is_none(), "{error:?}");
