@@ -10,10 +10,10 @@
 
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use rand::Rng;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use svc_budget::{BudgetDuration, Money};

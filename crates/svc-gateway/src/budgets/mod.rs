@@ -26,8 +26,8 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::EventSink;
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use svc_budget::{

@@ -8,7 +8,7 @@
 //! anything. An OS crash (not a process crash) may lose the records of the last seconds, as SQLite's WAL with
 //! `synchronous=NORMAL` can. A lock file keeps two processes from using one node's journal.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ impl Journal {
         }
         let seq = segments.last().map(|(s, _)| s + 1).unwrap_or(0);
         let file = Self::create_segment(dir, &stem, seq).map_err(io)?;
-        let active = Active { file, seq, bytes: 0, appended: HashMap::from([(seq, 0)]), done: HashMap::new() };
+        let active = Active { file, seq, bytes: 0, appended: [(seq, 0)].into_iter().collect(), done: HashMap::new() };
         let journal = Journal { dir: dir.to_path_buf(), stem, inner: Mutex::new(active), _lock: lock };
         Ok((journal, Replay { records, segments: segments.into_iter().map(|(_, p)| p).collect() }))
     }

@@ -13,7 +13,7 @@
 
 use crate::events::EventSink;
 use crate::health::{announce, Health, Outcome, Subject};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -16,9 +16,10 @@ pub mod fleet;
 
 use crate::auth::Principal;
 use crate::error::ApiError;
+use foldhash::HashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 
