@@ -72,11 +72,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
                 buf.push_str("\":");
                 match value {
                     Field::Str(s) => json_str(&mut buf, s),
-                    Field::Uint(n) => {
-                        let _ = write!(buf, "{n}");
-                    }
-                    Field::Fixed { value, scale } => fixed(&mut buf, *value, *scale),
-                    Field::Bool(b) => buf.push_str(if *b { "true" } else { "false" }),
+                    other => scalar(&mut buf, other),
                 }
             }
             buf.push_str(",\"target\":\"svc::request\"}\n");
@@ -111,12 +107,20 @@ fn fields_text(buf: &mut String, fields: &[(&str, Option<Field<'_>>)]) {
             Field::Str(s) => {
                 let _ = write!(buf, "{s:?}");
             }
-            Field::Uint(n) => {
-                let _ = write!(buf, "{n}");
-            }
-            Field::Fixed { value, scale } => fixed(buf, *value, *scale),
-            Field::Bool(b) => buf.push_str(if *b { "true" } else { "false" }),
+            other => scalar(buf, other),
         }
+    }
+}
+
+/// A value that is not a string, written the same in text and JSON.
+fn scalar(buf: &mut String, value: &Field<'_>) {
+    match value {
+        Field::Str(_) => {}
+        Field::Uint(n) => {
+            let _ = write!(buf, "{n}");
+        }
+        Field::Fixed { value, scale } => fixed(buf, *value, *scale),
+        Field::Bool(b) => buf.push_str(if *b { "true" } else { "false" }),
     }
 }
 
