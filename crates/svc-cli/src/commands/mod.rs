@@ -129,7 +129,7 @@ pub const LOG_LINES_WAITING: usize = 8192;
 /// formatting, not a write to stderr on the request's thread, and a stderr that is slow or full never stalls a
 /// request: past [`LOG_LINES_WAITING`] lines waiting, lines are dropped (and the writer says how many). Keep the
 /// returned guard until the process ends; dropping it writes what is waiting.
-pub fn init_logging(format: svc_config::LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+pub fn init_logging(format: svc_config::LogFormat) -> LogGuard {
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_LINES_WAITING)
         .lossy(true)
@@ -153,5 +153,17 @@ pub fn init_logging(format: svc_config::LogFormat) -> tracing_appender::non_bloc
         }
         svc_config::LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
     };
-    guard
+    LogGuard { _writer: guard }
+}
+
+/// Held until the process ends: dropping it writes the request lines still gathered, then what waits for the
+/// writer thread.
+pub struct LogGuard {
+    _writer: tracing_appender::non_blocking::WorkerGuard,
+}
+
+impl Drop for LogGuard {
+    fn drop(&mut self) {
+        svc_gateway::observe::line::flush();
+    }
 }

@@ -7,11 +7,31 @@
 //! The writer is installed by the binary ([`install`]) with the log's format; without one (in-process tests)
 //! the line goes through `tracing` as a message. Either way `RUST_LOG` decides whether target `svc::request`
 //! is written at all.
+//!
+//! Lines are gathered and handed to the writer every [`FLUSH_EVERY`] (or at [`FLUSH_BYTES`]) by a thread of
+//! their own, not one by one: handing over a line wakes the writer's thread, and at one request at a time that
+//! was a thread wake-up per request. A line may so reach stderr up to 100 ms late, and `kill -9` loses the
+//! lines of the last 100 ms (never spend: that is in the journal). At most [`MAX_WAITING`] bytes wait; beyond
+//! that lines are dropped and counted, as the writer drops lines when stderr does not keep up. [`flush`] at
+//! exit writes what waits.
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How often waiting lines are handed to the writer.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// ... or as soon as this much waits.
+pub const FLUSH_BYTES: usize = 64 << 10;
+/// The most that waits; lines beyond are dropped.
+pub const MAX_WAITING: usize = 4 << 20;
+
+/// Lines formatted and not yet handed to the writer.
+static WAITING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// Lines dropped because [`MAX_WAITING`] bytes were waiting (reported with the next flush).
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Takes one whole line.
 pub type WriteLine = Box<dyn Fn(&[u8]) + Send + Sync>;
@@ -26,9 +46,49 @@ pub struct LineSink {
 
 static SINK: OnceLock<LineSink> = OnceLock::new();
 
-/// Sends request lines to `sink` from now on (the first call wins).
+/// Sends request lines to `sink` from now on (the first call wins), from a thread that hands them over every
+/// [`FLUSH_EVERY`].
 pub fn install(sink: LineSink) {
-    let _ = SINK.set(sink);
+    if SINK.set(sink).is_ok() {
+        let flusher = std::thread::Builder::new().name("svc-request-log".into()).spawn(|| loop {
+            std::thread::sleep(FLUSH_EVERY);
+            flush();
+        });
+        if let Err(e) = flusher {
+            tracing::error!(error = %e, "cannot start the request log's thread: request lines are written at 64 KiB");
+        }
+    }
+}
+
+/// Hands the lines waiting to the writer (at exit, before the writer's own guard is dropped).
+pub fn flush() {
+    let Some(sink) = SINK.get() else { return };
+    let chunk = match WAITING.lock() {
+        Ok(mut w) if !w.is_empty() => std::mem::replace(&mut *w, Vec::with_capacity(4096)),
+        _ => Vec::new(),
+    };
+    if !chunk.is_empty() {
+        (sink.write)(&chunk);
+    }
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    if dropped > 0 {
+        tracing::warn!(lines = dropped, "request lines dropped: more than 4 MiB of them waited for stderr");
+    }
+}
+
+/// Adds one whole line to those waiting; hands them over at once past [`FLUSH_BYTES`].
+fn wait(sink: &LineSink, line: &[u8]) {
+    let Ok(mut w) = WAITING.lock() else { return };
+    if w.len() + line.len() > MAX_WAITING {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    w.extend_from_slice(line);
+    if w.len() >= FLUSH_BYTES {
+        let chunk = std::mem::replace(&mut *w, Vec::with_capacity(4096));
+        drop(w);
+        (sink.write)(&chunk);
+    }
 }
 
 /// A field's value.
@@ -82,7 +142,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
             fields_text(&mut buf, fields);
             buf.push('\n');
         }
-        (sink.write)(buf.as_bytes());
+        wait(sink, buf.as_bytes());
         // A rare huge line (a long client-chosen session id) does not keep its buffer.
         if buf.capacity() > 8192 {
             *buf = String::with_capacity(512);
