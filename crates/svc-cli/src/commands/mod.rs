@@ -136,13 +136,12 @@ pub fn init_logging(format: svc_config::LogFormat) -> LogGuard {
         .finish(std::io::stderr());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
-    // Request lines are formatted by the gateway itself (the cheaper formatter) and share this writer, so they
-    // keep their place among the other lines.
-    let lines = writer.clone();
+    // Request lines are formatted by the gateway itself (the cheaper formatter) and written in runs by its own
+    // thread, through the process's stderr lock (as the writer thread writes), so lines never cut into each other.
     svc_gateway::observe::line::install(svc_gateway::observe::line::LineSink {
         json: format == svc_config::LogFormat::Json,
-        write: Box::new(move |line| {
-            let _ = std::io::Write::write_all(&mut lines.clone(), line);
+        write: Box::new(|lines| {
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines);
         }),
     });
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer);

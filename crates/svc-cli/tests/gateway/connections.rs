@@ -130,6 +130,11 @@ async fn sigterm_with_a_half_sent_request_exits_within_the_deadline_and_keeps_sp
     assert_eq!(code, Some(0), "svc did not exit within 15 s of SIGTERM; log:\n{}", g.log.lock().unwrap().join("\n"));
     assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
     assert!(closed_within(&mut half, Duration::from_secs(1)).await.is_some());
+    // The answered request has its line in the log (gathered lines are written every 100 ms and at exit).
+    let log = g.log.clone();
+    let logged =
+        eventually(5, || log.lock().unwrap().iter().any(|l| l.contains(&answered) && l.contains("request_id"))).await;
+    assert!(logged, "no request line for {answered}");
 
     // The gateway is gone: what it wrote at shutdown is in the store itself, not only in its journal.
     let store = svc_store::Store::connect(&g.db_url()).await.unwrap();

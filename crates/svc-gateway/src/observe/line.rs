@@ -8,67 +8,89 @@
 //! the line goes through `tracing` as a message. Either way `RUST_LOG` decides whether target `svc::request`
 //! is written at all.
 //!
-//! Lines are gathered and handed to the writer every [`FLUSH_EVERY`] (or at [`FLUSH_BYTES`]) by a thread of
-//! their own, not one by one: handing over a line wakes the writer's thread, and at one request at a time that
-//! was a thread wake-up per request. A line may so reach stderr up to 100 ms late, and `kill -9` loses the
-//! lines of the last 100 ms (never spend: that is in the journal). At most [`MAX_WAITING`] bytes wait; beyond
-//! that lines are dropped and counted, as the writer drops lines when stderr does not keep up. [`flush`] at
-//! exit writes what waits.
+//! Lines are gathered in one buffer and written by a thread of their own every [`FLUSH_EVERY`], or as soon as
+//! [`FLUSH_BYTES`] wait: handing each line to a writer thread was a thread wake-up per request at one request at
+//! a time. That thread writes to stderr through the process's stderr lock, so its writes and the other log
+//! lines never cut into each other. A line may reach stderr up to 100 ms late, and `kill -9` loses the lines of
+//! the last 100 ms (never spend: that is in the journal). A stderr that is slow or full stalls only that
+//! thread: at most [`MAX_WAITING`] bytes wait, beyond that lines are dropped and counted. [`flush`] at exit
+//! writes what waits.
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How often waiting lines are handed to the writer.
+/// How often waiting lines are written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// ... or as soon as this much waits.
-pub const FLUSH_BYTES: usize = 64 << 10;
+pub const FLUSH_BYTES: usize = 32 << 10;
 /// The most that waits; lines beyond are dropped.
 pub const MAX_WAITING: usize = 4 << 20;
 
-/// Lines formatted and not yet handed to the writer.
+/// Lines formatted and not yet written.
 static WAITING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-/// Lines dropped because [`MAX_WAITING`] bytes were waiting (reported with the next flush).
+/// Wakes the writing thread before its time when [`FLUSH_BYTES`] wait.
+static FULL: Condvar = Condvar::new();
+/// Lines dropped because [`MAX_WAITING`] bytes were waiting (reported by the next write).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Takes one whole line.
-pub type WriteLine = Box<dyn Fn(&[u8]) + Send + Sync>;
+/// Writes whole lines (to stderr, blocking: it runs on the request log's own thread, never a request's).
+pub type WriteLines = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// Where request lines go, and in which format.
 pub struct LineSink {
     /// JSON (`server.log_format: json`) or text.
     pub json: bool,
-    /// Takes one whole line, newline included (the log's non-blocking writer: never waits).
-    pub write: WriteLine,
+    /// Writes a run of whole lines, newlines included.
+    pub write: WriteLines,
 }
 
 static SINK: OnceLock<LineSink> = OnceLock::new();
 
-/// Sends request lines to `sink` from now on (the first call wins), from a thread that hands them over every
-/// [`FLUSH_EVERY`].
+/// Sends request lines to `sink` from now on (the first call wins), from a thread of their own.
 pub fn install(sink: LineSink) {
-    if SINK.set(sink).is_ok() {
-        let flusher = std::thread::Builder::new().name("svc-request-log".into()).spawn(|| loop {
-            std::thread::sleep(FLUSH_EVERY);
-            flush();
-        });
-        if let Err(e) = flusher {
-            tracing::error!(error = %e, "cannot start the request log's thread: request lines are written at 64 KiB");
+    if SINK.set(sink).is_err() {
+        return;
+    }
+    let writer = std::thread::Builder::new().name("svc-request-log".into()).spawn(|| {
+        let mut spare = Vec::new();
+        loop {
+            {
+                let Ok(mut w) = WAITING.lock() else { return };
+                if w.len() < FLUSH_BYTES {
+                    w = match FULL.wait_timeout(w, FLUSH_EVERY) {
+                        Ok((w, _)) => w,
+                        Err(_) => return,
+                    };
+                }
+                std::mem::swap(&mut *w, &mut spare);
+            }
+            write_out(&mut spare);
         }
+    });
+    if let Err(e) = writer {
+        tracing::error!(error = %e, "cannot start the request log's thread: request lines are written at exit only");
     }
 }
 
-/// Hands the lines waiting to the writer (at exit, before the writer's own guard is dropped).
+/// Writes the lines waiting (at exit).
 pub fn flush() {
-    let Some(sink) = SINK.get() else { return };
-    let chunk = match WAITING.lock() {
-        Ok(mut w) if !w.is_empty() => std::mem::replace(&mut *w, Vec::with_capacity(4096)),
-        _ => Vec::new(),
+    let mut taken = match WAITING.lock() {
+        Ok(mut w) => std::mem::take(&mut *w),
+        Err(_) => return,
     };
-    if !chunk.is_empty() {
-        (sink.write)(&chunk);
+    write_out(&mut taken);
+}
+
+/// Writes `lines` and empties them (keeping their buffer, up to twice [`FLUSH_BYTES`]); reports drops.
+fn write_out(lines: &mut Vec<u8>) {
+    let Some(sink) = SINK.get() else { return };
+    if !lines.is_empty() {
+        (sink.write)(lines);
+        lines.clear();
+        lines.shrink_to(2 * FLUSH_BYTES);
     }
     let dropped = DROPPED.swap(0, Ordering::Relaxed);
     if dropped > 0 {
@@ -76,18 +98,17 @@ pub fn flush() {
     }
 }
 
-/// Adds one whole line to those waiting; hands them over at once past [`FLUSH_BYTES`].
-fn wait(sink: &LineSink, line: &[u8]) {
+/// Adds one whole line to those waiting, and wakes the writing thread once [`FLUSH_BYTES`] wait.
+fn wait(line: &[u8]) {
     let Ok(mut w) = WAITING.lock() else { return };
     if w.len() + line.len() > MAX_WAITING {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
+    let before = w.len();
     w.extend_from_slice(line);
-    if w.len() >= FLUSH_BYTES {
-        let chunk = std::mem::replace(&mut *w, Vec::with_capacity(4096));
-        drop(w);
-        (sink.write)(&chunk);
+    if before < FLUSH_BYTES && w.len() >= FLUSH_BYTES {
+        FULL.notify_one();
     }
 }
 
@@ -142,7 +163,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
             fields_text(&mut buf, fields);
             buf.push('\n');
         }
-        wait(sink, buf.as_bytes());
+        wait(buf.as_bytes());
         // A rare huge line (a long client-chosen session id) does not keep its buffer.
         if buf.capacity() > 8192 {
             *buf = String::with_capacity(512);
