@@ -141,16 +141,24 @@ impl OpenAi {
 
 /// Whether a 200 body is a chat completion: not an error object, and a `choices` array of objects. The
 /// error says what is wrong.
-/// Whether `body` is a completion, read as deep as that takes: its top-level fields, and the first character
-/// of each choice.
+/// Whether `body` is a completion, read as deep as that takes: `error` and `choices` (each choice to its first
+/// character); every other field is skipped without being kept.
 fn check_completion(body: &[u8]) -> Result<(), String> {
+    /// The two fields looked at.
+    #[derive(serde::Deserialize)]
+    struct Shape<'a> {
+        #[serde(default)]
+        error: Option<serde::de::IgnoredAny>,
+        #[serde(borrow, default)]
+        choices: Option<&'a serde_json::value::RawValue>,
+    }
     let not_object = || "response is not a JSON object".to_string();
-    let fields: crate::raw::Fields = serde_json::from_slice(body).map_err(|_| not_object())?;
-    if fields.get("error").is_some() {
+    let shape: Shape = serde_json::from_slice(body).map_err(|_| not_object())?;
+    if shape.error.is_some() {
         let whole: Map<String, Value> = serde_json::from_slice(body).map_err(|_| not_object())?;
         return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&whole)));
     }
-    let choices = fields.get("choices").ok_or_else(|| "the response has no `choices`".to_string())?;
+    let choices = shape.choices.ok_or_else(|| "the response has no `choices`".to_string())?;
     match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(choices.get()) {
         Ok(list) if list.iter().all(|c| c.get().starts_with('{')) => Ok(()),
         _ => Err("`choices` is not an array of objects".into()),

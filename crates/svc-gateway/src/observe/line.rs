@@ -197,9 +197,7 @@ fn fields_text(buf: &mut String, fields: &[(&str, Option<Field<'_>>)]) {
 fn scalar(buf: &mut String, value: &Field<'_>) {
     match value {
         Field::Str(_) => {}
-        Field::Uint(n) => {
-            let _ = write!(buf, "{n}");
-        }
+        Field::Uint(n) => uint(buf, *n),
         Field::Fixed { value, scale } => fixed(buf, *value, *scale),
         Field::Bool(b) => buf.push_str(if *b { "true" } else { "false" }),
     }
@@ -213,7 +211,7 @@ fn fixed(buf: &mut String, value: i64, scale: u32) {
     }
     let v = value.unsigned_abs();
     let unit = 10u64.pow(scale);
-    let _ = write!(buf, "{}", v / unit);
+    uint(buf, v / unit);
     let mut frac = v % unit;
     if frac == 0 {
         return;
@@ -281,6 +279,23 @@ fn timestamp(buf: &mut String, now: SystemTime) {
     }
 }
 
+/// `n` in decimal (without `fmt`'s machinery: this is most of a line's numbers).
+fn uint(buf: &mut String, mut n: u64) {
+    let mut out = [b'0'; 20];
+    let mut i = out.len();
+    loop {
+        i -= 1;
+        out[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &b in &out[i..] {
+        buf.push(char::from(b));
+    }
+}
+
 /// `value` in `width` decimal digits, zero-padded (its last `width` digits if it has more).
 fn digits(buf: &mut String, mut value: u64, width: usize) {
     let mut out = [b'0'; 8];
@@ -345,6 +360,8 @@ mod tests {
             ("a", Some(Field::Str("x y"))),
             ("b", None),
             ("c", Some(Field::Uint(7))),
+            ("c0", Some(Field::Uint(0))),
+            ("cmax", Some(Field::Uint(u64::MAX))),
             ("d", Some(Field::Fixed { value: 25, scale: 2 })),
             ("e", Some(Field::Bool(true))),
             ("g", Some(Field::Fixed { value: 123, scale: 9 })),
@@ -353,6 +370,6 @@ mod tests {
             ("j", Some(Field::Fixed { value: -5, scale: 1 })),
         ];
         fields_text(&mut buf, &fields);
-        assert_eq!(buf, " a=\"x y\" c=7 d=0.25 e=true g=0.000000123 h=12.5 i=3 j=-0.5");
+        assert_eq!(buf, " a=\"x y\" c=7 c0=0 cmax=18446744073709551615 d=0.25 e=true g=0.000000123 h=12.5 i=3 j=-0.5");
     }
 }
