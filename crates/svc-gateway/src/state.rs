@@ -125,7 +125,8 @@ async fn open_journal(config: &Config, store: &Store) -> Result<Option<Arc<Journ
             (dir, config.fleet.name.clone())
         }
         svc_store::Backend::Sqlite => {
-            let Some(file) = svc_store::sqlite_path(&config.server.database_url) else { return Ok(None) };
+            // The file of the store in use (not the config's URL: a caller may hand over another store).
+            let Some(file) = store.sqlite_file() else { return Ok(None) };
             let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let dir = match file.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),

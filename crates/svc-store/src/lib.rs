@@ -52,6 +52,8 @@ pub struct Store {
     wal: Option<std::sync::Arc<wal::Wal>>,
     /// The URL, for the connections a pool cannot give (PostgreSQL `LISTEN`); `None` on SQLite.
     pg_url: Option<std::sync::Arc<str>>,
+    /// The database file (SQLite on a file only).
+    sqlite_file: Option<std::sync::Arc<std::path::Path>>,
 }
 
 /// Which database a [`Store`] talks to.
@@ -112,6 +114,7 @@ impl Store {
         if backend == Backend::Sqlite {
             file::prepare(url).await?;
         }
+        let sqlite_file = file::sqlite_path(url).map(std::sync::Arc::from);
         let url = match backend {
             Backend::Sqlite if !url.contains("mode=") => {
                 let sep = if url.contains('?') { '&' } else { '?' };
@@ -172,12 +175,17 @@ impl Store {
             }
         };
         let pg_url = (backend == Backend::Postgres).then(|| std::sync::Arc::from(url.as_str()));
-        Ok(Store { pool, writer, backend, wal, pg_url })
+        Ok(Store { pool, writer, backend, wal, pg_url, sqlite_file })
     }
 
     /// The backend in use.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// The SQLite database's file (`None` for PostgreSQL and an in-memory database).
+    pub fn sqlite_file(&self) -> Option<&std::path::Path> {
+        self.sqlite_file.as_deref()
     }
 
     /// Whether the database answers a trivial query.
