@@ -3,7 +3,7 @@
 //! answers 401. Secrets are compared as SHA-256 digests; the master key in constant time.
 
 use crate::error::ApiError;
-use crate::keys::{hash_secret, VirtualKey};
+use crate::keys::{hash_secret, KeyHash, VirtualKey};
 use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap};
@@ -80,15 +80,24 @@ pub async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal,
             return Ok(Principal::Master);
         }
     }
-    let invalid = || ApiError::unauthorized("Invalid API key.");
-    let key = state.keys.resolve(&digest, &state.store).await.ok_or_else(invalid)?;
+    live_key(state, &digest, || ApiError::unauthorized("Invalid API key.")).await.map(Principal::Key)
+}
+
+/// The virtual key with hash `digest` when it may be used: `unknown()` when there is none, 401 when it is
+/// revoked or expired.
+pub(crate) async fn live_key(
+    state: &AppState,
+    digest: &KeyHash,
+    unknown: impl FnOnce() -> ApiError,
+) -> Result<Arc<VirtualKey>, ApiError> {
+    let key = state.keys.resolve(digest, &state.store).await.ok_or_else(unknown)?;
     if key.revoked {
         return Err(ApiError::unauthorized("This API key has been revoked."));
     }
     if key.expires.is_some_and(|e| e <= chrono::Utc::now()) {
         return Err(ApiError::unauthorized("Expired key."));
     }
-    Ok(Principal::Key(key))
+    Ok(key)
 }
 
 /// Middleware: puts the [`Principal`] in the request extensions or answers 401. A request without a key may

@@ -18,6 +18,19 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 
+/// A query parameter `param` that must be a whole number from `min` to `max` (`default` when absent), else 400
+/// naming it.
+pub(crate) fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) -> Result<i64, ApiError> {
+    let Some(text) = text else { return Ok(default) };
+    match text.trim().parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(ApiError::bad_request(
+            format!("`{param}` must be a whole number from {min} to {max}, not `{text}`"),
+            Some(param.into()),
+        )),
+    }
+}
+
 /// Reads a body of at most `limit` bytes (413 in the OpenAI shape beyond it).
 pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, limit).collect().await {

@@ -63,15 +63,7 @@ pub async fn recent(
     ApiQuery(q): ApiQuery<RecentQuery>,
 ) -> Answer {
     p.require_master()?;
-    let limit = match q.limit.as_deref() {
-        None => 50,
-        Some(text) => text.trim().parse::<i64>().ok().filter(|n| (1..=MAX_EVENTS).contains(n)).ok_or_else(|| {
-            ApiError::bad_request(
-                format!("`limit` must be a whole number from 1 to {MAX_EVENTS}, not `{text}`"),
-                Some("limit".into()),
-            )
-        })?,
-    };
+    let limit = super::bounded(q.limit.as_deref(), "limit", 50, 1, MAX_EVENTS)?;
     let state = match q.state.as_deref() {
         None | Some("") => None,
         Some(text) => Some(DeliveryState::parse(text).ok_or_else(|| {

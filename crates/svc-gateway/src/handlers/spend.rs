@@ -3,7 +3,7 @@
 use crate::admin::Admin;
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::handlers::ApiQuery;
+use crate::handlers::{bounded, ApiQuery};
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;
@@ -49,18 +49,6 @@ pub fn parse_time(text: &str, param: &str) -> Result<i64, ApiError> {
         Ok(ms)
     } else {
         Err(bad("is out of range (years 1970 to 9999)"))
-    }
-}
-
-/// A whole number from `min` to `max` given as `param`, else 400 naming it.
-fn bounded(text: Option<&str>, param: &str, default: i64, min: i64, max: i64) -> Result<i64, ApiError> {
-    let Some(text) = text else { return Ok(default) };
-    match text.trim().parse::<i64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(ApiError::bad_request(
-            format!("`{param}` must be a whole number from {min} to {max}, not `{text}`"),
-            Some(param.into()),
-        )),
     }
 }
 

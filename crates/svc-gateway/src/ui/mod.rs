@@ -159,13 +159,7 @@ async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
 /// The read-only view of the team of the virtual key with this hash; 401 for anything but a live key.
 async fn team_role(s: &AppState, digest: crate::keys::KeyHash) -> Result<Role, ApiError> {
     let wrong = || ApiError::unauthorized("That is neither the master key nor a virtual key of this gateway.");
-    let key = s.keys.resolve(&digest, &s.store).await.ok_or_else(wrong)?;
-    if key.revoked {
-        return Err(ApiError::unauthorized("This API key has been revoked."));
-    }
-    if key.expires.is_some_and(|e| e <= chrono::Utc::now()) {
-        return Err(ApiError::unauthorized("Expired key."));
-    }
+    let key = crate::auth::live_key(s, &digest, wrong).await?;
     Ok(Role::Team { key: digest, team_id: key.team_id.clone() })
 }
 
