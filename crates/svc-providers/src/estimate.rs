@@ -98,8 +98,8 @@ pub fn prompt_bound(req: &ChatRequest, body_bytes: usize) -> u64 {
     (body_bytes as u64).saturating_add(media).saturating_add(1_024)
 }
 
-/// The conservative estimate of the completion tokens in a reply's choices (the text, refusals, reasoning
-/// and tool-call arguments of every choice).
+/// The conservative estimate of the completion tokens of a reply's generated content (chat `choices`,
+/// Messages `content`, Responses `output`: the text, refusals, reasoning and tool-call arguments in it).
 pub fn completion_tokens(choices: &Value) -> u64 {
     let mut total = 0u64;
     visit_generated(choices, &mut |s| total = total.saturating_add(conservative(s)));

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 
 /// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
 pub struct Fields<'a>(pub Vec<(String, &'a RawValue)>);
@@ -28,10 +29,11 @@ impl<'de> Deserialize<'de> for Fields<'de> {
     }
 }
 
-/// Writes an object of `fields`, each value replaced by `replace(key)` when that says so, else as written.
-pub fn write_fields<'v>(
-    fields: &'v [(String, &'v RawValue)],
-    mut replace: impl FnMut(&str) -> Option<Vec<u8>>,
+/// Writes an object of `fields`, each value replaced by `replace(key)` (JSON text) when that says so, else as
+/// written.
+pub fn write_fields<'r>(
+    fields: &[(String, &RawValue)],
+    mut replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2);
     out.push(b'{');
@@ -61,21 +63,27 @@ impl<'a> Fields<'a> {
 /// Writes an object of `fields` with each of `set` (key, JSON text) in place of the value of that key, or
 /// added at the end when the object has no such key.
 pub fn write_with(fields: &[(String, &RawValue)], set: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut out = write_fields(fields, |k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| v.to_vec()));
+    let mut out = write_fields(fields, |k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
     for (key, value) in set {
-        if fields.iter().any(|(k, _)| k == key) {
-            continue;
+        if !fields.iter().any(|(k, _)| k == key) {
+            append(&mut out, key, value);
         }
-        out.pop();
-        if out.len() > 1 {
-            out.push(b',');
-        }
-        let _ = serde_json::to_writer(&mut out, key);
-        out.push(b':');
-        out.extend_from_slice(value);
-        out.push(b'}');
     }
     out
+}
+
+/// Adds `key` with the JSON text `value` at the end of the object written in `out` (`{…}` → `{…,"key":value}`,
+/// or `{"key":value}` for an empty object).
+pub fn append(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    out.pop();
+    if out.len() > 1 {
+        out.push(b',');
+    }
+    // A key is a string; writing one cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+    out.extend_from_slice(value);
+    out.push(b'}');
 }
 
 #[cfg(test)]

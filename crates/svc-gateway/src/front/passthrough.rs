@@ -22,6 +22,8 @@ fn cap_field(api: Api) -> &'static str {
     }
 }
 
+use std::borrow::Cow;
+use svc_providers::raw::append;
 pub(crate) use svc_providers::raw::{write_fields, Fields};
 
 /// The body to send upstream: the client's bytes with `model` set to `upstream_model` and the output cap
@@ -36,20 +38,15 @@ pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> 
     let mut capped = false;
     let mut out = write_fields(&fields, |key| {
         if key == "model" {
-            return Some(model.clone());
+            return Some(Cow::Borrowed(&model[..]));
         }
         let c = cap.filter(|_| key == field)?;
         capped = true;
         let asked = fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
-        asked.is_none_or(|a| a > c).then(|| c.to_string().into_bytes())
+        asked.is_none_or(|a| a > c).then(|| Cow::Owned(c.to_string().into_bytes()))
     });
     if let (Some(c), false) = (cap, capped) {
-        // `{…}` → `{…,"field":c}` (or `{"field":c}` for an empty object).
-        out.pop();
-        if out.len() > 1 {
-            out.push(b',');
-        }
-        out.extend_from_slice(format!("\"{field}\":{c}}}").as_bytes());
+        append(&mut out, field, c.to_string().as_bytes());
     }
     Ok(Bytes::from(out))
 }

@@ -168,8 +168,8 @@ impl PassStream {
         let Fields(inner) = serde_json::from_str(raw.get()).ok()?;
         look(self, &inner);
         let alias = &self.alias_json;
-        let rewritten = write_fields(&inner, |k| (k == "model").then(|| alias.clone()));
-        Some(write_fields(&top, |k| (k == outer).then(|| rewritten.clone())))
+        let rewritten = write_fields(&inner, |k| (k == "model").then_some(Cow::Borrowed(&alias[..])));
+        Some(write_fields(&top, |k| (k == outer).then_some(Cow::Borrowed(&rewritten[..]))))
     }
 
     /// The end of a stream cut at its completion cap (the upstream's own end was not forwarded).

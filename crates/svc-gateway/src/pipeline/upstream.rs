@@ -23,6 +23,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::time::Duration;
 use svc_budget::Usage;
@@ -54,7 +55,7 @@ fn log_fault(settle: &Settle, metered: &Metered) {
 /// answer has the spec 2.5 shape and what the client is shown is what was recorded.
 pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Result<Bytes, ApiError> {
     let mut body = match (reply, api) {
-        (Reply::Json(bytes), Api::Chat) => return chat_json(settle, meter, &bytes).await,
+        (Reply::Json(bytes), Api::Chat) => return raw_reply(settle, meter, &bytes, api, None).await,
         (reply, _) => {
             reply.into_object().map_err(|_| ApiError::internal("the upstream's answer is not a JSON object"))?
         }
@@ -70,31 +71,12 @@ pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Resu
     serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
-/// Finishes a chat completion answered in the client's own API: the upstream's bytes with `model` (and
-/// `usage`, when the upstream's count was not believed) replaced; only those two fields are parsed (`choices`
-/// too when usage must be estimated).
-async fn chat_json(settle: Settle, meter: Meter, body: &[u8]) -> Result<Bytes, ApiError> {
-    let bad = || ApiError::internal("the upstream's answer is not a JSON object");
-    let fields: Fields = serde_json::from_slice(body).map_err(|_| bad())?;
-    let parse = |key: &str| fields.get(key).and_then(|v| serde_json::from_str::<Value>(v.get()).ok());
-    let metered = meter.judge(usage::read(parse("usage").as_ref()), || {
-        parse("choices").map(|c| estimate::completion_tokens(&c)).unwrap_or(0)
-    });
-    log_fault(&settle, &metered);
-    let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
-    let usage = if metered.as_reported { None } else { serde_json::to_vec(&usage_json(metered.usage)).ok() };
-    let mut set: Vec<(&str, &[u8])> = vec![("model", &alias)];
-    if let Some(usage) = &usage {
-        set.push(("usage", usage));
-    }
-    let out = write_with(&fields.0, &set);
-    settle.finish(metered.usage, 200).await;
-    Ok(Bytes::from(out))
-}
-
-/// Finishes a passed-through call: meter the upstream's own usage, settle, put the client's name in `model`
-/// (spliced into the upstream's bytes: only `usage`, `id` and `model` are parsed) and remember a Responses id
-/// in `homes`.
+/// Finishes a call whose answer stays in the upstream's bytes: an OpenAI-compatible chat completion, or a
+/// passed-through answer. Only the top-level fields are read and only `usage`, `id` and the generated content
+/// (when usage must be estimated) are parsed; the client's name goes into `model`, and a Responses id is
+/// remembered in `homes`. A chat completion is made to look as [`reply`] makes a translated one: `model` and,
+/// when the upstream's count was not believed, the `usage` charged, added when missing. A passed-through answer
+/// keeps its own shape: only an existing `model` is replaced.
 pub async fn raw_reply(
     settle: Settle,
     meter: Meter,
@@ -103,23 +85,33 @@ pub async fn raw_reply(
     homes: Option<&ResponseHomes>,
 ) -> Result<Bytes, ApiError> {
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
-    let Fields(fields) = serde_json::from_slice(body).map_err(|_| bad())?;
-    let field = |key: &str| {
-        fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<Value>(v.get()).ok())
+    let fields: Fields = serde_json::from_slice(body).map_err(|_| bad())?;
+    let field = |key: &str| fields.get(key).and_then(|v| serde_json::from_str::<Value>(v.get()).ok());
+    let chat = api == Api::Chat;
+    let reported = if chat {
+        usage::read(field("usage").as_ref())
+    } else {
+        passthrough::reply_usage(api, field("usage").as_ref())
     };
-    let reported = passthrough::reply_usage(api, field("usage").as_ref());
     let metered = meter.judge(reported, || {
-        let mut tokens = 0u64;
-        let generated = field("content").or_else(|| field("output")).unwrap_or(Value::Null);
-        estimate::visit_generated(&generated, &mut |t| tokens = tokens.saturating_add(estimate::conservative(t)));
-        tokens
+        let generated = if chat { field("choices") } else { field("content").or_else(|| field("output")) };
+        generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)
     });
     log_fault(&settle, &metered);
     if let (Some(homes), Some(Value::String(id))) = (homes, field("id")) {
         homes.record(&id, &settle.route);
     }
     let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
-    let out = write_fields(&fields, |k| (k == "model").then(|| alias.clone()));
+    let out = if chat {
+        let usage = if metered.as_reported { None } else { serde_json::to_vec(&usage_json(metered.usage)).ok() };
+        let mut set: Vec<(&str, &[u8])> = vec![("model", &alias)];
+        if let Some(usage) = &usage {
+            set.push(("usage", usage));
+        }
+        write_with(&fields.0, &set)
+    } else {
+        write_fields(&fields.0, |k| (k == "model").then_some(Cow::Borrowed(&alias[..])))
+    };
     settle.finish(metered.usage, 200).await;
     Ok(Bytes::from(out))
 }
