@@ -67,8 +67,7 @@ async fn run(
             attempts: Attempts::default(),
             refusal: Refusal::of(e.kind()),
         };
-        line.log();
-        state.metrics.request(&line);
+        line.record(&state.metrics);
         let mut resp = e.into_response();
         resp.extensions_mut().insert(Logged);
         resp

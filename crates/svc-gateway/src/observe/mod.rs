@@ -111,8 +111,14 @@ impl RequestLine<'_> {
         self.first_byte.unwrap_or(self.latency).saturating_sub(self.attempts.waited)
     }
 
+    /// Writes the line and counts the request in `metrics`: what every request that ends does.
+    pub fn record(&self, metrics: &Metrics) {
+        self.log();
+        metrics.request(self);
+    }
+
     /// Writes the line (target `svc::request`, level info; never a secret: a key is named by its alias).
-    pub fn log(&self) {
+    fn log(&self) {
         use line::Field::{Bool, Str, Uint};
         let key = self.principal.and_then(Principal::key);
         let master = matches!(self.principal, Some(Principal::Master));

@@ -91,8 +91,7 @@ impl Settle {
             attempts: self.attempts,
             refusal: None,
         };
-        line.log();
-        self.state.metrics.request(&line);
+        line.record(&self.state.metrics);
         let record = SpendRecord {
             record_id: uuid::Uuid::now_v7().to_string(),
             node: Some(self.state.config.fleet.node.clone()),
