@@ -254,12 +254,11 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        // 18 parameters a row; 512 rows (the spend writer's largest batch) stay under SQLite's and PostgreSQL's
-        // parameter limits. One statement is atomic by itself: a batch that fits in one skips BEGIN/COMMIT, a
-        // round trip each to the database.
-        // Chunks of a power of two rows (13 = 8 + 4 + 1): a statement's text depends only on its row count, so
-        // the connection's statement cache holds all ten and a batch is never parsed again (parsing a statement
-        // of many rows cost more than inserting them).
+        // Chunks of a power of two rows (13 = 8 + 4 + 1), at most 512 (18 parameters a row stay under SQLite's
+        // and PostgreSQL's parameter limits): a statement's text depends only on its row count, so the
+        // connection's statement cache holds all ten and a batch is never parsed again (parsing a statement of
+        // many rows cost more than inserting them). One statement is atomic by itself: a batch of one chunk skips
+        // BEGIN/COMMIT, a round trip each to the database.
         const ROWS: usize = 512;
         self.restart_wal_if_due().await;
         let mut chunks = Vec::new();
