@@ -392,17 +392,17 @@ impl<S: OutboxStore> DestinationLoop<S> {
         // This is attempt number `attempt`; the row has `max_attempts` in all.
         let attempt = item.attempts.saturating_add(1);
         let result = self.deliverer.deliver(self.dest, &d).await;
+        let outcome = match &result {
+            Ok(()) => DeliveryOutcome::Delivered,
+            Err(e) if e.is_transient() && attempt < self.max_attempts => DeliveryOutcome::Retry,
+            Err(_) => DeliveryOutcome::Dead,
+        };
         if let Some(o) = self.deliverer.observer() {
-            let outcome = match &result {
-                Ok(()) => DeliveryOutcome::Delivered,
-                Err(e) if e.is_transient() && attempt < self.max_attempts => DeliveryOutcome::Retry,
-                Err(_) => DeliveryOutcome::Dead,
-            };
             o.delivery(name, outcome);
         }
-        match result {
-            Ok(()) => Next::Delivered,
-            Err(e) if e.is_transient() && attempt < self.max_attempts => {
+        match (result, outcome) {
+            (Ok(()), _) => Next::Delivered,
+            (Err(e), DeliveryOutcome::Retry) => {
                 let wait = self.policy.delay_before(attempt + 1, e.retry_after());
                 tracing::warn!(destination = name, id, attempt, max_attempts = self.max_attempts, ?wait, error = %e, "delivery failed, will retry");
                 let at = self.clock.now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
@@ -414,7 +414,7 @@ impl<S: OutboxStore> DestinationLoop<S> {
                     }
                 }
             }
-            Err(e) => {
+            (Err(e), _) => {
                 tracing::error!(destination = name, id, attempt, max_attempts = self.max_attempts, error = %e, "delivery failed for good");
                 match self.store.mark_dead(id, name, &e.to_string()).await {
                     Ok(()) => Next::Continue,
