@@ -29,12 +29,7 @@ OUT=$ROOT/target/bench/callgrind-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap stop_children EXIT
 trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"

@@ -1,4 +1,12 @@
-# Helpers shared by bench/run.sh and bench/fleet.sh (sourced).
+# Helpers shared by the bench/*.sh scripts (sourced).
+
+# Kills the benchmark's children ($PIDS), waits for them and removes its scratch folder ($WORK): every script's
+# exit trap.
+stop_children() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
 
 # Waits (at most 30 s) for `listening on http://ADDR` in log $1; prints ADDR.
 wait_listening() {

@@ -43,10 +43,8 @@ PIDS=()
 STAMP=$(date +%s)
 DBS=("svc_bench_${STAMP}_fleet" "svc_bench_${STAMP}_remote")
 cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    stop_children
     for db in "${DBS[@]}"; do psql -q "$PG/test" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; done
-    rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

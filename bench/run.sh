@@ -78,13 +78,7 @@ cleanup() {
     if [[ -n $HALT_POLL_BEFORE ]]; then
         echo "$HALT_POLL_BEFORE" >"$HALT_POLL" || echo "bench/run.sh: could not restore $HALT_POLL to $HALT_POLL_BEFORE" >&2
     fi
-    for p in "${PIDS[@]}"; do
-        kill "$p" 2>/dev/null || true
-    done
-    for p in "${PIDS[@]}"; do
-        wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$WORK"
+    stop_children
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
