@@ -503,4 +503,31 @@ pub(crate) mod tests {
         assert_eq!(written(&h.store).await, ["e"]);
         Ok(())
     }
+
+    #[tokio::test]
+    async fn a_journaled_single_node_flushes_on_demand_and_leaves_no_journal_after_a_clean_stop() -> anyhow::Result<()>
+    {
+        let h = Harness::new().await?;
+        let journal_dir = tempfile::tempdir()?;
+        let (journal, _) = Journal::open(journal_dir.path(), "svc.db", "n")?;
+        let journal = Arc::new(journal);
+        let tasks = TaskTracker::new();
+        let writer = SpendWriter::start_journaled(h.store.clone(), &tasks, journal.clone(), None);
+        for id in ["a", "b", "c"] {
+            assert!(writer.record(record(id)).await, "durable once journaled");
+        }
+        let journaled = std::fs::read_dir(journal_dir.path())?.filter_map(Result::ok).count();
+        assert_eq!(journaled, 2, "a lock file and the segment holding the records");
+        // Records wait up to LINGER for company; a flush writes them at once.
+        assert!(writer.flush().await);
+        assert_eq!(written(&h.store).await, ["a", "b", "c"]);
+        // A clean stop deletes the written segment: nothing is replayed at the next start.
+        drop(writer);
+        tasks.close();
+        assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
+        drop(journal);
+        let (_again, replay) = Journal::open(journal_dir.path(), "svc.db", "n")?;
+        assert!(replay.records.is_empty());
+        Ok(())
+    }
 }
