@@ -10,7 +10,11 @@
 # out. valgrind counts instructions, not time, so the figure repeats on a busy machine (this one's `perf`
 # cannot count instructions).
 #
-# Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), BENCH_NO_BUILD=1.
+# CALLGRIND_PEAK=1 sends the requests over 64 connections at once instead (closed loop, as bench/run.sh's peak):
+# the figure at peak, where the gateway's batching (spend writes, log lines) has company to batch.
+#
+# Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), CALLGRIND_PEAK=1,
+# BENCH_NO_BUILD=1.
 # Output: one line per target and the ratio; everything under target/bench/callgrind-<time>/.
 set -euo pipefail
 
@@ -36,6 +40,8 @@ source "$ROOT/bench/common.sh"
 NGINX=$(need_nginx)
 STREAM=()
 [[ ${CALLGRIND_STREAM:-0} == 1 ]] && STREAM=(--stream)
+MEASURE=(--measure latency)
+[[ ${CALLGRIND_PEAK:-0} == 1 ]] && MEASURE=(--measure peak --concurrency 64)
 
 taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
 UP_PID=$!; PIDS+=("$UP_PID")
@@ -45,9 +51,9 @@ MASTER="sk-master-bench-$(date +%s%N)"
 # Total instructions of a finished callgrind run (its `summary:` line).
 instructions() { awk '/^summary:/ {print $2}' "$1"; }
 
-# $3 requests in sequence to $1 with key $2.
+# $3 requests to $1 with key $2 (in sequence, or over 64 connections with CALLGRIND_PEAK=1).
 load() {
-    SVC_BENCH_KEY=$2 timeout 900 "$BIN/svc-bench" run --label callgrind --url "$1" --measure latency \
+    SVC_BENCH_KEY=$2 timeout 900 "$BIN/svc-bench" run --label callgrind --url "$1" "${MEASURE[@]}" \
         --requests "$3" --duration 3600 --warmup 0 "${STREAM[@]}" >>"$OUT/load.txt"
 }
 
@@ -90,12 +96,14 @@ echo "== svc: $N and $((5 * N)) requests under callgrind" >&2
 SVC_1=$(svc_run "$N"); SVC_5=$(svc_run $((5 * N)))
 echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
 NGX_1=$(nginx_run "$N"); NGX_5=$(nginx_run $((5 * N)))
-python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" <<'EOF' | tee "$OUT/report.txt"
+python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" <<'EOF' | tee "$OUT/report.txt"
 import sys
-n, s1, s5, g1, g5, stream = int(sys.argv[1]), *map(int, sys.argv[2:6]), sys.argv[6] == "1"
+n, s1, s5, g1, g5 = int(sys.argv[1]), *map(int, sys.argv[2:6])
+stream, peak = sys.argv[6] == "1", sys.argv[7] == "1"
 svc, ngx = (s5 - s1) / (4 * n), (g5 - g1) / (4 * n)
 kind = "streamed" if stream else "non-streaming"
-print(f"{kind} chat completions, user-space instructions per request (difference of {n} and {5*n} requests):")
+how = "64 connections at once" if peak else "in sequence"
+print(f"{kind} chat completions {how}, user-space instructions per request (difference of {n} and {5*n} requests):")
 print(f"  svc   {svc:>10,.0f}   ({s1:,} and {s5:,} in all)")
 print(f"  nginx {ngx:>10,.0f}   ({g1:,} and {g5:,} in all)")
 print(f"  svc / nginx: {svc / ngx:.1f}x")

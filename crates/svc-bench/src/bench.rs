@@ -56,7 +56,7 @@ pub struct Plan {
     pub stream: bool,
     /// How long to measure.
     pub duration: Duration,
-    /// Closed loop at concurrency 1: stop after this many requests (if earlier than `duration`).
+    /// Closed loops (latency, peak): stop after this many requests in all (if earlier than `duration`).
     pub requests: Option<u64>,
     /// Open loop: requests per second.
     pub rate: f64,
@@ -125,7 +125,7 @@ async fn load(target: &Target, plan: &Plan, duration: Duration, requests: Option
     Ok(match plan.measure {
         Measure::Latency => measure::closed(target, 1, duration, requests).await,
         Measure::Open => measure::open(target, plan.rate, duration).await?,
-        Measure::Peak => measure::closed(target, plan.concurrency, duration, None).await,
+        Measure::Peak => measure::closed(target, plan.concurrency, duration, requests).await,
     })
 }
 

@@ -82,7 +82,7 @@ struct RunArgs {
     /// Seconds of the open-loop measurement (default: --duration).
     #[arg(long)]
     open_duration: Option<f64>,
-    /// Closed loop at concurrency 1: stop after this many requests if that comes before --duration.
+    /// Closed loops (latency, peak): stop after this many requests in all if that comes before --duration.
     #[arg(long)]
     requests: Option<u64>,
     /// Open loop: requests per second.
