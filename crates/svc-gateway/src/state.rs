@@ -10,7 +10,6 @@ use crate::pipeline::spend_writer::SpendWriter;
 use crate::rate::RateLimits;
 use crate::readiness::Readiness;
 use std::sync::Arc;
-use std::time::Duration;
 use svc_config::Config;
 use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerOptions};
 use svc_store::Store;
@@ -160,13 +159,7 @@ impl AppState {
         events: Option<Arc<dyn EventSink>>,
         clock: Clock,
     ) -> Result<AppState, StateError> {
-        let client = reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| StateError::Client(e.to_string()))?;
+        let client = svc_providers::UpstreamClient::new().map_err(|e| StateError::Client(e.to_string()))?;
         let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
         let models = ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?;
         crate::admin::sync_teams(&store, &config).await?;

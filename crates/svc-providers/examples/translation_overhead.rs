@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
     let calls: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(5000);
     let openai = FakeOpenAi::start_on("127.0.0.1:0", Behaviour { record: false, ..Behaviour::default() }).await?;
     let anthropic = FakeAnthropic::start(Some("k")).await?;
-    let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let client = svc_providers::UpstreamClient::new().map_err(|e| anyhow::anyhow!(e))?;
     let dep = |upstream: Upstream| Deployment {
         id: "bench".into(),
         upstream_model: "m".into(),

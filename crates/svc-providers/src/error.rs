@@ -31,20 +31,3 @@ pub enum ProviderError {
     #[error("{message}")]
     Unsupported { message: String, param: Option<String> },
 }
-
-impl ProviderError {
-    /// Classifies a reqwest error: timeouts apart, everything before an answer is "unreachable".
-    pub(crate) fn from_reqwest(deployment: &str, timeout: Duration, e: &reqwest::Error) -> ProviderError {
-        if e.is_timeout() {
-            ProviderError::Timeout { deployment: deployment.to_string(), after: timeout }
-        } else {
-            let mut detail = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                detail = format!("{detail}: {s}");
-                source = s.source();
-            }
-            ProviderError::Unreachable { deployment: deployment.to_string(), detail }
-        }
-    }
-}

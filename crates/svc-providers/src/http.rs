@@ -4,8 +4,11 @@
 //!
 //! What this file does not do: parse an error body (each provider knows its own shape).
 
+use crate::client::{Answer, Call, UpstreamClient};
 use crate::{Deployment, ProviderError};
-use reqwest::header::HeaderValue;
+use ::http::header::HeaderValue;
+use bytes::Bytes;
+use std::future::Future;
 use std::time::Duration;
 
 /// The most of an error body that is read.
@@ -13,7 +16,7 @@ pub const MAX_ERROR_BODY: usize = 64 * 1024;
 /// How long reading an error body may take.
 pub const ERROR_BODY_TIME: Duration = Duration::from_secs(5);
 
-/// An upstream credential ready for its header: marked sensitive (hyper and reqwest never log it) and
+/// An upstream credential ready for its header: marked sensitive (hyper never logs it) and
 /// redacted in `Debug`.
 #[derive(Clone)]
 pub struct ApiKey(HeaderValue);
@@ -48,46 +51,77 @@ impl std::fmt::Debug for ApiKey {
     }
 }
 
-/// Sends `rb` to deployment `d` and returns the answer when it is a success, else the provider's error made by
-/// `status_error`. A call is bounded as a whole by the deployment's timeout (reading its body too); a stream
-/// only until its headers, since a stream may legitimately run longer.
-pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
-    d: &Deployment,
-    rb: reqwest::RequestBuilder,
-    stream: bool,
-    status_error: impl FnOnce(reqwest::Response) -> F,
-) -> Result<reqwest::Response, ProviderError> {
-    let resp = if stream {
-        match tokio::time::timeout(d.timeout, rb.send()).await {
-            Ok(r) => r.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?,
-            Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+/// Sends `call` to deployment `d` and returns the whole body of its answer when it is a success, else the
+/// provider's error made by `status_error`. The call is bounded as a whole by `timeout` (reading its body too).
+pub(crate) async fn fetch<F: Future<Output = ProviderError>>(
+    client: &UpstreamClient,
+    deployment: &str,
+    timeout: Duration,
+    call: Call,
+    status_error: impl FnOnce(Answer) -> F,
+) -> Result<Bytes, ProviderError> {
+    let exchange = async {
+        let answer = client.send(call).await.map_err(|e| transport_error(deployment, timeout, &*e))?;
+        if !answer.status().is_success() {
+            return Err(status_error(answer).await);
         }
-    } else {
-        rb.timeout(d.timeout).send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?
+        answer.bytes().await.map_err(|e| transport_error(deployment, timeout, &e))
     };
-    if !resp.status().is_success() {
-        return Err(status_error(resp).await);
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(ProviderError::Timeout { deployment: deployment.to_string(), after: timeout }),
     }
-    Ok(resp)
 }
 
-/// The whole body of a call's answer (within the call's timeout).
-pub(crate) async fn body(d: &Deployment, resp: reqwest::Response) -> Result<bytes::Bytes, ProviderError> {
-    resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))
+/// Sends `call` to deployment `d` and returns the answer, its body still to read, when it is a success, else
+/// the provider's error made by `status_error`. Bounded by the deployment's timeout until the answer's headers
+/// (a stream may legitimately run longer; the gateway bounds it).
+pub(crate) async fn open<F: Future<Output = ProviderError>>(
+    client: &UpstreamClient,
+    d: &Deployment,
+    call: Call,
+    status_error: impl FnOnce(Answer) -> F,
+) -> Result<Answer, ProviderError> {
+    let answer = match tokio::time::timeout(d.timeout, client.send(call)).await {
+        Ok(answer) => answer.map_err(|e| transport_error(&d.id, d.timeout, &*e))?,
+        Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+    };
+    if !answer.status().is_success() {
+        return Err(status_error(answer).await);
+    }
+    Ok(answer)
+}
+
+/// A failure of the transport: a timeout, or else "unreachable" with every cause named.
+pub(crate) fn transport_error(
+    deployment: &str,
+    timeout: Duration,
+    e: &(dyn std::error::Error + 'static),
+) -> ProviderError {
+    if crate::client::is_timeout(e) {
+        return ProviderError::Timeout { deployment: deployment.to_string(), after: timeout };
+    }
+    let mut detail = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        detail = format!("{detail}: {s}");
+        source = s.source();
+    }
+    ProviderError::Unreachable { deployment: deployment.to_string(), detail }
 }
 
 /// The status, `Retry-After` (seconds) and at most [`MAX_ERROR_BODY`] bytes of an error answer's body, read
 /// within [`ERROR_BODY_TIME`] (what arrived by then is kept).
-pub async fn error_body(mut resp: reqwest::Response) -> (u16, Option<u64>, Vec<u8>) {
-    let status = resp.status().as_u16();
-    let retry_after = resp
+pub async fn error_body(mut answer: Answer) -> (u16, Option<u64>, Vec<u8>) {
+    let status = answer.status().as_u16();
+    let retry_after = answer
         .headers()
-        .get(reqwest::header::RETRY_AFTER)
+        .get(::http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let mut body = Vec::new();
     let read = async {
-        while let Ok(Some(chunk)) = resp.chunk().await {
+        while let Ok(Some(chunk)) = answer.chunk().await {
             let room = MAX_ERROR_BODY - body.len();
             body.extend_from_slice(&chunk[..chunk.len().min(room)]);
             if body.len() >= MAX_ERROR_BODY {
@@ -95,7 +129,7 @@ pub async fn error_body(mut resp: reqwest::Response) -> (u16, Option<u64>, Vec<u
             }
         }
     };
-    // Dropping the response at the end closes the connection of a body that was not read to its end.
+    // Dropping the answer at the end closes the connection of a body that was not read to its end.
     let _ = tokio::time::timeout(ERROR_BODY_TIME, read).await;
     (status, retry_after, body)
 }

@@ -5,6 +5,7 @@
 //! What this crate does not know: virtual keys, teams, prices, aliases, HTTP statuses of the gateway.
 
 mod anthropic;
+pub mod client;
 mod error;
 pub mod estimate;
 pub mod http;
@@ -22,6 +23,7 @@ pub mod usage;
 #[doc(hidden)]
 pub use anthropic::fuzzing;
 pub use anthropic::{type_for_status as anthropic_error_type, Anthropic};
+pub use client::UpstreamClient;
 pub use error::ProviderError;
 pub use mock::Mock;
 pub use openai::OpenAi;

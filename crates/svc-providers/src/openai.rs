@@ -3,21 +3,32 @@
 //! checked before it is believed: a 200 whose body is an error object, or has no `choices`, is
 //! [`ProviderError::BadResponse`] (a 502 the gateway may retry), never a completion.
 
+use crate::client::{Answer, Call, UpstreamClient};
 use crate::http::{self, error_body, raw_message, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use ::http::Uri;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug)]
 pub struct OpenAi {
-    client: reqwest::Client,
+    client: UpstreamClient,
     api_base: String,
-    /// `{api_base}/chat/completions`, parsed once (not per request).
-    chat_url: Option<reqwest::Url>,
+    /// The endpoints under `api_base`, parsed once (not per request); `None` when it is not a valid URL.
+    urls: Option<Endpoints>,
     /// `Authorization: Bearer …`; `Err` when the configured key is not a valid header value.
     api_key: Option<Result<ApiKey, ()>>,
+}
+
+/// The URLs called.
+#[derive(Debug)]
+struct Endpoints {
+    chat: Uri,
+    responses: Uri,
+    embeddings: Uri,
+    models: Uri,
 }
 
 /// How long a readiness probe may take.
@@ -25,22 +36,34 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl OpenAi {
     /// An endpoint at `api_base` (e.g. `https://api.openai.com/v1`), sharing the pooled `client`.
-    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<&str>) -> OpenAi {
+    pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>) -> OpenAi {
         let api_base = api_base.trim_end_matches('/').to_string();
-        let chat_url = reqwest::Url::parse(&format!("{api_base}/chat/completions")).ok();
+        let url = |path: &str| format!("{api_base}/{path}").parse::<Uri>().ok();
+        let urls = (|| {
+            Some(Endpoints {
+                chat: url("chat/completions")?,
+                responses: url("responses")?,
+                embeddings: url("embeddings")?,
+                models: url("models")?,
+            })
+        })();
         let api_key = api_key.map(|k| ApiKey::bearer(k).ok_or(()));
-        OpenAi { client, api_base, chat_url, api_key }
+        OpenAi { client, api_base, urls, api_key }
+    }
+
+    /// The endpoints, or the error of an `api_base` that is not a URL.
+    fn urls(&self) -> Result<&Endpoints, ProviderError> {
+        self.urls.as_ref().ok_or_else(|| ProviderError::Unsupported {
+            message: format!("`{}` is not a valid api_base", self.api_base),
+            param: None,
+        })
     }
 
     /// Adds `Authorization` when a key is configured.
-    fn authorize(
-        &self,
-        rb: reqwest::RequestBuilder,
-        deployment: &str,
-    ) -> Result<reqwest::RequestBuilder, ProviderError> {
+    fn authorize(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
         match &self.api_key {
-            None => Ok(rb),
-            Some(Ok(key)) => Ok(rb.header(reqwest::header::AUTHORIZATION, key.header())),
+            None => Ok(call),
+            Some(Ok(key)) => Ok(call.header(::http::header::AUTHORIZATION, key.header())),
             // The key itself is never part of the message.
             Some(Err(())) => Err(ProviderError::Unreachable {
                 deployment: deployment.to_string(),
@@ -54,46 +77,32 @@ impl OpenAi {
         &self.api_base
     }
 
-    fn post(&self, d: &Deployment, body: &ChatRequest) -> Result<reqwest::RequestBuilder, ProviderError> {
+    fn post(&self, d: &Deployment, body: &ChatRequest) -> Result<Call, ProviderError> {
         let bytes = serde_json::to_vec(body.body())
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        let rb = self
-            .client
-            .post(self.chat_url.clone().ok_or_else(|| ProviderError::Unsupported {
-                message: format!("`{}` is not a valid api_base", self.api_base),
-                param: None,
-            })?)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(bytes);
-        self.authorize(rb, &d.id)
+        self.authorize(Call::post_json(self.urls()?.chat.clone(), bytes), &d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
-        let resp = http::exchange(d, self.post(d, &req)?, false, |resp| status_error(&d.id, resp)).await?;
-        let bytes = http::body(d, resp).await?;
+        let call = self.post(d, &req)?;
+        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
         check_completion(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
         Ok(Reply::Json(bytes))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        let resp = http::exchange(d, self.post(d, &req)?, true, |resp| status_error(&d.id, resp)).await?;
-        Ok(Box::pin(sse::json_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes)))
+        let answer = http::open(&self.client, d, self.post(d, &req)?, |a| status_error(&d.id, a)).await?;
+        Ok(Box::pin(sse::json_events(d.id.clone(), answer.into_stream(), d.max_event_bytes)))
     }
 
     /// A Responses or embeddings request passed through to `{api_base}/responses` or `/embeddings`.
     pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
-        let path = match wire {
-            Wire::Embeddings => "embeddings",
-            Wire::Responses | Wire::Messages | Wire::CountTokens => "responses",
+        let url = match wire {
+            Wire::Embeddings => &self.urls()?.embeddings,
+            Wire::Responses | Wire::Messages | Wire::CountTokens => &self.urls()?.responses,
         };
-        let rb = self
-            .client
-            .post(format!("{}/{path}", self.api_base))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(req.body);
-        let rb = self.authorize(rb, &d.id)?;
-        let resp = http::exchange(d, rb, req.stream, |resp| status_error(&d.id, resp)).await?;
-        passthrough::answer(d, resp, req.stream, stream_error).await
+        let call = self.authorize(Call::post_json(url.clone(), req.body), &d.id)?;
+        passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(&d.id, a), stream_error).await
     }
 
     /// `GET {api_base}/responses/{id}`.
@@ -102,19 +111,12 @@ impl OpenAi {
         d: &Deployment,
         id: &str,
     ) -> Result<Map<String, Value>, ProviderError> {
-        let mut url = reqwest::Url::parse(&format!("{}/responses/", self.api_base)).map_err(|_| {
+        let segment = percent_encoding::utf8_percent_encode(id, PATH_SEGMENT);
+        let url = format!("{}/responses/{segment}", self.api_base).parse::<Uri>().map_err(|_| {
             ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
         })?;
-        url.path_segments_mut()
-            .map_err(|()| ProviderError::Unsupported { message: "bad api_base".into(), param: None })?
-            .pop_if_empty()
-            .push(id);
-        let rb = self.authorize(self.client.get(url).timeout(d.timeout), &d.id)?;
-        let resp = rb.send().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
-        if !resp.status().is_success() {
-            return Err(status_error(&d.id, resp).await);
-        }
-        let bytes = resp.bytes().await.map_err(|e| ProviderError::from_reqwest(&d.id, d.timeout, &e))?;
+        let call = self.authorize(Call::get(url), &d.id)?;
+        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),
             _ => Err(ProviderError::BadResponse {
@@ -125,19 +127,24 @@ impl OpenAi {
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
-        let rb = self.client.get(format!("{}/models", self.api_base)).timeout(PROBE_TIMEOUT);
-        let resp = self
-            .authorize(rb, &d.id)?
-            .send()
-            .await
-            .map_err(|e| ProviderError::from_reqwest(&d.id, PROBE_TIMEOUT, &e))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(status_error(&d.id, resp).await)
-        }
+        let call = self.authorize(Call::get(self.urls()?.models.clone()), &d.id)?;
+        http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
     }
 }
+
+/// What is escaped in a path segment: controls, space, and what would end or split the segment.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
 
 /// Whether a 200 body is a chat completion: not an error object, and a `choices` array of objects. The
 /// error says what is wrong.
@@ -175,7 +182,7 @@ fn stream_error(deployment: &str, event: &Value) -> ProviderError {
 }
 
 /// Turns an upstream HTTP error into [`ProviderError::Status`], keeping the upstream's own message.
-async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderError {
+async fn status_error(deployment: &str, resp: Answer) -> ProviderError {
     let (status, retry_after, body) = error_body(resp).await;
     let parsed: Option<Map<String, Value>> = serde_json::from_slice::<Value>(&body).ok().and_then(|v| match v {
         Value::Object(mut m) => match m.remove("error") {

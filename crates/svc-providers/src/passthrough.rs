@@ -5,11 +5,12 @@
 //!
 //! What this file does not do: meter usage or rename the model in the answer (the gateway does both).
 
+use crate::client::{Answer, Call, UpstreamClient};
 use crate::sse::{self, SseError};
 use crate::ProviderError;
+use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use std::pin::Pin;
 
@@ -57,18 +58,21 @@ pub enum Raw {
     Stream(EventStream),
 }
 
-/// The answer of a passed-through request: the whole reply, checked to be an answer, or the stream of events
-/// (an `error` event becomes `on_error`'s error).
-pub(crate) async fn answer(
+/// Sends a passed-through request and returns its answer: the whole reply, checked to be an answer, or the
+/// stream of events (an `error` event becomes `on_error`'s error).
+pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
+    client: &UpstreamClient,
     d: &crate::Deployment,
-    resp: reqwest::Response,
+    call: Call,
     stream: bool,
+    status_error: impl FnOnce(Answer) -> F,
     on_error: fn(&str, &Value) -> ProviderError,
 ) -> Result<Raw, ProviderError> {
     if stream {
-        return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), resp.bytes_stream(), d.max_event_bytes, on_error))));
+        let answer = crate::http::open(client, d, call, status_error).await?;
+        return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), answer.into_stream(), d.max_event_bytes, on_error))));
     }
-    let bytes = crate::http::body(d, resp).await?;
+    let bytes = crate::http::fetch(client, &d.id, d.timeout, call, status_error).await?;
     check_answer(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
     Ok(Raw::Reply(bytes))
 }

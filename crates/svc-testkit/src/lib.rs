@@ -5,6 +5,7 @@
 pub mod anthropic;
 pub mod ntfy;
 pub mod postgres;
+pub mod proxy;
 pub mod responses;
 pub mod upstream;
 pub mod webhook;

@@ -20,6 +20,7 @@ mod health;
 mod keys;
 mod metrics;
 mod passthrough;
+mod proxy;
 mod routing;
 mod store;
 mod streaming;

@@ -120,7 +120,7 @@ impl ModelTable {
     /// Builds the table, one upstream client per deployment sharing the pooled `client`.
     pub fn build(
         config: &Config,
-        client: &reqwest::Client,
+        client: &svc_providers::UpstreamClient,
         metrics: &crate::observe::Metrics,
     ) -> Result<ModelTable, String> {
         let mut t = ModelTable { attempts: 1 + config.gateway.routing.num_retries as usize, ..ModelTable::default() };
@@ -453,7 +453,8 @@ mod tests {
     fn table(yaml: &str) -> ModelTable {
         let config = load_str(yaml, "t.yaml", ConfigSource::Builtin, &|_| None).unwrap_or_else(|e| panic!("{e}"));
         let metrics = crate::observe::Metrics::new(false).unwrap_or_else(|e| panic!("{e}"));
-        ModelTable::build(&config, &reqwest::Client::new(), &metrics).unwrap_or_else(|e| panic!("{e}"))
+        ModelTable::build(&config, &svc_providers::UpstreamClient::new().unwrap_or_else(|e| panic!("{e}")), &metrics)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     const YAML: &str = "\

@@ -24,7 +24,7 @@ const KNOWN_TYPES: [&str; 10] = [
 ];
 
 /// Turns an upstream HTTP error into [`ProviderError::Status`], keeping the upstream's status and message.
-pub(super) async fn status_error(deployment: &str, resp: reqwest::Response) -> ProviderError {
+pub(super) async fn status_error(deployment: &str, resp: crate::client::Answer) -> ProviderError {
     let (status, retry_after, body) = error_body(resp).await;
     let (kind, message) = parse_error_body(status, &body);
     ProviderError::Status {

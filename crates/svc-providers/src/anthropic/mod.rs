@@ -50,24 +50,38 @@ mod request;
 mod response;
 mod stream;
 
+use crate::client::{Call, UpstreamClient};
 use crate::http::{self, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
-use reqwest::header::CONTENT_TYPE;
+use ::http::header::{HeaderName, HeaderValue};
+use ::http::Uri;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// An Anthropic Messages API endpoint.
 pub struct Anthropic {
-    client: reqwest::Client,
+    client: UpstreamClient,
     api_base: String,
+    /// The endpoints under `api_base`, parsed once (not per request); `None` when it is not a valid URL.
+    urls: Option<Endpoints>,
     /// `x-api-key`; `Err` when the configured key is not a valid header value.
     api_key: Option<Result<ApiKey, ()>>,
     default_max_tokens: u32,
 }
 
+/// The URLs called.
+struct Endpoints {
+    messages: Uri,
+    count_tokens: Uri,
+    models: Uri,
+}
+
 /// How long a readiness probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `anthropic-version` header's name.
+const VERSION_HEADER: HeaderName = HeaderName::from_static("anthropic-version");
 
 impl Anthropic {
     /// The public API's base URL.
@@ -78,11 +92,19 @@ impl Anthropic {
     /// An endpoint at `api_base` (e.g. [`Anthropic::DEFAULT_API_BASE`]; a trailing `/` or `/v1` is ignored),
     /// sharing the pooled `client`. `default_max_tokens` is sent when a request sets no `max_tokens`
     /// (the Messages API requires one).
-    pub fn new(client: reqwest::Client, api_base: &str, api_key: Option<&str>, default_max_tokens: u32) -> Anthropic {
+    pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>, default_max_tokens: u32) -> Anthropic {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1").unwrap_or(api_base).to_string();
+        let url = |path: &str| format!("{api_base}{path}").parse::<Uri>().ok();
+        let urls = (|| {
+            Some(Endpoints {
+                messages: url("/v1/messages")?,
+                count_tokens: url("/v1/messages/count_tokens")?,
+                models: url("/v1/models")?,
+            })
+        })();
         let api_key = api_key.map(|k| ApiKey::raw(k).ok_or(()));
-        Anthropic { client, api_base, api_key, default_max_tokens }
+        Anthropic { client, api_base, urls, api_key, default_max_tokens }
     }
 
     /// The base URL.
@@ -90,24 +112,24 @@ impl Anthropic {
         &self.api_base
     }
 
+    /// The endpoints, or the error of an `api_base` that is not a URL.
+    fn urls(&self) -> Result<&Endpoints, ProviderError> {
+        self.urls.as_ref().ok_or_else(|| ProviderError::Unsupported {
+            message: format!("`{}` is not a valid api_base", self.api_base),
+            param: None,
+        })
+    }
+
     /// Adds the version and authentication headers.
-    fn authorize(
-        &self,
-        rb: reqwest::RequestBuilder,
-        deployment: &str,
-    ) -> Result<reqwest::RequestBuilder, ProviderError> {
-        self.with_key(rb.header("anthropic-version", Self::API_VERSION), deployment)
+    fn authorize(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
+        self.with_key(call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION)), deployment)
     }
 
     /// Adds `x-api-key` when a key is configured.
-    fn with_key(
-        &self,
-        rb: reqwest::RequestBuilder,
-        deployment: &str,
-    ) -> Result<reqwest::RequestBuilder, ProviderError> {
+    fn with_key(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
         match &self.api_key {
-            None => Ok(rb),
-            Some(Ok(key)) => Ok(rb.header("x-api-key", key.header())),
+            None => Ok(call),
+            Some(Ok(key)) => Ok(call.header(HeaderName::from_static("x-api-key"), key.header())),
             // The key itself is never part of the message.
             Some(Err(())) => Err(ProviderError::Unreachable {
                 deployment: deployment.to_string(),
@@ -116,22 +138,16 @@ impl Anthropic {
         }
     }
 
-    fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<reqwest::RequestBuilder, ProviderError> {
+    fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        let rb = self
-            .client
-            .post(format!("{}/v1/messages", self.api_base))
-            .header(CONTENT_TYPE, "application/json")
-            .body(bytes);
-        self.authorize(rb, &d.id)
+        self.authorize(Call::post_json(self.urls()?.messages.clone(), bytes), &d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
-        let rb = self.post(d, &req, false)?;
-        let resp = http::exchange(d, rb, false, |resp| error::status_error(&d.id, resp)).await?;
-        let bytes = http::body(d, resp).await?;
+        let call = self.post(d, &req, false)?;
+        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| error::status_error(&d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
@@ -140,46 +156,32 @@ impl Anthropic {
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        let rb = self.post(d, &req, true)?;
-        let resp = http::exchange(d, rb, true, |resp| error::status_error(&d.id, resp)).await?;
+        let call = self.post(d, &req, true)?;
+        let answer = http::open(&self.client, d, call, |a| error::status_error(&d.id, a)).await?;
         let created = chrono::Utc::now().timestamp();
         let state = stream::StreamState::new(d.id.clone(), d.upstream_model.clone(), created, req.wants_stream_usage());
-        Ok(stream::chunks(state, resp.bytes_stream(), d.max_event_bytes))
+        Ok(stream::chunks(state, answer.into_stream(), d.max_event_bytes))
     }
 
     /// A Messages request passed through to `{api_base}/v1/messages` (or `…/count_tokens`), with the client's `anthropic-version`
     /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
     pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
-        let path = if wire == Wire::CountTokens { "/v1/messages/count_tokens" } else { "/v1/messages" };
-        let mut rb = self
-            .client
-            .post(format!("{}{path}", self.api_base))
-            .header(CONTENT_TYPE, "application/json")
-            .body(req.body);
-        let has_version = req.headers.iter().any(|(n, _)| n.as_str() == "anthropic-version");
-        if !has_version {
-            rb = rb.header("anthropic-version", Self::API_VERSION);
+        let url = if wire == Wire::CountTokens { &self.urls()?.count_tokens } else { &self.urls()?.messages };
+        let mut call = Call::post_json(url.clone(), req.body);
+        if !req.headers.iter().any(|(n, _)| *n == VERSION_HEADER) {
+            call = call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION));
         }
         for (name, value) in req.headers {
-            rb = rb.header(name, value);
+            call = call.header(name, value);
         }
-        let rb = self.with_key(rb, &d.id)?;
-        let resp = http::exchange(d, rb, req.stream, |resp| error::status_error(&d.id, resp)).await?;
-        passthrough::answer(d, resp, req.stream, error::stream_error).await
+        let call = self.with_key(call, &d.id)?;
+        passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(&d.id, a), error::stream_error)
+            .await
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
-        let rb = self.client.get(format!("{}/v1/models", self.api_base)).timeout(PROBE_TIMEOUT);
-        let resp = self
-            .authorize(rb, &d.id)?
-            .send()
-            .await
-            .map_err(|e| ProviderError::from_reqwest(&d.id, PROBE_TIMEOUT, &e))?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(error::status_error(&d.id, resp).await)
-        }
+        let call = self.authorize(Call::get(self.urls()?.models.clone()), &d.id)?;
+        http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
     }
 }
 
@@ -197,6 +199,10 @@ impl std::fmt::Debug for Anthropic {
 mod tests {
     use super::*;
 
+    fn client() -> UpstreamClient {
+        UpstreamClient::new().unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn api_base_is_normalised_and_the_key_never_printed() {
         let cases = [
@@ -206,7 +212,7 @@ mod tests {
             ("http://127.0.0.1:9/proxy/v1/", "http://127.0.0.1:9/proxy"),
         ];
         for (given, want) in cases {
-            let a = Anthropic::new(reqwest::Client::new(), given, Some("sk-ant-secret"), 1024);
+            let a = Anthropic::new(client(), given, Some("sk-ant-secret"), 1024);
             assert_eq!(a.api_base(), want);
             assert!(!format!("{a:?}").contains("sk-ant-secret"));
         }

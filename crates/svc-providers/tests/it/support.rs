@@ -33,7 +33,8 @@ pub async fn fake() -> FakeAnthropic {
 
 /// An Anthropic deployment at `base_url` with `key` and `timeout`.
 pub fn deployment_with(base_url: &str, key: Option<&str>, timeout: Duration) -> Deployment {
-    let provider = Anthropic::new(reqwest::Client::new(), base_url, key, DEFAULT_MAX_TOKENS);
+    let provider =
+        Anthropic::new(svc_providers::UpstreamClient::new().expect("client"), base_url, key, DEFAULT_MAX_TOKENS);
     Deployment {
         id: "anthropic-test".into(),
         upstream_model: MODEL.into(),
