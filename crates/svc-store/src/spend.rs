@@ -2,7 +2,7 @@
 //! [`Store::insert_spend_batch`] with the records of many concurrent requests), and the queries that read
 //! them back for `/spend/logs`, `svc spend` and for rebuilding period spend at start.
 
-use crate::{Store, StoreError};
+use crate::{Backend, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use std::borrow::Borrow;
@@ -168,11 +168,19 @@ impl SpendRecord {
     /// in `0..=MAX_RECORD_COST`, latency at least 0. Returns whether anything had to change.
     pub fn clamp(&mut self) -> bool {
         let before = (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms);
-        self.prompt_tokens = self.prompt_tokens.clamp(0, MAX_RECORD_TOKENS);
-        self.completion_tokens = self.completion_tokens.clamp(0, MAX_RECORD_TOKENS);
-        self.cost = self.cost.clamp(0, MAX_RECORD_COST);
-        self.latency_ms = self.latency_ms.max(0);
-        before != (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms)
+        let sane = self.in_range();
+        (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms) = sane;
+        before != sane
+    }
+
+    /// Prompt tokens, completion tokens, cost and latency, each clamped into the range the store accepts.
+    pub fn in_range(&self) -> (i64, i64, i64, i64) {
+        (
+            self.prompt_tokens.clamp(0, MAX_RECORD_TOKENS),
+            self.completion_tokens.clamp(0, MAX_RECORD_TOKENS),
+            self.cost.clamp(0, MAX_RECORD_COST),
+            self.latency_ms.max(0),
+        )
     }
 }
 
@@ -241,6 +249,23 @@ impl<'f> Where<'f> {
     }
 }
 
+/// The text of a spend INSERT of `rows` rows (a power of two up to 512), made once per backend and row count.
+fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
+    use std::sync::OnceLock;
+    static TEXTS: [[OnceLock<String>; 10]; 2] = [const { [const { OnceLock::new() }; 10] }; 2];
+    debug_assert!(rows.is_power_of_two() && rows <= 512);
+    let slot = &TEXTS[usize::from(backend == Backend::Postgres)][rows.trailing_zeros().min(9) as usize];
+    slot.get_or_init(|| {
+        let mut sql = String::from(
+            "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
+             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",
+        );
+        crate::push_values(&mut sql, backend, rows, 18);
+        sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
+        sql
+    })
+}
+
 /// The exact sum of a cost column summed in two parts (`units`, `rest`).
 fn join_sum(units: i64, rest: i64) -> i128 {
     i128::from(units) * i128::from(NANOS) + i128::from(rest)
@@ -272,39 +297,34 @@ impl Store {
         let single = chunks.len() == 1;
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in chunks {
-            let mut sql = String::from(
-                "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
-                 upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",
-            );
-            crate::push_values(&mut sql, self.backend(), chunk.len(), 18);
-            sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
-            let mut q = sqlx::query(&sql);
+            let mut q = sqlx::query(insert_spend_sql(self.backend(), chunk.len()));
             for r in chunk {
                 let r: &SpendRecord = r.borrow();
-                let mut sane = r.clone();
-                if sane.clamp() {
+                // Strings are bound borrowed: no copy per record.
+                let sane = r.in_range();
+                if sane != (r.prompt_tokens, r.completion_tokens, r.cost, r.latency_ms) {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,
                         cost = r.cost, "a spend record out of range was clamped before it was stored");
                 }
                 q = q
-                    .bind(sane.record_id)
-                    .bind(sane.node)
-                    .bind(sane.request_id)
-                    .bind(sane.ts_ms)
-                    .bind(sane.key_id)
-                    .bind(sane.team_id)
-                    .bind(sane.agent_role)
-                    .bind(sane.model_alias)
-                    .bind(sane.upstream_model)
-                    .bind(sane.deployment)
-                    .bind(sane.prompt_tokens)
-                    .bind(sane.completion_tokens)
-                    .bind(sane.cost)
-                    .bind(sane.status)
-                    .bind(sane.latency_ms)
-                    .bind(sane.api)
-                    .bind(sane.client)
-                    .bind(sane.session_id);
+                    .bind(r.record_id.as_str())
+                    .bind(r.node.as_deref())
+                    .bind(r.request_id.as_str())
+                    .bind(r.ts_ms)
+                    .bind(r.key_id.as_deref())
+                    .bind(r.team_id.as_deref())
+                    .bind(r.agent_role.as_deref())
+                    .bind(r.model_alias.as_str())
+                    .bind(r.upstream_model.as_str())
+                    .bind(r.deployment.as_str())
+                    .bind(sane.0)
+                    .bind(sane.1)
+                    .bind(sane.2)
+                    .bind(r.status)
+                    .bind(sane.3)
+                    .bind(r.api.as_deref())
+                    .bind(r.client.as_deref())
+                    .bind(r.session_id.as_deref());
             }
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
