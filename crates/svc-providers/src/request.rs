@@ -15,6 +15,37 @@ pub const MAX_CHOICES: u64 = 128;
 pub struct ChatRequest {
     /// The whole body, in the client's key order.
     body: Map<String, Value>,
+    /// What the gateway reads of the body, read once (each look-up in the body hashes the key) and kept in
+    /// step with it by every change.
+    facts: Facts,
+}
+
+/// The fields the gateway acts on, as the body holds them.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    stream: bool,
+    wants_stream_usage: bool,
+    /// `max_completion_tokens`, else `max_tokens`.
+    max_tokens: Option<u64>,
+    /// `n`, at least 1.
+    choices: u64,
+}
+
+impl Facts {
+    fn of(body: &Map<String, Value>) -> Facts {
+        Facts {
+            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            wants_stream_usage: body
+                .get("stream_options")
+                .and_then(|o| o.get("include_usage"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            max_tokens: ["max_completion_tokens", "max_tokens"]
+                .iter()
+                .find_map(|f| body.get(*f).and_then(Value::as_u64)),
+            choices: body.get("n").and_then(Value::as_u64).unwrap_or(1).max(1),
+        }
+    }
 }
 
 /// A body that is not a valid chat-completions request; `param` names the field.
@@ -88,12 +119,12 @@ impl ChatRequest {
                 _ => return Err(bad(format!("`n` must be an integer from 1 to {MAX_CHOICES}"), "n")),
             },
         }
-        Ok(ChatRequest { body })
+        Ok(ChatRequest::from_body(body))
     }
 
     /// A request made from a body the caller built (translations, tests); not checked.
     pub fn from_body(body: Map<String, Value>) -> ChatRequest {
-        ChatRequest { body }
+        ChatRequest { facts: Facts::of(&body), body }
     }
 
     /// The whole body, in the client's key order.
@@ -108,7 +139,7 @@ impl ChatRequest {
 
     /// How many choices were asked for (`n`, default 1).
     pub fn choices(&self) -> u64 {
-        self.body.get("n").and_then(Value::as_u64).unwrap_or(1).max(1)
+        self.facts.choices
     }
 
     /// The alias (or model id) in `model`.
@@ -118,17 +149,17 @@ impl ChatRequest {
 
     /// Whether the client asked for a stream.
     pub fn stream(&self) -> bool {
-        self.body.get("stream").and_then(Value::as_bool).unwrap_or(false)
+        self.facts.stream
     }
 
     /// Whether the client asked for the usage chunk of a stream.
     pub fn wants_stream_usage(&self) -> bool {
-        self.body.get("stream_options").and_then(|o| o.get("include_usage")).and_then(Value::as_bool).unwrap_or(false)
+        self.facts.wants_stream_usage
     }
 
     /// `max_completion_tokens`, else `max_tokens`.
     pub fn max_tokens(&self) -> Option<u64> {
-        ["max_completion_tokens", "max_tokens"].iter().find_map(|f| self.body.get(*f).and_then(Value::as_u64))
+        self.facts.max_tokens
     }
 
     /// The messages.
@@ -146,6 +177,7 @@ impl ChatRequest {
         };
         if self.max_tokens().is_none_or(|asked| asked > tokens) {
             self.body.insert(field.into(), Value::from(tokens));
+            self.facts.max_tokens = Some(tokens);
         }
     }
 
@@ -164,6 +196,7 @@ impl ChatRequest {
         if let Value::Object(o) = opts {
             o.insert("include_usage".into(), Value::Bool(true));
         }
+        self.facts.wants_stream_usage = true;
     }
 }
 
@@ -205,6 +238,7 @@ mod tests {
         assert!(r.stream() && !r.wants_stream_usage());
         r.set_model("up");
         r.force_stream_usage();
+        assert!(r.wants_stream_usage(), "the facts follow the body");
         let out = serde_json::to_value(&r.body).unwrap_or_default();
         assert_eq!(out["model"], "up");
         assert_eq!(out["seed"], 7);
@@ -218,6 +252,7 @@ mod tests {
         let mut r = parse(r#"{"model":"a","messages":[{"role":"user"}],"max_completion_tokens":9000}"#);
         r.cap_completion_tokens(1024);
         assert_eq!((r.field("max_completion_tokens"), r.field("max_tokens")), (Some(&1024.into()), None));
+        assert_eq!(r.max_tokens(), Some(1024), "the facts follow the body");
         let mut r = parse(r#"{"model":"a","messages":[{"role":"user"}],"max_tokens":100}"#);
         r.cap_completion_tokens(1024);
         assert_eq!(r.max_tokens(), Some(100), "a smaller cap of the client's stays");
