@@ -6,12 +6,14 @@ use crate::error::ApiError;
 use crate::keys::{hash_secret, KeyHash, VirtualKey};
 use crate::state::AppState;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, HeaderName};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
+/// Where Anthropic clients put their key.
+const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub enum Principal {
@@ -60,7 +62,7 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
             _ => Err(ApiError::unauthorized("Malformed API Key passed in. Ensure Key has `Bearer ` prefix.")),
         };
     }
-    if let Some(v) = headers.get("x-api-key") {
+    if let Some(v) = headers.get(&X_API_KEY) {
         return v
             .to_str()
             .ok()

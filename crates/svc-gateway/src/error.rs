@@ -6,7 +6,7 @@
 //! logs: a 5xx answer carries its detail in the response extensions ([`LoggedError`]) and the request
 //! middleware logs it once.
 
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use svc_providers::ProviderError;
@@ -223,7 +223,8 @@ impl IntoResponse for ApiError {
             }
         }
         if self.0.final_refusal {
-            resp.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+            resp.headers_mut()
+                .insert(const { HeaderName::from_static("x-should-retry") }, HeaderValue::from_static("false"));
         }
         resp.extensions_mut().insert(ErrorMessage(self.0.message.clone()));
         if self.0.status.is_server_error() {

@@ -62,7 +62,7 @@ async fn request_context(State(state): State<AppState>, mut req: Request, next: 
     let model_request = ui::stats::is_model_request(req.method(), req.uri().path());
     let id: Arc<str> = req
         .headers()
-        .get("x-request-id")
+        .get(&pipeline::REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(Arc::from)
@@ -85,10 +85,10 @@ async fn request_context(State(state): State<AppState>, mut req: Request, next: 
     let overhead = started.elapsed().saturating_sub(wait);
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&id) {
-        h.insert("x-request-id", v);
+        h.insert(pipeline::REQUEST_ID_HEADER, v);
     }
     if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", overhead.as_secs_f64() * 1000.0)) {
-        h.insert("x-svc-overhead-duration-ms", v);
+        h.insert(pipeline::OVERHEAD_HEADER, v);
     }
     if let Some(LoggedError(message)) = resp.extensions().get::<LoggedError>() {
         tracing::error!(request_id = %id, status = resp.status().as_u16(), %message, "request failed");

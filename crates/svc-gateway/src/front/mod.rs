@@ -18,7 +18,7 @@ mod robustness;
 pub mod sse;
 
 use crate::error::ApiError;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use bytes::Bytes;
 use messages_stream::MessagesStream;
 use passthrough_stream::PassStream;
@@ -182,21 +182,25 @@ pub struct Caller {
 /// The longest client or session name kept.
 const MAX_NAME: usize = 64;
 
+/// Where agents name their session: Claude Code, Codex, and the generic name.
+const SESSION_HEADERS: [HeaderName; 3] = [
+    HeaderName::from_static("x-claude-code-session-id"),
+    HeaderName::from_static("session-id"),
+    HeaderName::from_static("x-session-id"),
+];
+
 impl Caller {
     /// Reads the caller from request headers; values that are not short printable text are not kept.
     pub fn from_headers(headers: &HeaderMap) -> Caller {
-        let text = |name: &str| {
+        let text = |name: &HeaderName| {
             headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
                 .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
         };
-        let client = text("user-agent").map(client_family).filter(|c| !c.is_empty());
-        let session = ["x-claude-code-session-id", "session-id", "x-session-id"]
-            .iter()
-            .find_map(|h| text(h))
-            .map(|s| s.chars().take(MAX_NAME).collect());
+        let client = text(&axum::http::header::USER_AGENT).map(client_family).filter(|c| !c.is_empty());
+        let session = SESSION_HEADERS.iter().find_map(text).map(|s| s.chars().take(MAX_NAME).collect());
         Caller { client, session }
     }
 }

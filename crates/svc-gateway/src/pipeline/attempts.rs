@@ -22,7 +22,7 @@ use crate::health::Outcome;
 use crate::observe::Attempts;
 use crate::state::AppState;
 use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -325,7 +325,7 @@ impl Call<'_> {
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        h.insert(const { HeaderName::from_static("x-accel-buffering") }, HeaderValue::from_static("no"));
         Ok(resp)
     }
 }

@@ -38,7 +38,7 @@ use crate::events::EventSink;
 use crate::front::{Api, Caller, Translated};
 use crate::state::AppState;
 use attempts::Call;
-use axum::http::HeaderValue;
+use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use meter::Meter;
@@ -51,10 +51,15 @@ use svc_providers::{estimate, ChatRequest};
 #[derive(Debug, Clone, Copy)]
 pub struct UpstreamWait(pub Duration);
 
-/// The deployment that served a request (`x-svc-model-id`).
-pub const MODEL_ID_HEADER: &str = "x-svc-model-id";
+/// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
+/// (a name given as text is parsed on every use).
+pub const MODEL_ID_HEADER: HeaderName = HeaderName::from_static("x-svc-model-id");
 /// The completion cap a request was admitted with, when its budget could not pay for the one it asked.
-pub const CAPPED_HEADER: &str = "x-svc-budget-max-tokens";
+pub const CAPPED_HEADER: HeaderName = HeaderName::from_static("x-svc-budget-max-tokens");
+/// The request's id, the client's or the gateway's.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// Time in the gateway minus time waiting for the upstream.
+pub const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-svc-overhead-duration-ms");
 
 /// How a request came in: its client API (the body handed to [`handle`] is already in the pipeline's
 /// chat-completions form), the client's own body and API headers for a pass-through, and who called.
