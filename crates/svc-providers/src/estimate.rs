@@ -55,46 +55,53 @@ pub fn prompt_tokens_plain(req: &ChatRequest) -> u64 {
 }
 
 fn prompt_by(req: &ChatRequest, factor: u64) -> u64 {
-    let messages = req.messages();
-    let mut total = FRAMING.saturating_add(PER_MESSAGE.saturating_mul(messages.len() as u64));
-    let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| req.field(f));
-    for v in messages.iter().chain(fields) {
-        total = total.saturating_add(json_tokens(v).saturating_mul(factor));
+    let parts = req.prompt_parts();
+    FRAMING
+        .saturating_add(PER_MESSAGE.saturating_mul(parts.messages))
+        .saturating_add(parts.json_tokens.saturating_mul(factor))
+        .saturating_add(MEDIA_PART_TOKENS.saturating_mul(parts.media))
+}
+
+/// Counts the bytes [`text_tokens`] counts, as JSON is written into it.
+#[derive(Default)]
+pub(crate) struct Counter {
+    ascii: u64,
+    other: u64,
+}
+
+impl Counter {
+    /// [`text_tokens`] of what was written.
+    pub(crate) fn tokens(&self) -> u64 {
+        self.ascii.div_ceil(4).saturating_add(self.other)
     }
-    total.saturating_add(MEDIA_PART_TOKENS.saturating_mul(media_parts(messages)))
+}
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            self.ascii += u64::from(b < 0x80);
+            self.other += u64::from(b >= 0xC0);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// [`text_tokens`] of `v`'s JSON text, counted as it is written (no string is made).
-fn json_tokens(v: &Value) -> u64 {
-    /// Counts the bytes [`text_tokens`] counts.
-    #[derive(Default)]
-    struct Counter {
-        ascii: u64,
-        other: u64,
-    }
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            for &b in buf {
-                self.ascii += u64::from(b < 0x80);
-                self.other += u64::from(b >= 0xC0);
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+pub(crate) fn json_value_tokens(v: &Value) -> u64 {
     let mut c = Counter::default();
     // Writing to a counter cannot fail.
     let _ = serde_json::to_writer(&mut c, v);
-    c.ascii.div_ceil(4).saturating_add(c.other)
+    c.tokens()
 }
 
 /// The most prompt tokens a request of `body_bytes` bytes could cost: no tokenizer makes more than one token
 /// of a byte of text, and each media part may add up to [`MEDIA_PART_BOUND`]. An upstream reporting more
 /// is not believed.
 pub fn prompt_bound(req: &ChatRequest, body_bytes: usize) -> u64 {
-    let media = media_parts(req.messages()).saturating_mul(MEDIA_PART_BOUND);
+    let media = req.prompt_parts().media.saturating_mul(MEDIA_PART_BOUND);
     (body_bytes as u64).saturating_add(media).saturating_add(1_024)
 }
 
@@ -121,22 +128,6 @@ pub fn visit_generated(value: &Value, f: &mut impl FnMut(&str)) {
         }
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
-}
-
-/// Media parts of chat messages: content parts of type `image_url`, `input_audio`, `file`, `image` or
-/// `document`.
-fn media_parts(messages: &[Value]) -> u64 {
-    messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_array))
-        .flatten()
-        .filter(|p| {
-            matches!(
-                p.get("type").and_then(Value::as_str),
-                Some("image_url" | "input_audio" | "file" | "image" | "document")
-            )
-        })
-        .count() as u64
 }
 
 #[cfg(test)]

@@ -78,7 +78,8 @@ impl OpenAi {
     }
 
     fn post(&self, d: &Deployment, body: &ChatRequest) -> Result<Call, ProviderError> {
-        let bytes = serde_json::to_vec(body.body())
+        let bytes = body
+            .to_json()
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
         self.authorize(Call::post_json(self.urls()?.chat.clone(), bytes), &d.id)
     }

@@ -31,13 +31,20 @@ impl<'de> Deserialize<'de> for Fields<'de> {
 
 /// Writes an object of `fields`, each value replaced by `replace(key)` (JSON text) when that says so, else as
 /// written.
-pub fn write_fields<'r>(
-    fields: &[(String, &RawValue)],
+pub fn write_fields<'r>(fields: &[(String, &RawValue)], replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
+    let size = fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>();
+    write_text_fields(fields.iter().map(|(k, v)| (k.as_str(), v.get())), size, replace)
+}
+
+/// [`write_fields`] of fields given as key and JSON text; `size` is about the size of the object written.
+pub fn write_text_fields<'f, 'r>(
+    fields: impl Iterator<Item = (&'f str, &'f str)>,
+    size: usize,
     mut replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2);
+    let mut out = Vec::with_capacity(size + 64);
     out.push(b'{');
-    for (i, (key, value)) in fields.iter().enumerate() {
+    for (i, (key, value)) in fields.enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -46,7 +53,7 @@ pub fn write_fields<'r>(
         out.push(b':');
         match replace(key) {
             Some(v) => out.extend_from_slice(&v),
-            None => out.extend_from_slice(value.get().as_bytes()),
+            None => out.extend_from_slice(value.as_bytes()),
         }
     }
     out.push(b'}');

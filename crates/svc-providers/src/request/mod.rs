@@ -2,6 +2,12 @@
 //! `stream`, `stream_options`, `max_tokens` / `max_completion_tokens` and `n` are checked, and whose every
 //! other field (tools, tool_choice, response_format, stop, seed, user, logprobs, …) passes through untouched.
 
+mod client;
+
+use client::is_media;
+pub use client::PromptParts;
+
+use client::ClientBody;
 use serde_json::{Map, Value};
 
 /// The largest completion cap a request may ask for (`max_tokens`, `max_completion_tokens`). No model
@@ -13,11 +19,21 @@ pub const MAX_CHOICES: u64 = 128;
 /// A validated chat-completions request body.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
-    /// The whole body, in the client's key order.
-    body: Map<String, Value>,
-    /// What the gateway reads of the body, read once (each look-up in the body hashes the key) and kept in
+    repr: Repr,
+    /// The estimate's reading of the prompt, made on first use (no change the gateway makes touches it).
+    parts: std::sync::OnceLock<PromptParts>,
+    /// What the gateway reads of the body, read once (each look-up in a parsed body hashes the key) and kept in
     /// step with it by every change.
     facts: Facts,
+}
+
+/// Where the body is.
+#[derive(Debug, Clone)]
+enum Repr {
+    /// A body built by a translation (or a test), in its key order.
+    Parsed(Map<String, Value>),
+    /// The client's own bytes ([`ChatRequest::parse`]).
+    Client(ClientBody),
 }
 
 /// The fields the gateway acts on, as the body holds them.
@@ -63,8 +79,14 @@ fn bad(message: impl Into<String>, param: &str) -> RequestError {
 }
 
 impl ChatRequest {
-    /// Parses and checks a request body.
+    /// Reads and checks a client's request body. The body is kept as the client wrote it: only the fields the
+    /// gateway acts on are read, and only the ones it changes are written again.
     pub fn parse(bytes: &[u8]) -> Result<ChatRequest, RequestError> {
+        if let Some(read) = ClientBody::read(bytes) {
+            let (body, facts) = read?;
+            return Ok(ChatRequest { repr: Repr::Client(body), facts, parts: Default::default() });
+        }
+        // Not a JSON object: the full parse words why.
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|e| RequestError { message: format!("request body is not valid JSON: {e}"), param: None })?;
         let Value::Object(body) = value else {
@@ -96,45 +118,36 @@ impl ChatRequest {
             Some(_) => return Err(bad("`messages` must be an array", "messages")),
             None => return Err(bad("missing required field `messages`", "messages")),
         }
-        match body.get("stream") {
-            None | Some(Value::Bool(_)) | Some(Value::Null) => {}
-            Some(_) => return Err(bad("`stream` must be a boolean", "stream")),
-        }
-        for field in ["max_tokens", "max_completion_tokens"] {
-            match body.get(field) {
-                None | Some(Value::Null) => {}
-                Some(v) => match v.as_u64() {
-                    Some(n) if n <= MAX_COMPLETION_TOKENS => {}
-                    Some(_) => {
-                        return Err(bad(format!("`{field}` must be at most {MAX_COMPLETION_TOKENS}"), field));
-                    }
-                    None => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
-                },
-            }
-        }
-        match body.get("n") {
-            None | Some(Value::Null) => {}
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=MAX_CHOICES).contains(&n) => {}
-                _ => return Err(bad(format!("`n` must be an integer from 1 to {MAX_CHOICES}"), "n")),
-            },
-        }
+        client::check_scalars(&body)?;
         Ok(ChatRequest::from_body(body))
     }
 
     /// A request made from a body the caller built (translations, tests); not checked.
     pub fn from_body(body: Map<String, Value>) -> ChatRequest {
-        ChatRequest { facts: Facts::of(&body), body }
+        ChatRequest { facts: Facts::of(&body), repr: Repr::Parsed(body), parts: Default::default() }
     }
 
-    /// The whole body, in the client's key order.
+    /// The whole body, in the client's key order, with the gateway's changes (a client's body is parsed whole
+    /// on the first call).
     pub fn body(&self) -> &Map<String, Value> {
-        &self.body
+        match &self.repr {
+            Repr::Parsed(body) => body,
+            Repr::Client(body) => body.parsed(),
+        }
+    }
+
+    /// The body to send to an upstream of the chat-completions API: a client's own bytes with the changed
+    /// fields written in, or a built body written out.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        match &self.repr {
+            Repr::Parsed(body) => serde_json::to_vec(body),
+            Repr::Client(body) => Ok(body.to_json()),
+        }
     }
 
     /// One field of the body.
     pub fn field(&self, name: &str) -> Option<&Value> {
-        self.body.get(name)
+        self.body().get(name)
     }
 
     /// How many choices were asked for (`n`, default 1).
@@ -144,7 +157,10 @@ impl ChatRequest {
 
     /// The alias (or model id) in `model`.
     pub fn model(&self) -> &str {
-        self.body.get("model").and_then(Value::as_str).unwrap_or_default()
+        match &self.repr {
+            Repr::Parsed(body) => body.get("model").and_then(Value::as_str).unwrap_or_default(),
+            Repr::Client(body) => body.model(),
+        }
     }
 
     /// Whether the client asked for a stream.
@@ -164,39 +180,84 @@ impl ChatRequest {
 
     /// The messages.
     pub fn messages(&self) -> &[Value] {
-        self.body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+        self.body().get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// What an estimate reads of the prompt (see [`crate::estimate`]).
+    pub fn prompt_parts(&self) -> PromptParts {
+        *self.parts.get_or_init(|| self.read_prompt())
+    }
+
+    fn read_prompt(&self) -> PromptParts {
+        match &self.repr {
+            Repr::Client(body) => body.prompt_parts(),
+            Repr::Parsed(body) => {
+                let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
+                let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
+                let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
+                let media = parts.filter(|p| p.get("type").and_then(Value::as_str).is_some_and(is_media));
+                PromptParts {
+                    messages: messages.len() as u64,
+                    json_tokens: json.fold(0, u64::saturating_add),
+                    media: media.count() as u64,
+                }
+            }
+        }
     }
 
     /// Lowers the completion cap to `tokens`: the field the client set (`max_completion_tokens`, else
     /// `max_tokens`) when it asked for more, else `max_tokens`, the one every OpenAI-compatible server knows.
     pub fn cap_completion_tokens(&mut self, tokens: u64) {
-        let field = if self.body.get("max_completion_tokens").is_some_and(|v| !v.is_null()) {
-            "max_completion_tokens"
-        } else {
-            "max_tokens"
-        };
-        if self.max_tokens().is_none_or(|asked| asked > tokens) {
-            self.body.insert(field.into(), Value::from(tokens));
-            self.facts.max_tokens = Some(tokens);
+        if self.max_tokens().is_some_and(|asked| asked <= tokens) {
+            return;
         }
+        let completion = match &self.repr {
+            Repr::Parsed(body) => body.get("max_completion_tokens").is_some_and(|v| !v.is_null()),
+            Repr::Client(body) => body.has_max_completion_tokens(),
+        };
+        let field = if completion { "max_completion_tokens" } else { "max_tokens" };
+        match &mut self.repr {
+            Repr::Parsed(body) => {
+                body.insert(field.into(), Value::from(tokens));
+            }
+            Repr::Client(body) => body.cap(field, tokens),
+        }
+        self.facts.max_tokens = Some(tokens);
     }
 
     /// Replaces `model` with the upstream id.
     pub fn set_model(&mut self, upstream: &str) {
-        self.body.insert("model".into(), Value::String(upstream.to_string()));
+        match &mut self.repr {
+            Repr::Parsed(body) => set_model(body, upstream),
+            Repr::Client(body) => body.set_model(upstream),
+        }
     }
 
     /// Asks the upstream for the usage chunk of a stream, whatever the client asked, so the gateway
     /// always knows the token counts (the gateway strips the chunk again when the client did not ask).
     pub fn force_stream_usage(&mut self) {
-        let opts = self.body.entry("stream_options").or_insert_with(|| Value::Object(Map::new()));
-        if !opts.is_object() {
-            *opts = Value::Object(Map::new());
-        }
-        if let Value::Object(o) = opts {
-            o.insert("include_usage".into(), Value::Bool(true));
+        match &mut self.repr {
+            Repr::Parsed(body) => force_stream_usage(body),
+            Repr::Client(body) => body.force_stream_usage(),
         }
         self.facts.wants_stream_usage = true;
+    }
+}
+
+/// `model` set in a parsed body.
+fn set_model(body: &mut Map<String, Value>, upstream: &str) {
+    body.insert("model".into(), Value::String(upstream.to_string()));
+}
+
+/// `stream_options.include_usage` set in a parsed body (`stream_options` made an object if it was not one).
+fn force_stream_usage(body: &mut Map<String, Value>) {
+    let opts = body.entry("stream_options").or_insert_with(|| Value::Object(Map::new()));
+    if !opts.is_object() {
+        *opts = Value::Object(Map::new());
+    }
+    if let Value::Object(o) = opts {
+        o.insert("include_usage".into(), Value::Bool(true));
     }
 }
 
@@ -239,7 +300,7 @@ mod tests {
         r.set_model("up");
         r.force_stream_usage();
         assert!(r.wants_stream_usage(), "the facts follow the body");
-        let out = serde_json::to_value(&r.body).unwrap_or_default();
+        let out = serde_json::to_value(r.body()).unwrap_or_default();
         assert_eq!(out["model"], "up");
         assert_eq!(out["seed"], 7);
         assert_eq!(out["tools"][0]["type"], "function");
