@@ -25,6 +25,8 @@ pub(super) struct ClientBody {
     /// The client's `model`.
     model: String,
     edits: Edits,
+    /// The estimate's reading of the prompt, made with the checks (they read the same messages).
+    parts: PromptParts,
     /// The whole body parsed, with the edits made; made on first use.
     parsed: OnceLock<Map<String, Value>>,
 }
@@ -141,7 +143,14 @@ impl ClientBody {
                 (k, start..start + v.get().len())
             })
             .collect();
-        let body = ClientBody { model: String::new(), text, fields, edits: Edits::default(), parsed: OnceLock::new() };
+        let body = ClientBody {
+            model: String::new(),
+            text,
+            fields,
+            edits: Edits::default(),
+            parts: PromptParts::default(),
+            parsed: OnceLock::new(),
+        };
         Some(body.check())
     }
 
@@ -168,14 +177,24 @@ impl ClientBody {
                 if messages.is_empty() {
                     return Err(bad("`messages` must not be empty", "messages"));
                 }
+                let mut parts = PromptParts { messages: messages.len() as u64, ..PromptParts::default() };
                 for (i, m) in messages.iter().enumerate() {
-                    if !Picked::of(m).and_then(|h| h.role).is_some_and(|r| r.get().starts_with('"')) {
+                    let picked = Picked::of(m).filter(|h| h.role.is_some_and(|r| r.get().starts_with('"')));
+                    let Some(picked) = picked else {
                         return Err(bad(
                             format!("`messages[{i}]` must be an object with a string `role`"),
                             &format!("messages[{i}]"),
                         ));
+                    };
+                    parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(m.get()));
+                    parts.media = parts.media.saturating_add(media_parts(picked.content));
+                }
+                for field in ["tools", "functions", "response_format"] {
+                    if let Some(t) = self.raw(field) {
+                        parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(t));
                     }
                 }
+                self.parts = parts;
             }
             Some(_) => return Err(bad("`messages` must be an array", "messages")),
             None => return Err(bad("missing required field `messages`", "messages")),
@@ -289,27 +308,16 @@ impl ClientBody {
 
     /// The estimate's reading of the prompt, from the raw messages and tool definitions.
     pub(super) fn prompt_parts(&self) -> PromptParts {
-        let mut parts = PromptParts::default();
-        let messages: Vec<&RawValue> =
-            self.raw("messages").and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
-        parts.messages = messages.len() as u64;
-        for m in &messages {
-            parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(m.get()));
-            let content = Picked::of(m).and_then(|h| h.content);
-            if let Some(c) = content.filter(|c| c.get().starts_with('[')) {
-                let list: Vec<&RawValue> = serde_json::from_str(c.get()).unwrap_or_default();
-                let kinds = list.iter().filter_map(|p| Picked::of(p)?.kind);
-                let media = kinds.filter(|k| serde_json::from_str::<Key>(k.get()).is_ok_and(|k| is_media(&k.0)));
-                parts.media = parts.media.saturating_add(media.count() as u64);
-            }
-        }
-        for field in ["tools", "functions", "response_format"] {
-            if let Some(t) = self.raw(field) {
-                parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(t));
-            }
-        }
-        parts
+        self.parts
     }
+}
+
+/// Media parts in a message's `content` (when it is a list of parts).
+fn media_parts(content: Option<&RawValue>) -> u64 {
+    let Some(c) = content.filter(|c| c.get().starts_with('[')) else { return 0 };
+    let list: Vec<&RawValue> = serde_json::from_str(c.get()).unwrap_or_default();
+    let kinds = list.iter().filter_map(|p| Picked::of(p)?.kind);
+    kinds.filter(|k| serde_json::from_str::<Key>(k.get()).is_ok_and(|k| is_media(&k.0))).count() as u64
 }
 
 /// A JSON text read as the full parse reads it (every number converted, every string unescaped, the same

@@ -20,7 +20,8 @@ pub const MAX_CHOICES: u64 = 128;
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     repr: Repr,
-    /// The estimate's reading of the prompt, made on first use (no change the gateway makes touches it).
+    /// The estimate's reading of a built body's prompt, made on first use (no change the gateway makes touches
+    /// it; a client's body has it from its checks).
     parts: std::sync::OnceLock<PromptParts>,
     /// What the gateway reads of the body, read once (each look-up in a parsed body hashes the key) and kept in
     /// step with it by every change.
@@ -32,8 +33,9 @@ pub struct ChatRequest {
 enum Repr {
     /// A body built by a translation (or a test), in its key order.
     Parsed(Map<String, Value>),
-    /// The client's own bytes ([`ChatRequest::parse`]).
-    Client(ClientBody),
+    /// The client's own bytes ([`ChatRequest::parse`]), boxed: a request is moved with the futures that hold
+    /// it, and every byte of it is copied with them.
+    Client(Box<ClientBody>),
 }
 
 /// The fields the gateway acts on, as the body holds them.
@@ -84,7 +86,7 @@ impl ChatRequest {
     pub fn parse(bytes: &[u8]) -> Result<ChatRequest, RequestError> {
         if let Some(read) = ClientBody::read(bytes) {
             let (body, facts) = read?;
-            return Ok(ChatRequest { repr: Repr::Client(body), facts, parts: Default::default() });
+            return Ok(ChatRequest { repr: Repr::Client(Box::new(body)), facts, parts: Default::default() });
         }
         // Not a JSON object: the full parse words why.
         let value: Value = serde_json::from_slice(bytes)
@@ -185,13 +187,9 @@ impl ChatRequest {
 
     /// What an estimate reads of the prompt (see [`crate::estimate`]).
     pub fn prompt_parts(&self) -> PromptParts {
-        *self.parts.get_or_init(|| self.read_prompt())
-    }
-
-    fn read_prompt(&self) -> PromptParts {
         match &self.repr {
             Repr::Client(body) => body.prompt_parts(),
-            Repr::Parsed(body) => {
+            Repr::Parsed(body) => *self.parts.get_or_init(|| {
                 let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
                 let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
                 let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
@@ -202,7 +200,7 @@ impl ChatRequest {
                     json_tokens: json.fold(0, u64::saturating_add),
                     media: media.count() as u64,
                 }
-            }
+            }),
         }
     }
 
