@@ -158,6 +158,23 @@ pub struct OutboxSink {
     /// is shared, so the store sees them in the order they were made; a stale one is dropped).
     judgements: Arc<AtomicU64>,
     shared: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
+    /// Events are stored in the order they were emitted (each in a task of its own, so a store that refuses
+    /// writes never blocks the caller): the next turn to give, and the turns done.
+    turns: Arc<AtomicU64>,
+    done: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+/// A stored event's turn: ends (letting the next event be stored) when dropped, whatever happened to it.
+struct Turn {
+    done: Arc<tokio::sync::watch::Sender<u64>>,
+    next: u64,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let next = self.next;
+        self.done.send_modify(|d| *d = (*d).max(next));
+    }
 }
 
 impl OutboxSink {
@@ -179,6 +196,8 @@ impl OutboxSink {
             health: None,
             judgements: Arc::default(),
             shared: Arc::default(),
+            turns: Arc::default(),
+            done: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 }
@@ -196,7 +215,7 @@ impl Transient for EmitFailure {
 }
 
 impl OutboxSink {
-    /// Stores `event` in a tracked task; with `judged` (a health transition in fleet mode: the deployment and
+    /// Stores `event` in a tracked task, after the events emitted before it; with `judged` (a health transition in fleet mode: the deployment and
     /// this node's new state), only when the store says this node announces the fleet's transition, and
     /// without an event only records the judgement.
     fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
@@ -212,7 +231,13 @@ impl OutboxSink {
         let source = event.as_ref().map(|e| Source::from_config(&self.fleet, Some(&e.agent), "gateway"));
         let (retry, retries) = (self.retry, self.retries);
         let tasks = self.tasks.clone();
+        let turn = self.turns.fetch_add(1, Ordering::Relaxed);
+        let mut turns = self.done.subscribe();
+        let done = self.done.clone();
         self.tasks.spawn(async move {
+            // Wait for the events emitted before this one to be stored (or given up).
+            let _ = turns.wait_for(|d| *d >= turn).await;
+            let _turn = Turn { done, next: turn + 1 };
             if let Some((store, (deployment, state), shared)) = gate {
                 let mut last = shared.lock().await;
                 if last.get(&deployment).is_some_and(|l| *l > seq) {
@@ -267,6 +292,39 @@ mod tests {
 
     async fn stored_kinds(side: &mut sqlx::SqliteConnection) -> anyhow::Result<Vec<String>> {
         Ok(sqlx::query_scalar("SELECT kind FROM outbox ORDER BY id").fetch_all(side).await?)
+    }
+
+    /// Events emitted one after another are stored in that order, on a multi-threaded runtime where each one's
+    /// task may run on either worker (before, each raced the others: a `budget.exceeded` could be stored, and
+    /// delivered, before the `budget.alert` announced just ahead of it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_are_stored_in_the_order_they_were_emitted() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+        let store = Store::connect(&url).await?;
+        let mut side = sqlx::SqliteConnection::connect(&url).await?;
+        let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
+        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let tasks = TaskTracker::new();
+        let sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
+        let kinds = [svc_events::EventKind::BudgetAlert, svc_events::EventKind::BudgetExceeded];
+        for i in 0..200 {
+            sink.emit(GatewayEvent {
+                kind: kinds[i % 2],
+                agent: "gateway".into(),
+                data: serde_json::json!({ "i": i }),
+            });
+        }
+        tasks.close();
+        assert!(tokio::time::timeout(Duration::from_secs(30), tasks.wait()).await.is_ok());
+        let stored: Vec<String> =
+            sqlx::query_scalar("SELECT envelope FROM outbox ORDER BY id").fetch_all(&mut side).await?;
+        let order: Vec<u64> = stored
+            .iter()
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok()?["data"]["i"].as_u64())
+            .collect();
+        assert_eq!(order, (0..200).collect::<Vec<u64>>());
+        Ok(())
     }
 
     /// An event the gateway emits while the store refuses writes (a trigger stands in for a full disk) is

@@ -6,52 +6,61 @@ use crate::front::Api;
 use crate::handlers::{admin, chat, events, fleet, health, models, outbox, spend, stats};
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
 /// Routes needing a key (the auth middleware wraps them).
 fn protected(state: &AppState) -> Router<AppState> {
-    Router::new()
-        .route("/chat/completions", chat::endpoint(Api::Chat))
-        .route("/embeddings", chat::endpoint(Api::Embeddings))
-        .route("/messages", chat::endpoint(Api::Messages))
-        .route("/messages/count_tokens", post(chat::count_tokens))
-        .route("/responses", chat::endpoint(Api::Responses).get(chat::responses_upgrade))
-        .route("/responses/{id}", get(chat::stored_response))
-        .route("/models", get(models::list))
-        .route("/key/generate", post(admin::generate))
-        .route("/key/update", post(admin::update))
-        .route("/key/delete", post(admin::delete))
-        .route("/key/regenerate", post(admin::regenerate))
-        .route("/key/block", post(admin::block))
-        .route("/key/unblock", post(admin::unblock))
-        .route("/key/info", get(admin::info))
-        .route("/key/list", get(admin::list))
-        .route("/team/list", get(admin::teams))
-        .route("/team/info", get(admin::team_info))
-        .route("/spend/logs", get(spend::logs))
-        .route("/events", post(events::post))
-        .route("/events/recent", get(outbox::recent))
-        .route("/events/destinations", get(outbox::destinations))
-        .route("/events/redeliver", post(outbox::redeliver))
-        .route("/gateway/stats", get(stats::stats))
-        .route("/fleet/nodes", get(fleet::nodes))
-        .route("/health/models", get(health::models))
-        .route_layer(from_fn_with_state(state.clone(), authenticate))
+    at_both(vec![
+        ("/chat/completions", chat::endpoint(Api::Chat)),
+        ("/embeddings", chat::endpoint(Api::Embeddings)),
+        ("/messages", chat::endpoint(Api::Messages)),
+        ("/messages/count_tokens", post(chat::count_tokens)),
+        ("/responses", chat::endpoint(Api::Responses).get(chat::responses_upgrade)),
+        ("/responses/{id}", get(chat::stored_response)),
+        ("/models", get(models::list)),
+        ("/key/generate", post(admin::generate)),
+        ("/key/update", post(admin::update)),
+        ("/key/delete", post(admin::delete)),
+        ("/key/regenerate", post(admin::regenerate)),
+        ("/key/block", post(admin::block)),
+        ("/key/unblock", post(admin::unblock)),
+        ("/key/info", get(admin::info)),
+        ("/key/list", get(admin::list)),
+        ("/team/list", get(admin::teams)),
+        ("/team/info", get(admin::team_info)),
+        ("/spend/logs", get(spend::logs)),
+        ("/events", post(events::post)),
+        ("/events/recent", get(outbox::recent)),
+        ("/events/destinations", get(outbox::destinations)),
+        ("/events/redeliver", post(outbox::redeliver)),
+        ("/gateway/stats", get(stats::stats)),
+        ("/fleet/nodes", get(fleet::nodes)),
+        ("/health/models", get(health::models)),
+    ])
+    .route_layer(from_fn_with_state(state.clone(), authenticate))
 }
 
 /// Routes open to anyone (spec 5.7: the health examples carry no key).
 fn open() -> Router<AppState> {
-    Router::new()
-        .route("/health", get(health::liveness))
-        .route("/health/liveliness", get(health::liveness))
-        .route("/health/liveness", get(health::liveness))
-        .route("/health/readiness", get(health::readiness))
-        .route("/metrics", get(crate::observe::scrape::handler))
+    at_both(vec![
+        ("/health", get(health::liveness)),
+        ("/health/liveliness", get(health::liveness)),
+        ("/health/liveness", get(health::liveness)),
+        ("/health/readiness", get(health::readiness)),
+        ("/metrics", get(crate::observe::scrape::handler)),
+    ])
 }
 
-/// All routes, at the root and under `/v1`.
+/// A router of `routes`, each at its path and under `/v1`. Both are routes of one flat table: a nested `/v1`
+/// router would rewrite every request's URI to strip the prefix (a parse and an allocation per request).
+fn at_both(routes: Vec<(&str, MethodRouter<AppState>)>) -> Router<AppState> {
+    routes
+        .into_iter()
+        .fold(Router::new(), |r, (path, method)| r.route(path, method.clone()).route(&format!("/v1{path}"), method))
+}
+
+/// All routes, at the root and under `/v1`, and the dashboard.
 pub fn table(state: &AppState) -> Router<AppState> {
-    let api = protected(state).merge(open());
-    Router::new().merge(api.clone()).nest("/v1", api).merge(crate::ui::routes())
+    Router::new().merge(protected(state)).merge(open()).merge(crate::ui::routes())
 }
