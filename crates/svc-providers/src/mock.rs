@@ -196,7 +196,9 @@ impl Mock {
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}});
         let bytes = serde_json::to_vec(&reply)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode: {e}"), param: None })?;
-        Ok(Raw::Reply(bytes::Bytes::from(bytes)))
+        crate::raw::Object::parse(bytes::Bytes::from(bytes))
+            .map(Raw::Reply)
+            .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode: {e}"), param: None })
     }
 }
 
@@ -254,7 +256,8 @@ mod tests {
         };
         let Ok(Raw::Reply(a)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
         let Ok(Raw::Reply(b)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
-        let (a, b): (Value, Value) = (serde_json::from_slice(&a).unwrap(), serde_json::from_slice(&b).unwrap());
+        let (a, b): (Value, Value) =
+            (serde_json::from_slice(a.bytes()).unwrap(), serde_json::from_slice(b.bytes()).unwrap());
         assert_eq!(a["data"], b["data"]);
         assert_eq!(a["data"][0]["embedding"].as_array().map(Vec::len), Some(16));
         assert_ne!(a["data"][0]["embedding"], a["data"][1]["embedding"]);

@@ -6,7 +6,7 @@
 use crate::client::{Answer, Call, UpstreamClient};
 use crate::http::{self, error_body, raw_message, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
-use crate::{sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use crate::{raw, sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use ::http::Uri;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -87,8 +87,10 @@ impl OpenAi {
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req)?;
         let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
-        check_completion(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
-        Ok(Reply::Json(bytes))
+        let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
+        let answer = raw::Object::parse(bytes).map_err(|_| bad("response is not a JSON object".into()))?;
+        check_completion(&answer).map_err(bad)?;
+        Ok(Reply::Json(answer))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
@@ -147,27 +149,15 @@ const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'{')
     .add(b'}');
 
-/// Whether a 200 body is a chat completion: not an error object, and a `choices` array of objects. The
-/// error says what is wrong.
-/// Whether `body` is a completion, read as deep as that takes: `error` and `choices` (each choice to its first
-/// character); every other field is skipped without being kept.
-fn check_completion(body: &[u8]) -> Result<(), String> {
-    /// The two fields looked at.
-    #[derive(serde::Deserialize)]
-    struct Shape<'a> {
-        #[serde(default)]
-        error: Option<serde::de::IgnoredAny>,
-        #[serde(borrow, default)]
-        choices: Option<&'a serde_json::value::RawValue>,
-    }
-    let not_object = || "response is not a JSON object".to_string();
-    let shape: Shape = serde_json::from_slice(body).map_err(|_| not_object())?;
-    if shape.error.is_some() {
-        let whole: Map<String, Value> = serde_json::from_slice(body).map_err(|_| not_object())?;
+/// Whether an answer is a chat completion: not an error object (an `error` that is not null), and a `choices`
+/// array of objects (each read to its first character). The error says what is wrong.
+fn check_completion(answer: &raw::Object) -> Result<(), String> {
+    if answer.get("error").is_some_and(|e| e != "null") {
+        let whole: Map<String, Value> = serde_json::from_slice(answer.bytes()).unwrap_or_default();
         return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&whole)));
     }
-    let choices = shape.choices.ok_or_else(|| "the response has no `choices`".to_string())?;
-    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(choices.get()) {
+    let choices = answer.get("choices").ok_or_else(|| "the response has no `choices`".to_string())?;
+    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(choices) {
         Ok(list) if list.iter().all(|c| c.get().starts_with('{')) => Ok(()),
         _ => Err("`choices` is not an array of objects".into()),
     }
@@ -213,8 +203,11 @@ mod tests {
     #[test]
     fn a_completion_must_have_choices_and_no_error() {
         let ok = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]});
-        let obj = |v: Value| v.to_string().into_bytes();
-        assert_eq!(check_completion(&obj(ok)), Ok(()));
+        let check = |v: Value| match raw::Object::parse(bytes::Bytes::from(v.to_string())) {
+            Ok(answer) => check_completion(&answer),
+            Err(_) => Err("response is not a JSON object".into()),
+        };
+        assert_eq!(check(ok), Ok(()));
         for bad in [
             json!({"error": {"message": "quota exceeded", "type": "insufficient_quota"}}),
             json!({"object": "chat.completion"}),
@@ -223,10 +216,10 @@ mod tests {
             json!({"choices": [{"a": 1}, "x"]}),
             json!([1]),
         ] {
-            assert!(check_completion(&obj(bad.clone())).is_err(), "{bad}");
+            assert!(check(bad.clone()).is_err(), "{bad}");
         }
-        assert!(check_completion(b"not json").is_err());
-        let said = check_completion(&obj(json!({"error": {"message": "quota exceeded"}})));
+        assert!(raw::Object::parse(bytes::Bytes::from_static(b"not json")).is_err());
+        let said = check(json!({"error": {"message": "quota exceeded"}}));
         assert!(said.is_err_and(|m| m.contains("quota exceeded")));
     }
 }

@@ -6,6 +6,7 @@
 //! What this file does not do: meter usage or rename the model in the answer (the gateway does both).
 
 use crate::client::{Answer, Call, UpstreamClient};
+use crate::raw::Object;
 use crate::sse::{self, SseError};
 use crate::ProviderError;
 use ::http::header::{HeaderName, HeaderValue};
@@ -52,8 +53,8 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<RawEvent, ProviderError>
 
 /// The upstream's answer, as it wrote it.
 pub enum Raw {
-    /// A JSON object, as the upstream's bytes.
-    Reply(Bytes),
+    /// A JSON object, as the upstream's bytes, read as deep as its top-level fields.
+    Reply(Object),
     /// A stream of events.
     Stream(EventStream),
 }
@@ -73,20 +74,18 @@ pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
         return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), answer.into_stream(), d.max_event_bytes, on_error))));
     }
     let bytes = crate::http::fetch(client, &d.id, d.timeout, call, status_error).await?;
-    check_answer(&bytes).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
-    Ok(Raw::Reply(bytes))
+    let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
+    let answer = Object::parse(bytes).map_err(|_| bad("response is not a JSON object".into()))?;
+    check_answer(&answer).map_err(bad)?;
+    Ok(Raw::Reply(answer))
 }
 
-/// Whether a 200 body is an answer rather than an error object: a JSON object whose `type` is not `error` and
-/// whose `error` (Responses objects carry `"error": null`) is null or absent. Only those two fields are
-/// parsed. The error says what is wrong.
-pub fn check_answer(body: &[u8]) -> Result<(), String> {
-    let fields: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
-        serde_json::from_slice(body).map_err(|_| "response is not a JSON object".to_string())?;
-    let is_error = fields.get("type").is_some_and(|t| t.get() == "\"error\"")
-        || fields.get("error").is_some_and(|e| e.get() != "null");
+/// Whether an answer is an answer rather than an error object: its `type` is not `error` and its `error`
+/// (Responses objects carry `"error": null`) is null or absent. The error says what is wrong.
+pub fn check_answer(answer: &Object) -> Result<(), String> {
+    let is_error = answer.get("type") == Some("\"error\"") || answer.get("error").is_some_and(|e| e != "null");
     if is_error {
-        let parsed: Map<String, Value> = serde_json::from_slice(body).unwrap_or_default();
+        let parsed: Map<String, Value> = serde_json::from_slice(answer.bytes()).unwrap_or_default();
         return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&parsed)));
     }
     Ok(())
@@ -153,8 +152,9 @@ mod tests {
         assert_eq!(types[..3], ["message_start", "ping", "brand_new"]);
         assert!(matches!(&out[0], Ok(ev) if ev.data.contains("\"x\":1")), "data kept as text");
         assert!(types[3].starts_with("err"), "{types:?}");
-        assert!(check_answer(json!({"id": "resp_1", "error": null}).to_string().as_bytes()).is_ok());
-        assert!(check_answer(b"[1, 2]").is_err());
-        assert!(check_answer(json!({"type": "error", "error": {"message": "x"}}).to_string().as_bytes()).is_err());
+        let answer = |v: Value| Object::parse(Bytes::from(v.to_string())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(check_answer(&answer(json!({"id": "resp_1", "error": null}))).is_ok());
+        assert!(Object::parse(Bytes::from_static(b"[1, 2]")).is_err());
+        assert!(check_answer(&answer(json!({"type": "error", "error": {"message": "x"}}))).is_err());
     }
 }

@@ -20,8 +20,8 @@ pub enum Reply {
     /// Made by the gateway: translated from another provider's answer, or the mock's.
     Object(Map<String, Value>),
     /// An OpenAI-compatible upstream's answer as it sent it, checked to be a completion (an object with
-    /// `choices`, an array of objects, and no `error`) without being parsed further.
-    Json(bytes::Bytes),
+    /// `choices`, an array of objects, and no `error`) through its top-level fields, not parsed further.
+    Json(crate::raw::Object),
 }
 
 impl Reply {
@@ -29,7 +29,7 @@ impl Reply {
     pub fn into_object(self) -> Result<Map<String, Value>, serde_json::Error> {
         match self {
             Reply::Object(m) => Ok(m),
-            Reply::Json(bytes) => serde_json::from_slice(&bytes),
+            Reply::Json(object) => serde_json::from_slice(object.bytes()),
         }
     }
 }

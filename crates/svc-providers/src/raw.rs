@@ -2,9 +2,11 @@
 //! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the rest back as the
 //! upstream (or client) wrote it.
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+use std::ops::Range;
 
 /// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
 pub struct Fields<'a>(pub Vec<(String, &'a RawValue)>);
@@ -33,12 +35,12 @@ impl<'de> Deserialize<'de> for Fields<'de> {
 /// written.
 pub fn write_fields<'r>(fields: &[(String, &RawValue)], replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
     let size = fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>();
-    write_text_fields(fields.iter().map(|(k, v)| (k.as_str(), v.get())), size, replace)
+    write_text_fields(fields.iter().map(|(k, v)| (k.as_str(), v.get().as_bytes())), size, replace)
 }
 
 /// [`write_fields`] of fields given as key and JSON text; `size` is about the size of the object written.
 pub fn write_text_fields<'f, 'r>(
-    fields: impl Iterator<Item = (&'f str, &'f str)>,
+    fields: impl Iterator<Item = (&'f str, &'f [u8])>,
     size: usize,
     mut replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>,
 ) -> Vec<u8> {
@@ -53,7 +55,7 @@ pub fn write_text_fields<'f, 'r>(
         out.push(b':');
         match replace(key) {
             Some(v) => out.extend_from_slice(&v),
-            None => out.extend_from_slice(value.as_bytes()),
+            None => out.extend_from_slice(value),
         }
     }
     out.push(b'}');
@@ -77,6 +79,66 @@ pub fn write_with(fields: &[(String, &RawValue)], set: &[(&str, &[u8])]) -> Vec<
         }
     }
     out
+}
+
+/// A JSON object kept as its bytes, with where each top-level field's value lies: read once, then looked up and
+/// written back (with some fields replaced) without being read again. An upstream's answer is checked by the
+/// provider and finished by the gateway through one reading.
+#[derive(Debug, Clone)]
+pub struct Object {
+    bytes: Bytes,
+    fields: Vec<(String, Range<usize>)>,
+}
+
+impl Object {
+    /// Reads `bytes` as a JSON object.
+    pub fn parse(bytes: Bytes) -> Result<Object, serde_json::Error> {
+        let Fields(top) = serde_json::from_slice(&bytes)?;
+        let base = bytes.as_ptr() as usize;
+        let fields = top
+            .into_iter()
+            .map(|(k, v)| {
+                let start = v.get().as_ptr() as usize - base;
+                (k, start..start + v.get().len())
+            })
+            .collect();
+        Ok(Object { bytes, fields })
+    }
+
+    /// The whole object as it was read.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The JSON text of field `key` (its last occurrence, as a parsed map keeps it).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let (_, range) = self.fields.iter().rev().find(|(k, _)| k == key)?;
+        // Read as JSON text already: this is valid UTF-8.
+        std::str::from_utf8(&self.bytes[range.clone()]).ok()
+    }
+
+    /// Field `key` parsed.
+    pub fn value(&self, key: &str) -> Option<serde_json::Value> {
+        self.get(key).and_then(|t| serde_json::from_str(t).ok())
+    }
+
+    /// The object written again, each value replaced by `replace(key)` (JSON text) when that says so.
+    pub fn write<'r>(&self, replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
+        let fields = self.fields.iter().map(|(k, r)| (k.as_str(), &self.bytes[r.clone()]));
+        write_text_fields(fields, self.bytes.len(), replace)
+    }
+
+    /// The object written again with each of `set` (key, JSON text) in place of that key's value, or added at
+    /// the end when the object has no such key.
+    pub fn write_with(&self, set: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = self.write(|k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
+        for (key, value) in set {
+            if !self.fields.iter().any(|(k, _)| k == key) {
+                append(&mut out, key, value);
+            }
+        }
+        out
+    }
 }
 
 /// Adds `key` with the JSON text `value` at the end of the object written in `out` (`{…}` → `{…,"key":value}`,
@@ -104,6 +166,11 @@ mod tests {
         assert_eq!(f.get("choices").map(|v| v.get()), Some(r#"[{"a":1}]"#));
         let out = write_with(&f.0, &[("model", b"\"alias\""), ("usage", b"{\"n\":1}")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","choices":[{"a":1}],"usage":{"n":1}}"#);
+        let o = Object::parse(Bytes::from_static(br#"{"id":"x","model":"up","model":"up2","n":1}"#))?;
+        assert_eq!((o.get("model"), o.get("n"), o.get("nope")), (Some("\"up2\""), Some("1"), None));
+        let out = o.write_with(&[("model", b"\"alias\""), ("usage", b"{}")]);
+        assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","model":"alias","n":1,"usage":{}}"#);
+        assert!(Object::parse(Bytes::from_static(b"[1]")).is_err());
         let empty: Fields = serde_json::from_str("{}")?;
         assert_eq!(write_with(&empty.0, &[("model", b"\"m\"")]), br#"{"model":"m"}"#.to_vec());
         Ok(())

@@ -38,7 +38,7 @@ pub(super) enum Answer {
     Reply(Reply),
     Stream(ChunkStream),
     /// A passed-through reply, in the client's API.
-    Raw(Bytes),
+    Raw(svc_providers::raw::Object),
     /// A passed-through stream of the client's API's events.
     RawStream(EventStream),
 }

@@ -14,7 +14,7 @@
 //! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
-use crate::front::passthrough::{self, write_fields, Fields};
+use crate::front::passthrough;
 use crate::front::{sse, Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
@@ -29,7 +29,7 @@ use std::time::Duration;
 use svc_budget::Usage;
 use svc_config::StreamSettings;
 use svc_providers::passthrough::{EventStream, RawEvent};
-use svc_providers::raw::write_with;
+use svc_providers::raw::Object;
 use svc_providers::{estimate, usage, ChunkStream, Reply};
 use tokio::time::{Instant, Sleep};
 
@@ -55,7 +55,7 @@ fn log_fault(settle: &Settle, metered: &Metered) {
 /// answer has the spec 2.5 shape and what the client is shown is what was recorded.
 pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Result<Bytes, ApiError> {
     let mut body = match (reply, api) {
-        (Reply::Json(bytes), Api::Chat) => return raw_reply(settle, meter, &bytes, api, None).await,
+        (Reply::Json(answer), Api::Chat) => return raw_reply(settle, meter, &answer, api, None).await,
         (reply, _) => {
             reply.into_object().map_err(|_| ApiError::internal("the upstream's answer is not a JSON object"))?
         }
@@ -80,13 +80,12 @@ pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Resu
 pub async fn raw_reply(
     settle: Settle,
     meter: Meter,
-    body: &[u8],
+    body: &Object,
     api: Api,
     homes: Option<&ResponseHomes>,
 ) -> Result<Bytes, ApiError> {
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
-    let fields: Fields = serde_json::from_slice(body).map_err(|_| bad())?;
-    let field = |key: &str| fields.get(key).and_then(|v| serde_json::from_str::<Value>(v.get()).ok());
+    let field = |key: &str| body.value(key);
     let chat = api == Api::Chat;
     let reported = if chat {
         usage::read(field("usage").as_ref())
@@ -108,9 +107,9 @@ pub async fn raw_reply(
         if let Some(usage) = &usage {
             set.push(("usage", usage));
         }
-        write_with(&fields.0, &set)
+        body.write_with(&set)
     } else {
-        write_fields(&fields.0, |k| (k == "model").then_some(Cow::Borrowed(&alias[..])))
+        body.write(|k| (k == "model").then_some(Cow::Borrowed(&alias[..])))
     };
     settle.finish(metered.usage, 200).await;
     Ok(Bytes::from(out))

@@ -294,7 +294,7 @@ impl ClientBody {
             set.push(("stream_options", o));
         }
         let mut out = raw::write_text_fields(
-            self.fields.iter().map(|(k, r)| (k.as_str(), &self.text[r.clone()])),
+            self.fields.iter().map(|(k, r)| (k.as_str(), self.text[r.clone()].as_bytes())),
             self.text.len(),
             |key| set.iter().find(|(k, _)| *k == key).map(|(_, v)| Cow::Borrowed(*v)),
         );
