@@ -3,7 +3,6 @@
 
 use crate::events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,12 +153,9 @@ pub struct OutboxSink {
     pub retries: u32,
     /// Fleet mode: the store that decides which node announces a fleet's `model.*` transition.
     pub health: Option<Store>,
-    /// The order of this node's health judgements, and the last one shared per deployment (held while one
-    /// is shared, so the store sees them in the order they were made; a stale one is dropped).
-    judgements: Arc<AtomicU64>,
-    shared: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
-    /// Events are stored in the order they were emitted (each in a task of its own, so a store that refuses
-    /// writes never blocks the caller): the next turn to give, and the turns done.
+    /// Events are stored, and health judgements shared with the fleet, in the order they were emitted (each in
+    /// a task of its own, so a store that refuses writes never blocks the caller): the next turn to give, and
+    /// the turns done.
     turns: Arc<AtomicU64>,
     done: Arc<tokio::sync::watch::Sender<u64>>,
 }
@@ -194,8 +190,6 @@ impl OutboxSink {
             retry,
             retries: 12,
             health: None,
-            judgements: Arc::default(),
-            shared: Arc::default(),
             turns: Arc::default(),
             done: Arc::new(tokio::sync::watch::channel(0).0),
         }
@@ -215,14 +209,12 @@ impl Transient for EmitFailure {
 }
 
 impl OutboxSink {
-    /// Stores `event` in a tracked task, after the events emitted before it; with `judged` (a health transition in fleet mode: the deployment and
-    /// this node's new state), only when the store says this node announces the fleet's transition, and
-    /// without an event only records the judgement.
+    /// Stores `event` in a tracked task, after the events emitted before it; with `judged` (a health transition
+    /// in fleet mode: the deployment and this node's new state), only when the store says this node announces
+    /// the fleet's transition, and without an event only records the judgement.
     fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
         let kind = event.as_ref().map(|e| e.kind);
-        let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j, self.shared.clone())));
-        // The order of this node's judgements; only they need one.
-        let seq = if gate.is_some() { self.judgements.fetch_add(1, Ordering::Relaxed) } else { 0 };
+        let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j)));
         if kind.is_none() && gate.is_none() {
             return;
         }
@@ -238,13 +230,7 @@ impl OutboxSink {
             // Wait for the events emitted before this one to be stored (or given up).
             let _ = turns.wait_for(|d| *d >= turn).await;
             let _turn = Turn { done, next: turn + 1 };
-            if let Some((store, (deployment, state), shared)) = gate {
-                let mut last = shared.lock().await;
-                if last.get(&deployment).is_some_and(|l| *l > seq) {
-                    tracing::debug!(deployment, state, "a later health judgement was shared first: this one is stale");
-                    return;
-                }
-                last.insert(deployment.clone(), seq);
+            if let Some((store, (deployment, state))) = gate {
                 match store.health_judged(&fleet_name, &node, &deployment, state).await {
                     Ok(true) => {}
                     Ok(false) => {
