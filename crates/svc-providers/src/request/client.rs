@@ -6,27 +6,23 @@
 //! Parsing every body into a map, then writing it out again, cost a third of the JSON work of a request: a map
 //! per object (with a hash of every key), a string per key and value, and all of it written again.
 
-use super::{bad, Facts, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS};
-use crate::raw::{self, Fields};
+use super::{bad, Facts, RequestError, Scalars};
+use crate::raw;
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
-use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 /// The client's body and the gateway's changes to it.
 #[derive(Debug, Clone)]
 pub(super) struct ClientBody {
-    /// The body (checked to be UTF-8 once, so its fields are text without another check).
-    text: Arc<str>,
-    /// Each top-level field, in the client's order: its key and where its value's text lies.
-    fields: Vec<(String, Range<usize>)>,
+    /// The body, read as deep as its top-level fields.
+    object: raw::Object,
     /// The client's `model`.
     model: String,
     edits: Edits,
-    /// The estimate's reading of the prompt, made with the checks (they read the same messages).
-    parts: PromptParts,
     /// The whole body parsed, with the edits made; made on first use.
     parsed: OnceLock<Map<String, Value>>,
 }
@@ -128,56 +124,35 @@ impl<'de> Deserialize<'de> for Key<'de> {
 impl ClientBody {
     /// Reads and checks `bytes`; `None` when they are not a JSON object (the caller reports that as the full
     /// parse words it).
-    pub(super) fn read(bytes: &[u8]) -> Option<Result<(ClientBody, Facts), RequestError>> {
-        let text: Arc<str> = Arc::from(std::str::from_utf8(bytes).ok()?);
+    pub(super) fn read(bytes: Bytes) -> Option<Result<(ClientBody, Facts), RequestError>> {
         // What the full parse would refuse (a number out of range, nesting too deep, a bad escape) is refused
         // here too: reading raw values alone would let it through.
-        serde_json::from_str::<Valid>(&text).ok()?;
-        let top: Fields = serde_json::from_str(&text).ok()?;
-        let base = text.as_ptr() as usize;
-        let fields: Vec<(String, Range<usize>)> = top
-            .0
-            .into_iter()
-            .map(|(k, v)| {
-                let start = v.get().as_ptr() as usize - base;
-                (k, start..start + v.get().len())
-            })
-            .collect();
-        let body = ClientBody {
-            model: String::new(),
-            text,
-            fields,
-            edits: Edits::default(),
-            parts: PromptParts::default(),
-            parsed: OnceLock::new(),
-        };
+        serde_json::from_slice::<Valid>(&bytes).ok()?;
+        let object = raw::Object::parse(bytes).ok()?;
+        let body = ClientBody { object, model: String::new(), edits: Edits::default(), parsed: OnceLock::new() };
         Some(body.check())
     }
 
     /// The raw text of field `key` (its last occurrence, as a parsed map keeps).
     fn raw(&self, key: &str) -> Option<&str> {
-        self.fields.iter().rev().find(|(k, _)| k == key).map(|(_, r)| &self.text[r.clone()])
-    }
-
-    /// A small field parsed.
-    fn value(&self, key: &str) -> Option<Value> {
-        self.raw(key).and_then(|t| serde_json::from_str(t).ok())
+        self.object.get(key)
     }
 
     /// The checks of [`super::ChatRequest::check`], in its order and with its messages, on the raw fields.
     fn check(mut self) -> Result<(ClientBody, Facts), RequestError> {
-        match self.value("model") {
+        match self.object.value("model") {
             Some(Value::String(m)) if !m.is_empty() => self.model = m,
             Some(_) => return Err(bad("`model` must be a non-empty string", "model")),
             None => return Err(bad("missing required field `model`", "model")),
         }
+        let mut parts = PromptParts::default();
         match self.raw("messages") {
             Some(t) if t.starts_with('[') => {
                 let messages: Vec<&RawValue> = serde_json::from_str(t).unwrap_or_default();
                 if messages.is_empty() {
                     return Err(bad("`messages` must not be empty", "messages"));
                 }
-                let mut parts = PromptParts { messages: messages.len() as u64, ..PromptParts::default() };
+                parts.messages = messages.len() as u64;
                 for (i, m) in messages.iter().enumerate() {
                     let picked = Picked::of(m).filter(|h| h.role.is_some_and(|r| r.get().starts_with('"')));
                     let Some(picked) = picked else {
@@ -194,27 +169,14 @@ impl ClientBody {
                         parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(t));
                     }
                 }
-                self.parts = parts;
             }
             Some(_) => return Err(bad("`messages` must be an array", "messages")),
             None => return Err(bad("missing required field `messages`", "messages")),
         }
-        let scalar = |key: &str| self.raw(key).map(|t| serde_json::from_str::<Value>(t).unwrap_or(Value::Null));
-        let (stream, max_tokens, max_completion, n) =
-            (scalar("stream"), scalar("max_tokens"), scalar("max_completion_tokens"), scalar("n"));
-        let mut small = Map::new();
-        for (key, value) in
-            [("stream", stream), ("max_tokens", max_tokens), ("max_completion_tokens", max_completion), ("n", n)]
-        {
-            if let Some(v) = value {
-                small.insert(key.into(), v);
-            }
-        }
-        if let Some(options) = self.value("stream_options") {
-            small.insert("stream_options".into(), options);
-        }
-        check_scalars(&small)?;
-        Ok((self, Facts::of(&small)))
+        let scalars = Scalars::of(|key| self.object.value(key).map(Cow::Owned));
+        scalars.check()?;
+        let facts = scalars.facts(parts);
+        Ok((self, facts))
     }
 
     /// `model` now (the upstream id once the gateway set it).
@@ -225,7 +187,7 @@ impl ClientBody {
     /// The whole body, parsed on first use, with the gateway's changes.
     pub(super) fn parsed(&self) -> &Map<String, Value> {
         self.parsed.get_or_init(|| {
-            let mut map = match serde_json::from_str::<Value>(&self.text) {
+            let mut map = match serde_json::from_slice::<Value>(self.object.bytes()) {
                 Ok(Value::Object(map)) => map,
                 // Read once already as an object: this cannot happen.
                 _ => Map::new(),
@@ -276,7 +238,7 @@ impl ClientBody {
         let model = self.edits.model.as_ref().and_then(|m| serde_json::to_vec(m).ok());
         let cap = self.edits.cap.map(|(field, tokens)| (field, tokens.to_string().into_bytes()));
         let options = self.edits.stream_usage.then(|| {
-            let mut options = match self.value("stream_options") {
+            let mut options = match self.object.value("stream_options") {
                 Some(Value::Object(o)) => o,
                 _ => Map::new(),
             };
@@ -293,22 +255,7 @@ impl ClientBody {
         if let Some(o) = &options {
             set.push(("stream_options", o));
         }
-        let mut out = raw::write_text_fields(
-            self.fields.iter().map(|(k, r)| (k.as_str(), self.text[r.clone()].as_bytes())),
-            self.text.len(),
-            |key| set.iter().find(|(k, _)| *k == key).map(|(_, v)| Cow::Borrowed(*v)),
-        );
-        for (key, value) in &set {
-            if !self.fields.iter().any(|(k, _)| k == key) {
-                raw::append(&mut out, key, value);
-            }
-        }
-        out
-    }
-
-    /// The estimate's reading of the prompt, from the raw messages and tool definitions.
-    pub(super) fn prompt_parts(&self) -> PromptParts {
-        self.parts
+        self.object.write_with(&set)
     }
 }
 
@@ -372,34 +319,6 @@ impl<'de> serde::de::Visitor<'de> for ValidVisitor {
         while map.next_entry::<Valid, Valid>()?.is_some() {}
         Ok(Valid)
     }
-}
-
-/// The checks of the scalar fields (`stream`, the caps, `n`) of a body.
-pub(super) fn check_scalars(body: &Map<String, Value>) -> Result<(), RequestError> {
-    match body.get("stream") {
-        None | Some(Value::Bool(_)) | Some(Value::Null) => {}
-        Some(_) => return Err(bad("`stream` must be a boolean", "stream")),
-    }
-    for field in ["max_tokens", "max_completion_tokens"] {
-        match body.get(field) {
-            None | Some(Value::Null) => {}
-            Some(v) => match v.as_u64() {
-                Some(n) if n <= MAX_COMPLETION_TOKENS => {}
-                Some(_) => {
-                    return Err(bad(format!("`{field}` must be at most {MAX_COMPLETION_TOKENS}"), field));
-                }
-                None => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
-            },
-        }
-    }
-    match body.get("n") {
-        None | Some(Value::Null) => {}
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=MAX_CHOICES).contains(&n) => {}
-            _ => return Err(bad(format!("`n` must be an integer from 1 to {MAX_CHOICES}"), "n")),
-        },
-    }
-    Ok(())
 }
 
 /// [`crate::estimate::text_tokens`] of the JSON text `raw` as serde_json writes it (compact, its escapes):

@@ -7,8 +7,10 @@ mod client;
 use client::is_media;
 pub use client::PromptParts;
 
+use bytes::Bytes;
 use client::ClientBody;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// The largest completion cap a request may ask for (`max_tokens`, `max_completion_tokens`). No model
 /// writes anywhere near this much; a larger number is a client bug, answered 400 rather than reserved.
@@ -20,9 +22,6 @@ pub const MAX_CHOICES: u64 = 128;
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
     repr: Repr,
-    /// The estimate's reading of a built body's prompt, made on first use (no change the gateway makes touches
-    /// it; a client's body has it from its checks).
-    parts: std::sync::OnceLock<PromptParts>,
     /// What the gateway reads of the body, read once (each look-up in a parsed body hashes the key) and kept in
     /// step with it by every change.
     facts: Facts,
@@ -47,21 +46,74 @@ struct Facts {
     max_tokens: Option<u64>,
     /// `n`, at least 1.
     choices: u64,
+    /// The estimate's reading of the prompt (no change the gateway makes touches it).
+    parts: PromptParts,
 }
 
-impl Facts {
-    fn of(body: &Map<String, Value>) -> Facts {
+/// The scalar fields the gateway checks and acts on, as a body holds them (parsed from a map, or parsed out of
+/// a client's raw fields).
+struct Scalars<'a> {
+    stream: Option<Cow<'a, Value>>,
+    max_tokens: Option<Cow<'a, Value>>,
+    max_completion_tokens: Option<Cow<'a, Value>>,
+    n: Option<Cow<'a, Value>>,
+    stream_options: Option<Cow<'a, Value>>,
+}
+
+impl<'a> Scalars<'a> {
+    fn of(get: impl Fn(&str) -> Option<Cow<'a, Value>>) -> Scalars<'a> {
+        Scalars {
+            stream: get("stream"),
+            max_tokens: get("max_tokens"),
+            max_completion_tokens: get("max_completion_tokens"),
+            n: get("n"),
+            stream_options: get("stream_options"),
+        }
+    }
+
+    /// `stream` a boolean, the caps non-negative integers up to [`MAX_COMPLETION_TOKENS`], `n` from 1 to
+    /// [`MAX_CHOICES`] (each may be null or absent).
+    fn check(&self) -> Result<(), RequestError> {
+        match self.stream.as_deref() {
+            None | Some(Value::Bool(_)) | Some(Value::Null) => {}
+            Some(_) => return Err(bad("`stream` must be a boolean", "stream")),
+        }
+        for (field, value) in [("max_tokens", &self.max_tokens), ("max_completion_tokens", &self.max_completion_tokens)]
+        {
+            match value.as_deref() {
+                None | Some(Value::Null) => {}
+                Some(v) => match v.as_u64() {
+                    Some(n) if n <= MAX_COMPLETION_TOKENS => {}
+                    Some(_) => {
+                        return Err(bad(format!("`{field}` must be at most {MAX_COMPLETION_TOKENS}"), field));
+                    }
+                    None => return Err(bad(format!("`{field}` must be a non-negative integer"), field)),
+                },
+            }
+        }
+        match self.n.as_deref() {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=MAX_CHOICES).contains(&n) => {}
+                _ => return Err(bad(format!("`n` must be an integer from 1 to {MAX_CHOICES}"), "n")),
+            },
+        }
+        Ok(())
+    }
+
+    fn facts(&self, parts: PromptParts) -> Facts {
+        let u64_of = |v: &Option<Cow<'a, Value>>| v.as_deref().and_then(Value::as_u64);
         Facts {
-            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-            wants_stream_usage: body
-                .get("stream_options")
+            stream: self.stream.as_deref().and_then(Value::as_bool).unwrap_or(false),
+            wants_stream_usage: self
+                .stream_options
+                .as_deref()
                 .and_then(|o| o.get("include_usage"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            max_tokens: ["max_completion_tokens", "max_tokens"]
-                .iter()
-                .find_map(|f| body.get(*f).and_then(Value::as_u64)),
-            choices: body.get("n").and_then(Value::as_u64).unwrap_or(1).max(1),
+            max_tokens: u64_of(&self.max_completion_tokens).or_else(|| u64_of(&self.max_tokens)),
+            choices: u64_of(&self.n).unwrap_or(1).max(1),
+            parts,
         }
     }
 }
@@ -84,12 +136,17 @@ impl ChatRequest {
     /// Reads and checks a client's request body. The body is kept as the client wrote it: only the fields the
     /// gateway acts on are read, and only the ones it changes are written again.
     pub fn parse(bytes: &[u8]) -> Result<ChatRequest, RequestError> {
-        if let Some(read) = ClientBody::read(bytes) {
+        ChatRequest::from_client(Bytes::copy_from_slice(bytes))
+    }
+
+    /// [`ChatRequest::parse`] of bytes the caller holds (kept without a copy).
+    pub fn from_client(bytes: Bytes) -> Result<ChatRequest, RequestError> {
+        if let Some(read) = ClientBody::read(bytes.clone()) {
             let (body, facts) = read?;
-            return Ok(ChatRequest { repr: Repr::Client(Box::new(body)), facts, parts: Default::default() });
+            return Ok(ChatRequest { repr: Repr::Client(Box::new(body)), facts });
         }
         // Not a JSON object: the full parse words why.
-        let value: Value = serde_json::from_slice(bytes)
+        let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| RequestError { message: format!("request body is not valid JSON: {e}"), param: None })?;
         let Value::Object(body) = value else {
             return Err(RequestError { message: "request body must be a JSON object".into(), param: None });
@@ -120,13 +177,14 @@ impl ChatRequest {
             Some(_) => return Err(bad("`messages` must be an array", "messages")),
             None => return Err(bad("missing required field `messages`", "messages")),
         }
-        client::check_scalars(&body)?;
+        Scalars::of(|k| body.get(k).map(Cow::Borrowed)).check()?;
         Ok(ChatRequest::from_body(body))
     }
 
     /// A request made from a body the caller built (translations, tests); not checked.
     pub fn from_body(body: Map<String, Value>) -> ChatRequest {
-        ChatRequest { facts: Facts::of(&body), repr: Repr::Parsed(body), parts: Default::default() }
+        let facts = Scalars::of(|k| body.get(k).map(Cow::Borrowed)).facts(prompt_parts(&body));
+        ChatRequest { facts, repr: Repr::Parsed(body) }
     }
 
     /// The whole body, in the client's key order, with the gateway's changes (a client's body is parsed whole
@@ -187,21 +245,7 @@ impl ChatRequest {
 
     /// What an estimate reads of the prompt (see [`crate::estimate`]).
     pub fn prompt_parts(&self) -> PromptParts {
-        match &self.repr {
-            Repr::Client(body) => body.prompt_parts(),
-            Repr::Parsed(body) => *self.parts.get_or_init(|| {
-                let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-                let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
-                let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
-                let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
-                let media = parts.filter(|p| p.get("type").and_then(Value::as_str).is_some_and(is_media));
-                PromptParts {
-                    messages: messages.len() as u64,
-                    json_tokens: json.fold(0, u64::saturating_add),
-                    media: media.count() as u64,
-                }
-            }),
-        }
+        self.facts.parts
     }
 
     /// Lowers the completion cap to `tokens`: the field the client set (`max_completion_tokens`, else
@@ -240,6 +284,20 @@ impl ChatRequest {
             Repr::Client(body) => body.force_stream_usage(),
         }
         self.facts.wants_stream_usage = true;
+    }
+}
+
+/// The estimate's reading of a parsed body's prompt.
+fn prompt_parts(body: &Map<String, Value>) -> PromptParts {
+    let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
+    let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
+    let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
+    let media = parts.filter(|p| p.get("type").and_then(Value::as_str).is_some_and(is_media));
+    PromptParts {
+        messages: messages.len() as u64,
+        json_tokens: json.fold(0, u64::saturating_add),
+        media: media.count() as u64,
     }
 }
 
