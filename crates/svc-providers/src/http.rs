@@ -5,8 +5,8 @@
 //! What this file does not do: parse an error body (each provider knows its own shape).
 
 use crate::client::{Answer, Call, UpstreamClient};
-use crate::{Deployment, ProviderError};
-use ::http::header::HeaderValue;
+use crate::{raw, Deployment, ProviderError};
+use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::future::Future;
 use std::time::Duration;
@@ -70,6 +70,39 @@ pub(crate) async fn fetch<F: Future<Output = ProviderError>>(
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(ProviderError::Timeout { deployment: deployment.to_string(), after: timeout }),
+    }
+}
+
+/// [`fetch`] of an answer that must be a JSON object (else [`ProviderError::BadResponse`]), read as deep as its
+/// top-level fields.
+pub(crate) async fn fetch_object<F: Future<Output = ProviderError>>(
+    client: &UpstreamClient,
+    d: &Deployment,
+    call: Call,
+    status_error: impl FnOnce(Answer) -> F,
+) -> Result<raw::Object, ProviderError> {
+    let bytes = fetch(client, &d.id, d.timeout, call, status_error).await?;
+    raw::Object::parse(bytes).map_err(|_| ProviderError::BadResponse {
+        deployment: d.id.clone(),
+        detail: "response is not a JSON object".into(),
+    })
+}
+
+/// Adds `key` as header `name` when a key is configured (`key` is `Err` when the configured one is not a valid
+/// header value: then the call fails, without the key in the message).
+pub(crate) fn with_key(
+    call: Call,
+    name: HeaderName,
+    key: Option<&Result<ApiKey, ()>>,
+    deployment: &str,
+) -> Result<Call, ProviderError> {
+    match key {
+        None => Ok(call),
+        Some(Ok(key)) => Ok(call.header(name, key.header())),
+        Some(Err(())) => Err(ProviderError::Unreachable {
+            deployment: deployment.to_string(),
+            detail: "the configured api key is not a valid HTTP header value".into(),
+        }),
     }
 }
 

@@ -61,15 +61,7 @@ impl OpenAi {
 
     /// Adds `Authorization` when a key is configured.
     fn authorize(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
-        match &self.api_key {
-            None => Ok(call),
-            Some(Ok(key)) => Ok(call.header(::http::header::AUTHORIZATION, key.header())),
-            // The key itself is never part of the message.
-            Some(Err(())) => Err(ProviderError::Unreachable {
-                deployment: deployment.to_string(),
-                detail: "the configured api key is not a valid HTTP header value".into(),
-            }),
-        }
+        http::with_key(call, ::http::header::AUTHORIZATION, self.api_key.as_ref(), deployment)
     }
 
     /// The base URL.
@@ -86,10 +78,8 @@ impl OpenAi {
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req)?;
-        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
-        let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
-        let answer = raw::Object::parse(bytes).map_err(|_| bad("response is not a JSON object".into()))?;
-        check_completion(&answer).map_err(bad)?;
+        let answer = http::fetch_object(&self.client, d, call, |a| status_error(&d.id, a)).await?;
+        check_completion(&answer).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
         Ok(Reply::Json(answer))
     }
 

@@ -73,10 +73,8 @@ pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
         let answer = crate::http::open(client, d, call, status_error).await?;
         return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), answer.into_stream(), d.max_event_bytes, on_error))));
     }
-    let bytes = crate::http::fetch(client, &d.id, d.timeout, call, status_error).await?;
-    let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
-    let answer = Object::parse(bytes).map_err(|_| bad("response is not a JSON object".into()))?;
-    check_answer(&answer).map_err(bad)?;
+    let answer = crate::http::fetch_object(client, d, call, status_error).await?;
+    check_answer(&answer).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
     Ok(Raw::Reply(answer))
 }
 

@@ -127,15 +127,7 @@ impl Anthropic {
 
     /// Adds `x-api-key` when a key is configured.
     fn with_key(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
-        match &self.api_key {
-            None => Ok(call),
-            Some(Ok(key)) => Ok(call.header(HeaderName::from_static("x-api-key"), key.header())),
-            // The key itself is never part of the message.
-            Some(Err(())) => Err(ProviderError::Unreachable {
-                deployment: deployment.to_string(),
-                detail: "the configured api key is not a valid HTTP header value".into(),
-            }),
-        }
+        http::with_key(call, HeaderName::from_static("x-api-key"), self.api_key.as_ref(), deployment)
     }
 
     fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
