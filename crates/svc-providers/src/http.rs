@@ -82,7 +82,7 @@ pub(crate) async fn fetch_object<F: Future<Output = ProviderError>>(
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<raw::Object, ProviderError> {
     let bytes = fetch(client, &d.id, d.timeout, call, status_error).await?;
-    raw::Object::parse(bytes).map_err(|_| ProviderError::BadResponse {
+    raw::Object::parse(&bytes).map_err(|_| ProviderError::BadResponse {
         deployment: d.id.clone(),
         detail: "response is not a JSON object".into(),
     })

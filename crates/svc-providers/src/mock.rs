@@ -196,7 +196,7 @@ impl Mock {
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}});
         let bytes = serde_json::to_vec(&reply)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode: {e}"), param: None })?;
-        crate::raw::Object::parse(bytes::Bytes::from(bytes))
+        crate::raw::Object::parse(&bytes)
             .map(Raw::Reply)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode: {e}"), param: None })
     }

@@ -2,11 +2,11 @@
 //! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the rest back as the
 //! upstream (or client) wrote it.
 
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
 pub struct Fields<'a>(pub Vec<(String, &'a RawValue)>);
@@ -67,15 +67,21 @@ pub fn write_text_fields<'f, 'r>(
 /// provider and finished by the gateway through one reading.
 #[derive(Debug, Clone)]
 pub struct Object {
-    bytes: Bytes,
+    /// The object's text (checked to be UTF-8 once, so a field's text needs no other check).
+    text: Arc<str>,
     fields: Vec<(String, Range<usize>)>,
 }
 
 impl Object {
     /// Reads `bytes` as a JSON object.
-    pub fn parse(bytes: Bytes) -> Result<Object, serde_json::Error> {
-        let Fields(top) = serde_json::from_slice(&bytes)?;
-        let base = bytes.as_ptr() as usize;
+    pub fn parse(bytes: &[u8]) -> Result<Object, serde_json::Error> {
+        let text: Arc<str> = match std::str::from_utf8(bytes) {
+            Ok(text) => Arc::from(text),
+            // The parse words what is wrong.
+            Err(_) => return Err(serde_json::from_slice::<Fields>(bytes).err().unwrap_or_else(not_utf8)),
+        };
+        let Fields(top) = serde_json::from_str(&text)?;
+        let base = text.as_ptr() as usize;
         let fields = top
             .into_iter()
             .map(|(k, v)| {
@@ -83,19 +89,18 @@ impl Object {
                 (k, start..start + v.get().len())
             })
             .collect();
-        Ok(Object { bytes, fields })
+        Ok(Object { text, fields })
     }
 
     /// The whole object as it was read.
-    pub fn bytes(&self) -> &Bytes {
-        &self.bytes
+    pub fn bytes(&self) -> &[u8] {
+        self.text.as_bytes()
     }
 
     /// The JSON text of field `key` (its last occurrence, as a parsed map keeps it).
     pub fn get(&self, key: &str) -> Option<&str> {
         let (_, range) = self.fields.iter().rev().find(|(k, _)| k == key)?;
-        // Read as JSON text already: this is valid UTF-8.
-        std::str::from_utf8(&self.bytes[range.clone()]).ok()
+        self.text.get(range.clone())
     }
 
     /// Field `key` parsed.
@@ -105,8 +110,9 @@ impl Object {
 
     /// The object written again, each value replaced by `replace(key)` (JSON text) when that says so.
     pub fn write<'r>(&self, replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
-        let fields = self.fields.iter().map(|(k, r)| (k.as_str(), &self.bytes[r.clone()]));
-        write_text_fields(fields, self.bytes.len(), replace)
+        let fields =
+            self.fields.iter().map(|(k, r)| (k.as_str(), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
+        write_text_fields(fields, self.text.len(), replace)
     }
 
     /// The object written again with each of `set` (key, JSON text) in place of that key's value, or added at
@@ -120,6 +126,11 @@ impl Object {
         }
         out
     }
+}
+
+/// The error of bytes that are not UTF-8 where serde_json found nothing else wrong (it checks only strings).
+fn not_utf8() -> serde_json::Error {
+    serde::de::Error::custom("the text is not UTF-8")
 }
 
 /// Adds `key` with the JSON text `value` at the end of the object written in `out` (`{…}` → `{…,"key":value}`,
@@ -143,16 +154,16 @@ mod tests {
     #[test]
     fn fields_are_replaced_in_place_or_added() -> Result<(), serde_json::Error> {
         let body = r#"{"id":"x","model":"up","choices":[{"a":1}]}"#;
-        let f = Object::parse(Bytes::from_static(body.as_bytes()))?;
+        let f = Object::parse(body.as_bytes())?;
         assert_eq!(f.get("choices"), Some(r#"[{"a":1}]"#));
         let out = f.write_with(&[("model", b"\"alias\""), ("usage", b"{\"n\":1}")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","choices":[{"a":1}],"usage":{"n":1}}"#);
-        let o = Object::parse(Bytes::from_static(br#"{"id":"x","model":"up","model":"up2","n":1}"#))?;
+        let o = Object::parse(br#"{"id":"x","model":"up","model":"up2","n":1}"#)?;
         assert_eq!((o.get("model"), o.get("n"), o.get("nope")), (Some("\"up2\""), Some("1"), None));
         let out = o.write_with(&[("model", b"\"alias\""), ("usage", b"{}")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","model":"alias","n":1,"usage":{}}"#);
-        assert!(Object::parse(Bytes::from_static(b"[1]")).is_err());
-        let empty = Object::parse(Bytes::from_static(b"{}"))?;
+        assert!(Object::parse(b"[1]").is_err());
+        let empty = Object::parse(b"{}")?;
         assert_eq!(empty.write_with(&[("model", b"\"m\"")]), br#"{"model":"m"}"#.to_vec());
         Ok(())
     }

@@ -63,9 +63,9 @@ impl Api {
     }
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
-    pub fn to_chat(self, body: &Bytes) -> Result<Translated, ApiError> {
+    pub fn to_chat(self, body: &[u8]) -> Result<Translated, ApiError> {
         let (chat, continues) = match self {
-            Api::Chat => return Ok(Translated { chat: ChatRequest::from_client(body.clone())?, continues: None }),
+            Api::Chat => return Ok(Translated { chat: ChatRequest::parse(body)?, continues: None }),
             Api::Embeddings => (embeddings::to_chat(body)?, None),
             Api::Messages => (messages::to_chat(body)?, None),
             Api::Responses => responses::to_chat(body)?,

@@ -134,7 +134,7 @@ proptest! {
     fn requests_never_panic(body in json()) {
         let bytes = body.to_string().into_bytes();
         for api in [Api::Chat, Api::Messages, Api::Responses, Api::Embeddings] {
-            let _ = api.to_chat(&bytes::Bytes::from(bytes.clone()));
+            let _ = api.to_chat(&bytes);
             let _ = prepare(api, &bytes, "up", Some(10));
         }
     }

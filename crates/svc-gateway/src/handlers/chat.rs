@@ -100,7 +100,7 @@ pub async fn count_tokens(
     match tokio::time::timeout(timeout, route.deployment.forward(Wire::CountTokens, forwarded)).await {
         Ok(Ok(Raw::Reply(answer))) => {
             let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
-            Ok((json, answer.bytes().clone()).into_response())
+            Ok((json, bytes::Bytes::copy_from_slice(answer.bytes())).into_response())
         }
         Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("count_tokens answered with a stream")),
         Ok(Err(e)) => Err(ApiError::from(e)),

@@ -8,7 +8,6 @@
 
 use super::{bad, Facts, RequestError, Scalars};
 use crate::raw;
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -124,10 +123,10 @@ impl<'de> Deserialize<'de> for Key<'de> {
 impl ClientBody {
     /// Reads and checks `bytes`; `None` when they are not a JSON object (the caller reports that as the full
     /// parse words it).
-    pub(super) fn read(bytes: Bytes) -> Option<Result<(ClientBody, Facts), RequestError>> {
+    pub(super) fn read(bytes: &[u8]) -> Option<Result<(ClientBody, Facts), RequestError>> {
         // What the full parse would refuse (a number out of range, nesting too deep, a bad escape) is refused
         // here too: reading raw values alone would let it through.
-        serde_json::from_slice::<Valid>(&bytes).ok()?;
+        serde_json::from_slice::<Valid>(bytes).ok()?;
         let object = raw::Object::parse(bytes).ok()?;
         let body = ClientBody { object, model: String::new(), edits: Edits::default(), parsed: OnceLock::new() };
         Some(body.check())

@@ -7,7 +7,6 @@ mod client;
 use client::is_media;
 pub use client::PromptParts;
 
-use bytes::Bytes;
 use client::ClientBody;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -136,17 +135,12 @@ impl ChatRequest {
     /// Reads and checks a client's request body. The body is kept as the client wrote it: only the fields the
     /// gateway acts on are read, and only the ones it changes are written again.
     pub fn parse(bytes: &[u8]) -> Result<ChatRequest, RequestError> {
-        ChatRequest::from_client(Bytes::copy_from_slice(bytes))
-    }
-
-    /// [`ChatRequest::parse`] of bytes the caller holds (kept without a copy).
-    pub fn from_client(bytes: Bytes) -> Result<ChatRequest, RequestError> {
-        if let Some(read) = ClientBody::read(bytes.clone()) {
+        if let Some(read) = ClientBody::read(bytes) {
             let (body, facts) = read?;
             return Ok(ChatRequest { repr: Repr::Client(Box::new(body)), facts });
         }
         // Not a JSON object: the full parse words why.
-        let value: Value = serde_json::from_slice(&bytes)
+        let value: Value = serde_json::from_slice(bytes)
             .map_err(|e| RequestError { message: format!("request body is not valid JSON: {e}"), param: None })?;
         let Value::Object(body) = value else {
             return Err(RequestError { message: "request body must be a JSON object".into(), param: None });
