@@ -14,7 +14,8 @@
 # the figure at peak, where the gateway's batching (spend writes, log lines) has company to batch.
 #
 # Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), CALLGRIND_PEAK=1,
-# BENCH_NO_BUILD=1.
+# BENCH_NO_BUILD=1, CALLGRIND_SVC=/path/to/svc (count that build instead: an experiment against the same upstream),
+# CALLGRIND_NGINX=0 (svc alone: nginx's figure, about 20,150, barely moves between runs).
 # Output: one line per target and the ratio; everything under target/bench/callgrind-<time>/.
 set -euo pipefail
 
@@ -29,6 +30,7 @@ if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
     cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench --bin svc --bin svc-fake-upstream --bin svc-bench
 fi
 BIN=$ROOT/target/release
+SVC=${CALLGRIND_SVC:-$BIN/svc}
 OUT=$ROOT/target/bench/callgrind-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
@@ -64,7 +66,7 @@ svc_run() {
     rm -f "$WORK/svc.db"* "$WORK"/spend-*
     gateway_yaml "sqlite://$WORK/svc.db" "$UP" | sed "s/^  port: 0/  port: $port/" >"$WORK/svc.yaml"
     SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind \
-        --callgrind-out-file="$OUT/svc-$n.out" "$BIN/svc" serve --config "$WORK/svc.yaml" 2>"$WORK/svc-$n.log" &
+        --callgrind-out-file="$OUT/svc-$n.out" "$SVC" serve --config "$WORK/svc.yaml" 2>"$WORK/svc-$n.log" &
     local pid=$!
     PIDS+=("$pid")
     wait_port "$port" "$pid" "$WORK/svc-$n.log"
@@ -94,6 +96,11 @@ nginx_run() {
 
 echo "== svc: $N and $((5 * N)) requests under callgrind" >&2
 SVC_1=$(svc_run "$N"); SVC_5=$(svc_run $((5 * N)))
+if [[ ${CALLGRIND_NGINX:-1} == 0 ]]; then
+    echo "svc: $(( (SVC_5 - SVC_1) / (4 * N) )) instructions per request ($SVC_1 and $SVC_5 in all; $SVC)" | tee "$OUT/report.txt"
+    echo "results in $OUT" >&2
+    exit 0
+fi
 echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
 NGX_1=$(nginx_run "$N"); NGX_5=$(nginx_run $((5 * N)))
 python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" <<'EOF' | tee "$OUT/report.txt"

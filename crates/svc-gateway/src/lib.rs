@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod front;
 pub mod handlers;
 pub mod health;
+mod json_text;
 pub mod keys;
 pub mod observe;
 pub mod outbox;

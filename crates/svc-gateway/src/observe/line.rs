@@ -235,26 +235,7 @@ fn fixed(buf: &mut String, value: i64, scale: u32) {
 /// A JSON string: quotes, backslashes and control characters escaped.
 fn json_str(buf: &mut String, s: &str) {
     buf.push('"');
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let escape = match c {
-            '"' => "\\\"",
-            '\\' => "\\\\",
-            '\n' => "\\n",
-            '\r' => "\\r",
-            '\t' => "\\t",
-            c if (c as u32) < 0x20 => "",
-            _ => continue,
-        };
-        buf.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(buf, "\\u{:04x}", c as u32);
-        } else {
-            buf.push_str(escape);
-        }
-        start = i + c.len_utf8();
-    }
-    buf.push_str(&s[start..]);
+    crate::json_text::escape(s, |piece| buf.push_str(piece));
     buf.push('"');
 }
 
@@ -280,20 +261,8 @@ fn timestamp(buf: &mut String, now: SystemTime) {
 }
 
 /// `n` in decimal (without `fmt`'s machinery: this is most of a line's numbers).
-fn uint(buf: &mut String, mut n: u64) {
-    let mut out = [b'0'; 20];
-    let mut i = out.len();
-    loop {
-        i -= 1;
-        out[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &b in &out[i..] {
-        buf.push(char::from(b));
-    }
+fn uint(buf: &mut String, n: u64) {
+    buf.push_str(itoa::Buffer::new().format(n));
 }
 
 /// `value` in `width` decimal digits, zero-padded (its last `width` digits if it has more).

@@ -6,7 +6,7 @@
 //! Parsing every body into a map, then writing it out again, cost a third of the JSON work of a request: a map
 //! per object (with a hash of every key), a string per key and value, and all of it written again.
 
-use super::{bad, Facts, RequestError, Scalars};
+use super::{bad, scan, Facts, RequestError, Scalars};
 use crate::raw;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -126,7 +126,9 @@ impl ClientBody {
     pub(super) fn read(bytes: &[u8]) -> Option<Result<(ClientBody, Facts), RequestError>> {
         // What the full parse would refuse (a number out of range, nesting too deep, a bad escape) is refused
         // here too: reading raw values alone would let it through.
-        serde_json::from_slice::<Valid>(bytes).ok()?;
+        if !scan::surely_valid(bytes) {
+            serde_json::from_slice::<scan::Valid>(bytes).ok()?;
+        }
         let object = raw::Object::parse(bytes).ok()?;
         let body = ClientBody { object, model: String::new(), edits: Edits::default(), parsed: OnceLock::new() };
         Some(body.check())
@@ -160,12 +162,12 @@ impl ClientBody {
                             &format!("messages[{i}]"),
                         ));
                     };
-                    parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(m.get()));
+                    parts.json_tokens = parts.json_tokens.saturating_add(scan::json_tokens(m.get()));
                     parts.media = parts.media.saturating_add(media_parts(picked.content));
                 }
                 for field in ["tools", "functions", "response_format"] {
                     if let Some(t) = self.raw(field) {
-                        parts.json_tokens = parts.json_tokens.saturating_add(json_tokens(t));
+                        parts.json_tokens = parts.json_tokens.saturating_add(scan::json_tokens(t));
                     }
                 }
             }
@@ -264,71 +266,6 @@ fn media_parts(content: Option<&RawValue>) -> u64 {
     let list: Vec<&RawValue> = serde_json::from_str(c.get()).unwrap_or_default();
     let kinds = list.iter().filter_map(|p| Picked::of(p)?.kind);
     kinds.filter(|k| serde_json::from_str::<Key>(k.get()).is_ok_and(|k| is_media(&k.0))).count() as u64
-}
-
-/// A JSON text read as the full parse reads it (every number converted, every string unescaped, the same
-/// depth limit), with nothing kept.
-struct Valid;
-
-impl<'de> Deserialize<'de> for Valid {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Valid, D::Error> {
-        d.deserialize_any(ValidVisitor)
-    }
-}
-
-struct ValidVisitor;
-
-impl<'de> serde::de::Visitor<'de> for ValidVisitor {
-    type Value = Valid;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_unit<E>(self) -> Result<Valid, E> {
-        Ok(Valid)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Valid, A::Error> {
-        while seq.next_element::<Valid>()?.is_some() {}
-        Ok(Valid)
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Valid, A::Error> {
-        while map.next_entry::<Valid, Valid>()?.is_some() {}
-        Ok(Valid)
-    }
-}
-
-/// [`crate::estimate::text_tokens`] of the JSON text `raw` as serde_json writes it (compact, its escapes):
-/// the same count as of the parsed value written again, made by transcoding, without building the value.
-fn json_tokens(raw: &str) -> u64 {
-    let mut counter = crate::estimate::Counter::default();
-    let mut from = serde_json::Deserializer::from_str(raw);
-    let mut to = serde_json::Serializer::new(&mut counter);
-    // Writing to a counter cannot fail, and `raw` was read as JSON already.
-    let _ = serde_transcode::transcode(&mut from, &mut to);
-    counter.tokens()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! other field (tools, tool_choice, response_format, stop, seed, user, logprobs, …) passes through untouched.
 
 mod client;
+mod scan;
 
 use client::is_media;
 pub use client::PromptParts;
