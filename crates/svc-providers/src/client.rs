@@ -11,7 +11,7 @@
 //!
 //! What this file does not do: bound a call in time (`http.rs` does, per deployment) or read an error body.
 
-use ::http::header::{HeaderName, HeaderValue, CONTENT_TYPE, PROXY_AUTHORIZATION};
+use ::http::header::{HeaderName, HeaderValue, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION};
 use ::http::{Method, Request, Response, StatusCode, Uri};
 use bytes::Bytes;
 use futures::Stream;
@@ -97,26 +97,49 @@ impl std::fmt::Debug for UpstreamClient {
     }
 }
 
+/// A URL an upstream is called at, parsed once, with its `Host` header made once (the pooled client would
+/// otherwise format it for every request).
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    uri: Uri,
+    host: HeaderValue,
+}
+
+impl Endpoint {
+    /// `url` parsed; `None` when it is not an absolute URL.
+    pub(crate) fn parse(url: &str) -> Option<Endpoint> {
+        let uri = url.parse::<Uri>().ok()?;
+        let name = uri.host()?;
+        // The port is written only when it is not the scheme's own, as the pooled client writes it.
+        let host = match (uri.port_u16(), uri.scheme_str()) {
+            (Some(80), Some("http")) | (Some(443), Some("https")) | (None, _) => HeaderValue::from_str(name),
+            (Some(port), _) => HeaderValue::from_str(&format!("{name}:{port}")),
+        };
+        Some(Endpoint { host: host.ok()?, uri })
+    }
+}
+
 /// One request to an upstream, built by a provider.
 pub(crate) struct Call(Request<Full<Bytes>>);
 
 impl Call {
-    /// `POST uri` with a JSON body.
-    pub(crate) fn post_json(uri: Uri, body: impl Into<Bytes>) -> Call {
-        let mut call = Call::new(Method::POST, uri, body.into());
+    /// `POST` to `to` with a JSON body.
+    pub(crate) fn post_json(to: &Endpoint, body: impl Into<Bytes>) -> Call {
+        let mut call = Call::new(Method::POST, to, body.into());
         call.0.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         call
     }
 
-    /// `GET uri`.
-    pub(crate) fn get(uri: Uri) -> Call {
-        Call::new(Method::GET, uri, Bytes::new())
+    /// `GET` of `to`.
+    pub(crate) fn get(to: &Endpoint) -> Call {
+        Call::new(Method::GET, to, Bytes::new())
     }
 
-    fn new(method: Method, uri: Uri, body: Bytes) -> Call {
+    fn new(method: Method, to: &Endpoint, body: Bytes) -> Call {
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = method;
-        *req.uri_mut() = uri;
+        *req.uri_mut() = to.uri.clone();
+        req.headers_mut().insert(HOST, to.host.clone());
         Call(req)
     }
 
@@ -254,4 +277,27 @@ pub(crate) fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
         source = s.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoint;
+
+    #[test]
+    fn the_host_header_names_the_port_only_when_it_is_not_the_schemes_own() {
+        for (url, host) in [
+            ("http://127.0.0.1:8080/v1/chat/completions", "127.0.0.1:8080"),
+            ("https://api.openai.com/v1/models", "api.openai.com"),
+            ("http://upstream:80/v1", "upstream"),
+            ("https://upstream:443/v1", "upstream"),
+            ("https://upstream:80/v1", "upstream:80"),
+            ("http://[::1]:9000/v1", "[::1]:9000"),
+        ] {
+            let endpoint = Endpoint::parse(url).unwrap_or_else(|| panic!("{url}"));
+            assert_eq!(endpoint.host, host, "{url}");
+            assert_eq!(endpoint.uri, url);
+        }
+        assert!(Endpoint::parse("not a url").is_none());
+        assert!(Endpoint::parse("/v1/no-host").is_none());
+    }
 }

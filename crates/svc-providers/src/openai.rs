@@ -3,11 +3,10 @@
 //! checked before it is believed: a 200 whose body is an error object, or has no `choices`, is
 //! [`ProviderError::BadResponse`] (a 502 the gateway may retry), never a completion.
 
-use crate::client::{Answer, Call, UpstreamClient};
+use crate::client::{Answer, Call, Endpoint, UpstreamClient};
 use crate::http::{self, error_body, raw_message, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{raw, sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
-use ::http::Uri;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -25,10 +24,10 @@ pub struct OpenAi {
 /// The URLs called.
 #[derive(Debug)]
 struct Endpoints {
-    chat: Uri,
-    responses: Uri,
-    embeddings: Uri,
-    models: Uri,
+    chat: Endpoint,
+    responses: Endpoint,
+    embeddings: Endpoint,
+    models: Endpoint,
 }
 
 /// How long a readiness probe may take.
@@ -38,7 +37,7 @@ impl OpenAi {
     /// An endpoint at `api_base` (e.g. `https://api.openai.com/v1`), sharing the pooled `client`.
     pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>) -> OpenAi {
         let api_base = api_base.trim_end_matches('/').to_string();
-        let url = |path: &str| format!("{api_base}/{path}").parse::<Uri>().ok();
+        let url = |path: &str| Endpoint::parse(&format!("{api_base}/{path}"));
         let urls = (|| {
             Some(Endpoints {
                 chat: url("chat/completions")?,
@@ -73,7 +72,7 @@ impl OpenAi {
         let bytes = body
             .to_json()
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        self.authorize(Call::post_json(self.urls()?.chat.clone(), bytes), &d.id)
+        self.authorize(Call::post_json(&self.urls()?.chat, bytes), &d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
@@ -94,7 +93,7 @@ impl OpenAi {
             Wire::Embeddings => &self.urls()?.embeddings,
             Wire::Responses | Wire::Messages | Wire::CountTokens => &self.urls()?.responses,
         };
-        let call = self.authorize(Call::post_json(url.clone(), req.body), &d.id)?;
+        let call = self.authorize(Call::post_json(url, req.body), &d.id)?;
         passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(&d.id, a), stream_error).await
     }
 
@@ -105,10 +104,10 @@ impl OpenAi {
         id: &str,
     ) -> Result<Map<String, Value>, ProviderError> {
         let segment = percent_encoding::utf8_percent_encode(id, PATH_SEGMENT);
-        let url = format!("{}/responses/{segment}", self.api_base).parse::<Uri>().map_err(|_| {
+        let url = Endpoint::parse(&format!("{}/responses/{segment}", self.api_base)).ok_or_else(|| {
             ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
         })?;
-        let call = self.authorize(Call::get(url), &d.id)?;
+        let call = self.authorize(Call::get(&url), &d.id)?;
         let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),
@@ -120,7 +119,7 @@ impl OpenAi {
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
-        let call = self.authorize(Call::get(self.urls()?.models.clone()), &d.id)?;
+        let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
         http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
     }
 }

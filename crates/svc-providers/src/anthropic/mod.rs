@@ -50,12 +50,11 @@ mod request;
 mod response;
 mod stream;
 
-use crate::client::{Call, UpstreamClient};
+use crate::client::{Call, Endpoint, UpstreamClient};
 use crate::http::{self, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use ::http::header::{HeaderName, HeaderValue};
-use ::http::Uri;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -72,9 +71,9 @@ pub struct Anthropic {
 
 /// The URLs called.
 struct Endpoints {
-    messages: Uri,
-    count_tokens: Uri,
-    models: Uri,
+    messages: Endpoint,
+    count_tokens: Endpoint,
+    models: Endpoint,
 }
 
 /// How long a readiness probe may take.
@@ -95,7 +94,7 @@ impl Anthropic {
     pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>, default_max_tokens: u32) -> Anthropic {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1").unwrap_or(api_base).to_string();
-        let url = |path: &str| format!("{api_base}{path}").parse::<Uri>().ok();
+        let url = |path: &str| Endpoint::parse(&format!("{api_base}{path}"));
         let urls = (|| {
             Some(Endpoints {
                 messages: url("/v1/messages")?,
@@ -134,7 +133,7 @@ impl Anthropic {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        self.authorize(Call::post_json(self.urls()?.messages.clone(), bytes), &d.id)
+        self.authorize(Call::post_json(&self.urls()?.messages, bytes), &d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
@@ -159,7 +158,7 @@ impl Anthropic {
     /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
     pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         let url = if wire == Wire::CountTokens { &self.urls()?.count_tokens } else { &self.urls()?.messages };
-        let mut call = Call::post_json(url.clone(), req.body);
+        let mut call = Call::post_json(url, req.body);
         if !req.headers.iter().any(|(n, _)| *n == VERSION_HEADER) {
             call = call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION));
         }
@@ -172,7 +171,7 @@ impl Anthropic {
     }
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
-        let call = self.authorize(Call::get(self.urls()?.models.clone()), &d.id)?;
+        let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
         http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
     }
 }
