@@ -139,14 +139,16 @@ impl Store {
                             // file instead of failing with SQLITE_BUSY.
                             // wal_autocheckpoint=0: a commit never runs the checkpoint (and its fsync) itself; the
                             // checkpointer task below does it in the background.
-                            // page_size=1024 (only takes effect when the file is created): a commit writes whole pages
-                            // to the WAL, one per table and index it touches, so a one-record spend commit writes
-                            // about 5 KiB instead of 20 (and the checkpoint copies that much less).
+                            // page_size=4096, SQLite's default (it only takes effect when the file is created): spend
+                            // records reach the store in batches (the spend writer gathers them for up to 50 ms), and
+                            // with 1 KiB pages, which made one-record commits smaller, every few records split a page
+                            // of the table or of one of its five indexes (4,500 instructions a request more at
+                            // concurrency 1, 6,600 at peak: BENCHMARKS.md).
                             // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
                             // for appends and the indexed spend queries, and 4 MiB less resident memory.
                             conn.execute(
                                 format!(
-                                    "PRAGMA page_size=1024; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; \
+                                    "PRAGMA page_size=4096; PRAGMA cache_size=-1024; PRAGMA journal_mode=WAL; \
                                      PRAGMA synchronous=NORMAL; PRAGMA busy_timeout={BUSY_TIMEOUT_MS}; \
                                      PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;"
                                 )
