@@ -126,7 +126,9 @@ impl ClientBody {
     pub(super) fn read(bytes: &[u8]) -> Option<Result<(ClientBody, Facts), RequestError>> {
         // What the full parse would refuse (a number out of range, nesting too deep, a bad escape) is refused
         // here too: reading raw values alone would let it through.
-        serde_json::from_slice::<scan::Valid>(bytes).ok()?;
+        if !scan::plain(bytes) {
+            serde_json::from_slice::<scan::Valid>(bytes).ok()?;
+        }
         let object = raw::Object::parse(bytes).ok()?;
         let body = ClientBody { object, model: String::new(), edits: Edits::default(), parsed: OnceLock::new() };
         Some(body.check())

@@ -1,10 +1,66 @@
-//! Readings of JSON text for the client's chat body: [`Valid`], the full parse's checks with nothing kept, and
+//! Readings of JSON text for the client's chat body: [`Valid`], the full parse's checks with nothing kept (and
+//! [`plain`], which says when the raw reading's own checks are as strict, so that `Valid` can be skipped), and
 //! [`json_tokens`], the estimate's count of a JSON text as serde_json would write it again, counted off the text
 //! itself when writing it again could change nothing but whitespace (no escapes, whole numbers only), and by
 //! transcoding otherwise. The fuzz target `chat_request` checks that the raw reading and the full parse accept,
 //! refuse and count alike.
 
 use serde::Deserialize;
+
+/// Nesting deeper than this is left to [`Valid`] (the full parse's limit is 128).
+const PLAIN_DEPTH: usize = 100;
+/// A number longer than this, or with an exponent of three digits or more, is left to [`Valid`] (it could be
+/// outside `f64`'s range, which the full parse refuses).
+const PLAIN_NUMBER: usize = 200;
+
+/// Whether reading `bytes` raw (serde_json's `RawValue`, which checks syntax, strings' UTF-8 and control characters
+/// but skips what it does not convert) refuses everything the full parse refuses: true when the text has no
+/// escapes (which the full parse decodes and checks: surrogates), nests at most [`PLAIN_DEPTH`] deep, and has no
+/// number near `f64`'s limits. One pass over the bytes, most of them skipped inside strings by `memchr`;
+/// it does not check syntax (the raw reading does).
+pub(super) fn plain(bytes: &[u8]) -> bool {
+    if memchr::memchr(b'\\', bytes).is_some() {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&c) = bytes.get(i) {
+        match c {
+            // Without escapes, the next quote ends the string.
+            b'"' => match memchr::memchr(b'"', bytes.get(i + 1..).unwrap_or_default()) {
+                Some(len) => i += len + 2,
+                None => return false,
+            },
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > PLAIN_DEPTH {
+                    return false;
+                }
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let rest = &bytes[i..];
+                let len = rest
+                    .iter()
+                    .position(|c| !matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .unwrap_or(rest.len());
+                let number = &rest[..len];
+                let exponent = number.iter().position(|c| matches!(c, b'e' | b'E')).map(|e| &number[e + 1..]);
+                let exponent_digits = exponent.map_or(0, |e| e.iter().filter(|c| c.is_ascii_digit()).count());
+                if len > PLAIN_NUMBER || exponent_digits > 2 {
+                    return false;
+                }
+                i += len;
+            }
+            _ => i += 1,
+        }
+    }
+    true
+}
 
 /// A JSON text read as the full parse reads it (every number converted, every string unescaped, the same
 /// depth limit), with nothing kept.
@@ -130,6 +186,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
+
+    #[test]
+    fn plain_texts_need_no_full_parse_and_the_rest_get_one() {
+        let deep = format!("{}{}", "[".repeat(PLAIN_DEPTH + 1), "]".repeat(PLAIN_DEPTH + 1));
+        let long = format!("[1{}]", "0".repeat(PLAIN_NUMBER));
+        for text in [
+            r#"{"model":"m","messages":[{"role":"user","content":"hi [{ 1e999 ünï"}],"max_tokens":64,"t":-0.5e-12}"#,
+            "[1, -2, 0.25, 1E+99, true, false, null, {}, []]",
+        ] {
+            assert!(plain(text.as_bytes()), "{text}");
+        }
+        for text in [r#"{"a":"\u00e9"}"#, r#"["\ud800"]"#, "[1e400]", "[1e100]", &deep, &long, "[\"open]"] {
+            assert!(!plain(text.as_bytes()), "{text}");
+        }
+    }
 
     #[test]
     fn plain_counts_equal_transcoded_counts() {
