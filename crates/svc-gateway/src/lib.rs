@@ -28,9 +28,8 @@ pub mod ui;
 pub use error::ApiError;
 pub use state::{AppState, StateError};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, Uri};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use error::LoggedError;
@@ -42,23 +41,54 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct RequestId(pub Arc<str>, pub Instant);
 
-/// The router with every route and the request-context middleware. An unknown path is a 404 and a known
+/// The router with every route, and the request context around it. An unknown path is a 404 and a known
 /// path asked with a method it does not take a 405 (with `allow`), both in the OpenAI error shape.
-pub fn app(state: AppState) -> Router {
-    routes::table(&state)
+pub fn app(state: AppState) -> App {
+    let router = routes::table(&state)
         .method_not_allowed_fallback(|method: Method, uri: Uri| async move {
             ApiError::method_not_allowed(method.as_str(), uri.path()).into_response()
         })
         .fallback(|| async { ApiError::not_found("not_found_error", "no such route").into_response() })
-        .layer(axum::middleware::from_fn_with_state(state.clone(), request_context))
-        .with_state(state)
+        .with_state(state.clone());
+    App { router, state }
+}
+
+/// What the server serves: the router with [`request_context`] around it, from outside. (As a router layer it
+/// was applied to each route, and every request went through two more boxed services and futures.) In-process
+/// tests drive it as a tower service.
+#[derive(Clone)]
+pub struct App {
+    router: Router,
+    state: AppState,
+}
+
+impl App {
+    /// Answers `req`.
+    pub async fn handle(self, req: Request) -> Response {
+        request_context(&self.state, req, self.router).await
+    }
+}
+
+impl tower::Service<Request> for App {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let app = self.clone();
+        Box::pin(async move { Ok(app.handle(req).await) })
+    }
 }
 
 /// Gives every request an id (the client's `x-request-id` when it is sane, else a new UUID) and every
 /// response `x-request-id` and `x-svc-overhead-duration-ms` (time in the gateway minus time waiting for the
 /// upstream); logs 5xx answers once; writes the request line of every request the pipeline does not; counts
 /// model requests and their errors for `GET /gateway/stats`.
-async fn request_context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn request_context(state: &AppState, mut req: Request, router: Router) -> Response {
     let started = Instant::now();
     let model_request = ui::stats::is_model_request(req.method(), req.uri().path());
     let id: Arc<str> = req
@@ -72,7 +102,10 @@ async fn request_context(State(state): State<AppState>, mut req: Request, next: 
     let anthropic = front::messages::is_messages_path(req.uri().path());
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let mut resp = next.run(req).await;
+    let mut resp = match tower::ServiceExt::oneshot(router, req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    };
     if resp.extensions().get::<observe::Logged>().is_none() {
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }

@@ -8,8 +8,31 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
-/// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order.
-pub struct Fields<'a>(pub Vec<(String, &'a RawValue)>);
+/// An object's key, borrowed from the text unless it has escapes.
+pub struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key<'de>, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
+/// The top-level fields of a JSON object, each value as its raw text (not parsed), in the client's order; a key
+/// is borrowed from the text unless it has escapes.
+pub struct Fields<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'de> Deserialize<'de> for Fields<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -21,8 +44,8 @@ impl<'de> Deserialize<'de> for Fields<'de> {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                    fields.push(entry);
+                while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    fields.push((key, value));
                 }
                 Ok(Fields(fields))
             }
@@ -33,9 +56,12 @@ impl<'de> Deserialize<'de> for Fields<'de> {
 
 /// Writes an object of `fields`, each value replaced by `replace(key)` (JSON text) when that says so, else as
 /// written.
-pub fn write_fields<'r>(fields: &[(String, &RawValue)], replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
+pub fn write_fields<'r>(
+    fields: &[(Cow<'_, str>, &RawValue)],
+    replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>,
+) -> Vec<u8> {
     let size = fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>();
-    write_text_fields(fields.iter().map(|(k, v)| (k.as_str(), v.get().as_bytes())), size, replace)
+    write_text_fields(fields.iter().map(|(k, v)| (&**k, v.get().as_bytes())), size, replace)
 }
 
 /// [`write_fields`] of fields given as key and JSON text; `size` is about the size of the object written.
@@ -50,8 +76,7 @@ pub fn write_text_fields<'f, 'r>(
         if i > 0 {
             out.push(b',');
         }
-        // A key is a string; writing one cannot fail.
-        let _ = serde_json::to_writer(&mut out, key);
+        write_key(&mut out, key);
         out.push(b':');
         match replace(key) {
             Some(v) => out.extend_from_slice(&v),
@@ -69,7 +94,16 @@ pub fn write_text_fields<'f, 'r>(
 pub struct Object {
     /// The object's text (checked to be UTF-8 once, so a field's text needs no other check).
     text: Arc<str>,
-    fields: Vec<(String, Range<usize>)>,
+    fields: Vec<(Name, Range<usize>)>,
+}
+
+/// A field's key in an [`Object`].
+#[derive(Debug, Clone)]
+enum Name {
+    /// Where the key lies in the text (it has no escapes): no string is made for it.
+    At(Range<usize>),
+    /// The key decoded (it has escapes).
+    Decoded(Box<str>),
 }
 
 impl Object {
@@ -82,14 +116,36 @@ impl Object {
         };
         let Fields(top) = serde_json::from_str(&text)?;
         let base = text.as_ptr() as usize;
+        let at = |s: &str| {
+            let start = s.as_ptr() as usize - base;
+            start..start + s.len()
+        };
         let fields = top
             .into_iter()
             .map(|(k, v)| {
-                let start = v.get().as_ptr() as usize - base;
-                (k, start..start + v.get().len())
+                let name = match k {
+                    Cow::Borrowed(k) => Name::At(at(k)),
+                    Cow::Owned(k) => Name::Decoded(k.into()),
+                };
+                (name, at(v.get()))
             })
             .collect();
         Ok(Object { text, fields })
+    }
+
+    fn name<'a>(&'a self, name: &'a Name) -> &'a str {
+        match name {
+            Name::At(range) => self.text.get(range.clone()).unwrap_or_default(),
+            Name::Decoded(k) => k,
+        }
+    }
+
+    /// Whether `name` is `key` (compared as bytes: no character boundaries to check).
+    fn is(&self, name: &Name, key: &str) -> bool {
+        match name {
+            Name::At(range) => self.text.as_bytes().get(range.clone()) == Some(key.as_bytes()),
+            Name::Decoded(k) => **k == *key,
+        }
     }
 
     /// The whole object as it was read.
@@ -99,7 +155,7 @@ impl Object {
 
     /// The JSON text of field `key` (its last occurrence, as a parsed map keeps it).
     pub fn get(&self, key: &str) -> Option<&str> {
-        let (_, range) = self.fields.iter().rev().find(|(k, _)| k == key)?;
+        let (_, range) = self.fields.iter().rev().find(|(k, _)| self.is(k, key))?;
         self.text.get(range.clone())
     }
 
@@ -111,7 +167,7 @@ impl Object {
     /// The object written again, each value replaced by `replace(key)` (JSON text) when that says so.
     pub fn write<'r>(&self, replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
         let fields =
-            self.fields.iter().map(|(k, r)| (k.as_str(), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
+            self.fields.iter().map(|(k, r)| (self.name(k), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
         write_text_fields(fields, self.text.len(), replace)
     }
 
@@ -120,7 +176,7 @@ impl Object {
     pub fn write_with(&self, set: &[(&str, &[u8])]) -> Vec<u8> {
         let mut out = self.write(|k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
         for (key, value) in set {
-            if !self.fields.iter().any(|(k, _)| k == key) {
+            if !self.fields.iter().any(|(k, _)| self.is(k, key)) {
                 append(&mut out, key, value);
             }
         }
@@ -140,11 +196,22 @@ pub fn append(out: &mut Vec<u8>, key: &str, value: &[u8]) {
     if out.len() > 1 {
         out.push(b',');
     }
-    // A key is a string; writing one cannot fail.
-    let _ = serde_json::to_writer(&mut *out, key);
+    write_key(out, key);
     out.push(b':');
     out.extend_from_slice(value);
     out.push(b'}');
+}
+
+/// Writes `key` as a JSON string: as it is when it needs no escape (nearly always), else as serde_json escapes it.
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    if key.bytes().fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\')) {
+        // A key is a string; writing one cannot fail.
+        let _ = serde_json::to_writer(&mut *out, key);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.push(b'"');
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +229,11 @@ mod tests {
         assert_eq!((o.get("model"), o.get("n"), o.get("nope")), (Some("\"up2\""), Some("1"), None));
         let out = o.write_with(&[("model", b"\"alias\""), ("usage", b"{}")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","model":"alias","n":1,"usage":{}}"#);
+        // Keys with escapes are read decoded and written escaped.
+        let o = Object::parse(br#"{"mo\u0064el":"up","a\"b":1,"\u00e9":2}"#)?;
+        assert_eq!((o.get("model"), o.get("a\"b"), o.get("é")), (Some("\"up\""), Some("1"), Some("2")));
+        let out = o.write_with(&[("model", b"\"alias\"")]);
+        assert_eq!(String::from_utf8_lossy(&out), r#"{"model":"alias","a\"b":1,"é":2}"#);
         assert!(Object::parse(b"[1]").is_err());
         let empty = Object::parse(b"{}")?;
         assert_eq!(empty.write_with(&[("model", b"\"m\"")]), br#"{"model":"m"}"#.to_vec());

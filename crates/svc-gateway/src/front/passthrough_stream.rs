@@ -161,7 +161,7 @@ impl PassStream {
         &mut self,
         data: &str,
         outer: &str,
-        look: impl FnOnce(&mut Self, &[(String, &serde_json::value::RawValue)]),
+        look: impl FnOnce(&mut Self, &[(Cow<'_, str>, &serde_json::value::RawValue)]),
     ) -> Option<Vec<u8>> {
         let Fields(top) = serde_json::from_str(data).ok()?;
         let raw = top.iter().find(|(k, _)| k == outer)?.1;
@@ -212,7 +212,7 @@ impl PassStream {
 }
 
 /// One field of raw fields, parsed.
-fn field(fields: &[(String, &serde_json::value::RawValue)], key: &str) -> Option<Value> {
+fn field(fields: &[(Cow<'_, str>, &serde_json::value::RawValue)], key: &str) -> Option<Value> {
     fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str(v.get()).ok())
 }
 

@@ -134,10 +134,10 @@ pub async fn stored_response(
 
 /// The client's API headers passed through to an upstream that speaks its API.
 fn api_headers(headers: &HeaderMap) -> Vec<(HeaderName, axum::http::HeaderValue)> {
-    ["anthropic-version", "anthropic-beta"]
-        .iter()
-        .filter_map(|name| Some((HeaderName::from_static(name), headers.get(*name)?.clone())))
-        .collect()
+    // Names made at compile time: a look-up by `&str` parses the name every time.
+    const NAMES: [HeaderName; 2] =
+        [HeaderName::from_static("anthropic-version"), HeaderName::from_static("anthropic-beta")];
+    NAMES.iter().filter_map(|name| Some((name.clone(), headers.get(name)?.clone()))).collect()
 }
 
 /// `GET /responses` (a WebSocket upgrade, as current Codex versions try first): 426, so the client falls back

@@ -22,8 +22,8 @@
 
 use super::io::Watched;
 use super::Limits;
+use crate::App;
 use axum::body::Body;
-use axum::Router;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -39,7 +39,6 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 /// What a connection has done, counted by the request path and read by the watchdog.
 #[derive(Debug, Default)]
@@ -199,7 +198,7 @@ pub(super) struct Stop {
 /// `max_connections`, given back when this returns.
 pub(super) async fn serve(
     tcp: TcpStream,
-    router: Router,
+    app: App,
     http: auto::Builder<TokioExecutor>,
     limits: Limits,
     stop: Stop,
@@ -210,12 +209,9 @@ pub(super) async fn serve(
     let requests = activity.clone();
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let guard = requests.begin();
-        let router = router.clone();
+        let app = app.clone();
         async move {
-            let response = match router.oneshot(req.map(Body::new)).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
+            let response = app.handle(req.map(Body::new)).await;
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _guard: guard }))
         }
     });

@@ -15,7 +15,7 @@ mod conn;
 mod io;
 mod wire;
 
-use axum::Router;
+use crate::App;
 use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto;
 use std::future::Future;
@@ -57,9 +57,9 @@ impl Limits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then drains the connections (see the module docs).
+/// Serves `app` on `listener` until `shutdown` resolves, then drains the connections (see the module docs).
 pub(crate) async fn run(
-    router: Router,
+    app: App,
     listener: TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -95,7 +95,7 @@ pub(crate) async fn run(
         let _ = tcp.set_nodelay(true);
         match places.clone().try_acquire_owned() {
             Ok(place) => {
-                connections.spawn(conn::serve(tcp, router.clone(), http.clone(), limits, stop.clone(), place));
+                connections.spawn(conn::serve(tcp, app.clone(), http.clone(), limits, stop.clone(), place));
             }
             Err(_) => {
                 refused.count(limits.max_connections);
@@ -113,7 +113,7 @@ pub(crate) async fn run(
         }
     }
     drop(listener);
-    drop(router);
+    drop(app);
     stop.drain.cancel();
     connections.close();
     if tokio::time::timeout(limits.shutdown_timeout, connections.wait()).await.is_err() {

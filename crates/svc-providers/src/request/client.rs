@@ -7,7 +7,7 @@
 //! per object (with a hash of every key), a string per key and value, and all of it written again.
 
 use super::{bad, scan, Facts, RequestError, Scalars};
-use crate::raw;
+use crate::raw::{self, Key};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -95,28 +95,6 @@ impl<'de> Deserialize<'de> for Picked<'de> {
             }
         }
         d.deserialize_map(Visit)
-    }
-}
-
-/// An object's key, borrowed from the text unless it has escapes.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key<'de>, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(Visit)
     }
 }
 
