@@ -241,23 +241,37 @@ fn json_str(buf: &mut String, s: &str) {
 
 /// `2026-11-24T12:27:48.123456Z` (UTC, microseconds), as tracing-subscriber writes its timestamps.
 fn timestamp(buf: &mut String, now: SystemTime) {
+    thread_local! {
+        /// The second last written, and its text up to the fraction (`2026-11-24T12:27:48.`): made once a second.
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil(days);
-    let parts: [(u64, usize, char); 7] = [
-        (y, 4, '-'),
-        (m, 2, '-'),
-        (d, 2, 'T'),
-        (rem / 3600, 2, ':'),
-        (rem % 3600 / 60, 2, ':'),
-        (rem % 60, 2, '.'),
-        (u64::from(since.subsec_micros()), 6, 'Z'),
-    ];
-    for (value, width, after) in parts {
-        digits(buf, value, width);
-        buf.push(after);
-    }
+    SECOND.with(|second| {
+        let Ok(mut second) = second.try_borrow_mut() else { return };
+        if second.0 != secs {
+            let text = &mut second.1;
+            text.clear();
+            let (days, rem) = (secs / 86_400, secs % 86_400);
+            let (y, m, d) = civil(days);
+            let parts: [(u64, usize, char); 6] = [
+                (y, 4, '-'),
+                (m, 2, '-'),
+                (d, 2, 'T'),
+                (rem / 3600, 2, ':'),
+                (rem % 3600 / 60, 2, ':'),
+                (rem % 60, 2, '.'),
+            ];
+            for (value, width, after) in parts {
+                digits(text, value, width);
+                text.push(after);
+            }
+            second.0 = secs;
+        }
+        buf.push_str(&second.1);
+    });
+    digits(buf, u64::from(since.subsec_micros()), 6);
+    buf.push('Z');
 }
 
 /// `n` in decimal (without `fmt`'s machinery: this is most of a line's numbers).
@@ -302,6 +316,8 @@ mod tests {
             (0u64, 0u32, "1970-01-01T00:00:00.000000Z"),
             (951_782_400, 5, "2000-02-29T00:00:00.000005Z"),
             (1_795_523_268, 123_456, "2026-11-24T12:27:48.123456Z"),
+            // The same second again: its text is reused, the fraction is not.
+            (1_795_523_268, 7, "2026-11-24T12:27:48.000007Z"),
             (4_107_542_399, 999_999, "2100-02-28T23:59:59.999999Z"),
         ] {
             let mut buf = String::new();
