@@ -5,9 +5,8 @@
 use crate::error::ApiError;
 use crate::keys::{hash_secret, KeyHash, VirtualKey};
 use crate::state::AppState;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
@@ -102,9 +101,12 @@ pub(crate) async fn live_key(
     Ok(key)
 }
 
-/// Middleware: puts the [`Principal`] in the request extensions or answers 401. A request without a key may
-/// carry a dashboard session cookie instead (and then, to change anything, its CSRF token: `ui::session`).
-pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Puts the [`Principal`] in the request extensions or answers 401. A request without a key may carry a
+/// dashboard session cookie instead (and then, to change anything, its CSRF token: `ui::session`).
+pub async fn authenticate<S>(state: AppState, mut req: Request, next: S) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>,
+{
     let resolved = match crate::ui::session::principal(&state.ui.sessions, &state.keys, req.method(), req.headers()) {
         Some(by_session) => by_session,
         None => resolve(&state, req.headers()).await,
@@ -112,8 +114,50 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     match resolved {
         Ok(p) => {
             req.extensions_mut().insert(p);
-            next.run(req).await
+            match tower::ServiceExt::oneshot(next, req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            }
         }
         Err(e) => e.into_response(),
+    }
+}
+
+/// The layer that runs [`authenticate`] before the routes it wraps. (axum's `from_fn` boxes the route again
+/// and makes a service of it for every request.)
+#[derive(Clone)]
+pub struct Authenticate(pub AppState);
+
+impl<S> tower::Layer<S> for Authenticate {
+    type Service = Authenticated<S>;
+    fn layer(&self, inner: S) -> Authenticated<S> {
+        Authenticated { state: self.0.clone(), inner }
+    }
+}
+
+/// A route behind [`Authenticate`].
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for Authenticated<S>
+where
+    S: tower::Service<Request, Response = Response, Error = std::convert::Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        // Routes are always ready (axum's `Route`); readiness is checked by `oneshot` on the clone called.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let (state, inner) = (self.state.clone(), self.inner.clone());
+        Box::pin(async move { Ok(authenticate(state, req, inner).await) })
     }
 }

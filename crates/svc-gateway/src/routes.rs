@@ -1,11 +1,10 @@
 //! The route table, and nothing else. Every route requires a key (or a dashboard session) except the health
 //! probes and the dashboard's files and sign-in; each API route is served at the root and under `/v1`.
 
-use crate::auth::authenticate;
+use crate::auth::Authenticate;
 use crate::front::Api;
 use crate::handlers::{admin, chat, events, fleet, health, models, outbox, spend, stats};
 use crate::state::AppState;
-use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
@@ -38,7 +37,7 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/fleet/nodes", get(fleet::nodes)),
         ("/health/models", get(health::models)),
     ])
-    .route_layer(from_fn_with_state(state.clone(), authenticate))
+    .route_layer(Authenticate(state.clone()))
 }
 
 /// Routes open to anyone (spec 5.7: the health examples carry no key).

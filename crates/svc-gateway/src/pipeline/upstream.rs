@@ -97,8 +97,10 @@ pub async fn raw_reply(
         generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)
     });
     log_fault(&settle, &metered);
-    if let (Some(homes), Some(Value::String(id))) = (homes, field("id")) {
-        homes.record(&id, &settle.route);
+    if let Some(homes) = homes {
+        if let Some(Value::String(id)) = field("id") {
+            homes.record(&id, &settle.route);
+        }
     }
     let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
     let out = if chat {
