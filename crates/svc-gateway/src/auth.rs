@@ -149,14 +149,14 @@ where
 {
     type Response = Response;
     type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+    type Future = crate::Answering;
 
     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
-        // Routes are always ready (axum's `Route`); readiness is checked by `oneshot` on the clone called.
+        // Routes are always ready (axum's `Route`); `oneshot` checks the clone it calls.
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, req: Request) -> crate::Answering {
         let (state, inner) = (self.state.clone(), self.inner.clone());
         Box::pin(async move { Ok(authenticate(state, req, inner).await) })
     }

@@ -34,6 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use error::LoggedError;
 use pipeline::UpstreamWait;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,16 +70,19 @@ impl App {
     }
 }
 
+/// The future of a service that always answers (the router's error answers are responses too).
+pub(crate) type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Infallible>> + Send>>;
+
 impl tower::Service<Request> for App {
     type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+    type Error = Infallible;
+    type Future = Answering;
 
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, req: Request) -> Answering {
         let app = self.clone();
         Box::pin(async move { Ok(app.handle(req).await) })
     }

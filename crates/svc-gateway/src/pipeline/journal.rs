@@ -24,46 +24,45 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
     use crate::json_text::{push_int, push_str};
     let s = &r.record;
-    let opt = |line: &mut Vec<u8>, v: &Option<String>| match v {
-        Some(v) => push_str(line, v),
-        None => line.extend_from_slice(b"null"),
+    let texts: [(&str, Option<&str>); 12] = [
+        ("record_id", Some(&s.record_id)),
+        ("node", s.node.as_deref()),
+        ("request_id", Some(&s.request_id)),
+        ("key_id", s.key_id.as_deref()),
+        ("team_id", s.team_id.as_deref()),
+        ("agent_role", s.agent_role.as_deref()),
+        ("model_alias", Some(&s.model_alias)),
+        ("upstream_model", Some(&s.upstream_model)),
+        ("deployment", Some(&s.deployment)),
+        ("api", s.api.as_deref()),
+        ("client", s.client.as_deref()),
+        ("session_id", s.session_id.as_deref()),
+    ];
+    let numbers = [
+        ("ts_ms", s.ts_ms),
+        ("prompt_tokens", s.prompt_tokens),
+        ("completion_tokens", s.completion_tokens),
+        ("cost", s.cost),
+        ("status", s.status),
+        ("latency_ms", s.latency_ms),
+    ];
+    let key = |line: &mut Vec<u8>, key: &str| {
+        line.extend_from_slice(if line.last() == Some(&b'{') { b"\"" } else { b",\"" });
+        line.extend_from_slice(key.as_bytes());
+        line.extend_from_slice(b"\":");
     };
-    line.extend_from_slice(b"{\"record_id\":");
-    push_str(line, &s.record_id);
-    line.extend_from_slice(b",\"node\":");
-    opt(line, &s.node);
-    line.extend_from_slice(b",\"request_id\":");
-    push_str(line, &s.request_id);
-    line.extend_from_slice(b",\"ts_ms\":");
-    push_int(line, s.ts_ms);
-    line.extend_from_slice(b",\"key_id\":");
-    opt(line, &s.key_id);
-    line.extend_from_slice(b",\"team_id\":");
-    opt(line, &s.team_id);
-    line.extend_from_slice(b",\"agent_role\":");
-    opt(line, &s.agent_role);
-    line.extend_from_slice(b",\"model_alias\":");
-    push_str(line, &s.model_alias);
-    line.extend_from_slice(b",\"upstream_model\":");
-    push_str(line, &s.upstream_model);
-    line.extend_from_slice(b",\"deployment\":");
-    push_str(line, &s.deployment);
-    for (key, n) in [
-        (&b",\"prompt_tokens\":"[..], s.prompt_tokens),
-        (b",\"completion_tokens\":", s.completion_tokens),
-        (b",\"cost\":", s.cost),
-        (b",\"status\":", s.status),
-        (b",\"latency_ms\":", s.latency_ms),
-    ] {
-        line.extend_from_slice(key);
+    line.push(b'{');
+    for (name, value) in texts {
+        key(line, name);
+        match value {
+            Some(v) => push_str(line, v),
+            None => line.extend_from_slice(b"null"),
+        }
+    }
+    for (name, n) in numbers {
+        key(line, name);
         push_int(line, n);
     }
-    line.extend_from_slice(b",\"api\":");
-    opt(line, &s.api);
-    line.extend_from_slice(b",\"client\":");
-    opt(line, &s.client);
-    line.extend_from_slice(b",\"session_id\":");
-    opt(line, &s.session_id);
     line.extend_from_slice(b",\"charges\":[");
     for (i, c) in r.charges.iter().enumerate() {
         line.extend_from_slice(if i == 0 { b"{\"scope\":" } else { b",{\"scope\":" });
