@@ -21,7 +21,8 @@ fn main() -> ExitCode {
     if let Command::Config(ConfigCommand::Check) = cli.command {
         return commands::config::check(cli.config.as_deref());
     }
-    let runtime = match runtime_builder().enable_all().build() {
+    // One worker thread per core the process may use; `TOKIO_WORKER_THREADS` sets another number.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("svc: cannot start the runtime: {e}");
@@ -66,22 +67,6 @@ fn main() -> ExitCode {
             }
             ExitCode::from(code)
         }
-    }
-}
-
-/// One worker thread per core (`TOKIO_WORKER_THREADS` overrides it). With one, a single-threaded runtime: it runs
-/// the same tasks without the work-stealing scheduler's hand-offs (measured in BENCHMARKS.md).
-fn runtime_builder() -> tokio::runtime::Builder {
-    let workers = std::env::var("TOKIO_WORKER_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1);
-    if workers == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
     }
 }
 
