@@ -27,14 +27,9 @@ const PER_MESSAGE: u64 = 4;
 
 /// The estimate of `text`'s tokens: ⌈ASCII bytes / 4⌉ plus one per other character.
 pub fn text_tokens(text: &str) -> u64 {
-    // One pass over the bytes: a character that is not ASCII starts with a byte of the form 11xxxxxx and
-    // goes on with bytes of the form 10xxxxxx.
-    let (mut ascii, mut other) = (0u64, 0u64);
-    for b in text.bytes() {
-        ascii += u64::from(b < 0x80);
-        other += u64::from(b >= 0xC0);
-    }
-    ascii.div_ceil(4).saturating_add(other)
+    let mut c = Counter::default();
+    c.count(text.as_bytes());
+    c.tokens()
 }
 
 /// Twice [`text_tokens`]: a count that real tokenizers stay under, for reservations and charges.
@@ -70,7 +65,16 @@ pub(crate) struct Counter {
 }
 
 impl Counter {
-    /// [`text_tokens`] of what was written.
+    /// Counts the characters of UTF-8 `bytes`, in one pass: a character that is not ASCII starts with a byte of
+    /// the form 11xxxxxx and goes on with bytes of the form 10xxxxxx.
+    pub(crate) fn count(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.ascii += u64::from(b < 0x80);
+            self.other += u64::from(b >= 0xC0);
+        }
+    }
+
+    /// [`text_tokens`] of what was counted.
     pub(crate) fn tokens(&self) -> u64 {
         self.ascii.div_ceil(4).saturating_add(self.other)
     }
@@ -78,10 +82,7 @@ impl Counter {
 
 impl std::io::Write for Counter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        for &b in buf {
-            self.ascii += u64::from(b < 0x80);
-            self.other += u64::from(b >= 0xC0);
-        }
+        self.count(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
