@@ -8,12 +8,11 @@ use std::fmt::Write as _;
 /// (`\"`, `\\`, `\n`, `\r`, `\t`, `\u00XX` for the other control characters). Everything else, non-ASCII
 /// included, is written as it is.
 pub(crate) fn escape(s: &str, mut out: impl FnMut(&str)) {
-    let bytes = s.as_bytes();
-    // Nearly every string needs no escape: one test of every byte, without a branch per byte.
-    if !bytes.iter().fold(false, |any, &b| any | (b < 0x20) | (b == b'"') | (b == b'\\')) {
+    if svc_providers::raw::needs_no_escape(s) {
         out(s);
         return;
     }
+    let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let short = match b {
