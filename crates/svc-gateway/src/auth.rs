@@ -114,10 +114,7 @@ where
     match resolved {
         Ok(p) => {
             req.extensions_mut().insert(p);
-            match tower::ServiceExt::oneshot(next, req).await {
-                Ok(resp) => resp,
-                Err(never) => match never {},
-            }
+            crate::answer(next, req).await
         }
         Err(e) => e.into_response(),
     }

@@ -70,6 +70,17 @@ impl App {
     }
 }
 
+/// What `service` answers to `req`: the router and its routes always answer (their errors are responses too).
+pub(crate) async fn answer<S>(service: S, req: Request) -> Response
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    match tower::ServiceExt::oneshot(service, req).await {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    }
+}
+
 /// The future of a service that always answers (the router's error answers are responses too).
 pub(crate) type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Infallible>> + Send>>;
 
@@ -106,10 +117,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router) -> 
     let anthropic = front::messages::is_messages_path(req.uri().path());
     let method = req.method().clone();
     let uri = req.uri().clone();
-    let mut resp = match tower::ServiceExt::oneshot(router, req).await {
-        Ok(resp) => resp,
-        Err(never) => match never {},
-    };
+    let mut resp = answer(router, req).await;
     if resp.extensions().get::<observe::Logged>().is_none() {
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }

@@ -8,7 +8,7 @@ use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
-/// Routes needing a key (the auth middleware wraps them).
+/// Routes needing a key (the `Authenticate` layer wraps them).
 fn protected(state: &AppState) -> Router<AppState> {
     at_both(vec![
         ("/chat/completions", chat::endpoint(Api::Chat)),
