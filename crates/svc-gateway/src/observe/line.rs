@@ -242,36 +242,36 @@ fn json_str(buf: &mut String, s: &str) {
 /// `2026-11-24T12:27:48.123456Z` (UTC, microseconds), as tracing-subscriber writes its timestamps.
 fn timestamp(buf: &mut String, now: SystemTime) {
     thread_local! {
-        /// The second last written, and its text up to the fraction (`2026-11-24T12:27:48.`): made once a second.
+        /// The second last written, and its text up to the fraction: made once a second.
         static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
-    SECOND.with(|second| {
-        let Ok(mut second) = second.try_borrow_mut() else { return };
-        if second.0 != secs {
-            let text = &mut second.1;
-            text.clear();
-            let (days, rem) = (secs / 86_400, secs % 86_400);
-            let (y, m, d) = civil(days);
-            let parts: [(u64, usize, char); 6] = [
-                (y, 4, '-'),
-                (m, 2, '-'),
-                (d, 2, 'T'),
-                (rem / 3600, 2, ':'),
-                (rem % 3600 / 60, 2, ':'),
-                (rem % 60, 2, '.'),
-            ];
-            for (value, width, after) in parts {
-                digits(text, value, width);
-                text.push(after);
+    SECOND.with(|second| match second.try_borrow_mut() {
+        Ok(mut second) => {
+            if second.0 != secs {
+                second.1.clear();
+                to_the_second(&mut second.1, secs);
+                second.0 = secs;
             }
-            second.0 = secs;
+            buf.push_str(&second.1);
         }
-        buf.push_str(&second.1);
+        Err(_) => to_the_second(buf, secs),
     });
     digits(buf, u64::from(since.subsec_micros()), 6);
     buf.push('Z');
+}
+
+/// `2026-11-24T12:27:48.`: the date and time of `secs` (since the epoch, UTC) up to the fraction.
+fn to_the_second(buf: &mut String, secs: u64) {
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil(days);
+    let parts: [(u64, usize, char); 6] =
+        [(y, 4, '-'), (m, 2, '-'), (d, 2, 'T'), (rem / 3600, 2, ':'), (rem % 3600 / 60, 2, ':'), (rem % 60, 2, '.')];
+    for (value, width, after) in parts {
+        digits(buf, value, width);
+        buf.push(after);
+    }
 }
 
 /// `n` in decimal (without `fmt`'s machinery: this is most of a line's numbers).

@@ -103,7 +103,7 @@ impl ClientBody {
     /// parse words it).
     pub(super) fn read(bytes: &[u8]) -> Option<Result<(ClientBody, Facts), RequestError>> {
         // What the full parse would refuse (a number out of range, nesting too deep, a bad escape) is refused
-        // here too: reading raw values alone would let it through.
+        // here too: by the raw reading itself for a plain body, by the full parse's checks (`Valid`) otherwise.
         if !scan::plain(bytes) {
             serde_json::from_slice::<scan::Valid>(bytes).ok()?;
         }
