@@ -67,6 +67,7 @@ pub(crate) struct Counter {
 impl Counter {
     /// Counts the characters of UTF-8 `bytes`, in one pass: a character that is not ASCII starts with a byte of
     /// the form 11xxxxxx and goes on with bytes of the form 10xxxxxx.
+    #[inline]
     pub(crate) fn count(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.ascii += u64::from(b < 0x80);
