@@ -1,4 +1,4 @@
-//! The one HTTP client of every upstream call: hyper-util's pooled client, rustls (Mozilla's roots, the `ring`
+//! The one HTTP client of every upstream call: hyper's connections in a pool of our own (`pool.rs`), rustls (Mozilla's roots, the `ring`
 //! provider) for `https`, HTTP/2 when the upstream offers it by ALPN, and the proxy named by `HTTPS_PROXY`,
 //! `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (curl's rules, read once at start by hyper-util's matcher): a
 //! CONNECT tunnel for `https`, the absolute-form request line for `http`.
@@ -11,40 +11,34 @@
 //!
 //! What this file does not do: bound a call in time (`http.rs` does, per deployment) or read an error body.
 
+mod connect;
+mod pool;
+
 use ::http::header::{HeaderName, HeaderValue, CONTENT_TYPE, HOST, PROXY_AUTHORIZATION};
 use ::http::{Method, Request, Response, StatusCode, Uri};
 use bytes::Bytes;
+use connect::Connector;
 use futures::Stream;
-use http_body_util::{BodyDataStream, BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::rt::{Read, ReadBufCursor, Write};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::proxy::Tunnel;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::future::Future;
+use pool::{Back, Origin, Pool};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::TcpStream;
-use tower::Service;
 
 /// A boxed error of the transport.
 pub type TransportError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long a connection to an upstream may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long an unused pooled connection is kept.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-/// Unused connections kept per upstream host.
-const MAX_IDLE_PER_HOST: usize = 256;
 
 /// The pooled client every provider shares. Cloning it shares the pool.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    pool: hyper_util::client::legacy::Client<HttpsConnector<Connector>, Full<Bytes>>,
+    pool: Arc<Pool>,
     proxies: Arc<Matcher>,
 }
 
@@ -56,29 +50,54 @@ impl UpstreamClient {
 
     /// A client sending through `proxies` (tests give their own).
     pub fn with_proxies(proxies: Matcher) -> Result<UpstreamClient, TransportError> {
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?;
+        Ok(UpstreamClient::build(tls, proxies))
+    }
+
+    /// A client that trusts `roots` alone, without proxies (tests of `https` give their own authority).
+    #[cfg(test)]
+    fn with_roots(roots: rustls::RootCertStore) -> UpstreamClient {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap_or_else(|e| panic!("{e}"))
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tls = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config);
+        UpstreamClient::build(tls, Matcher::builder().build())
+    }
+
+    fn build(
+        tls: hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes>,
+        proxies: Matcher,
+    ) -> UpstreamClient {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         // `https` is the TLS layer's to handle; this connector opens the TCP connection under it.
         http.enforce_http(false);
         let proxies = Arc::new(proxies);
-        let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())?
-            .https_or_http()
-            .enable_all_versions()
-            .wrap_connector(Connector { http, proxies: proxies.clone() });
-        let pool = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_max_idle_per_host(MAX_IDLE_PER_HOST)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .build(tls);
-        Ok(UpstreamClient { pool, proxies })
+        let connector =
+            tls.https_or_http().enable_all_versions().wrap_connector(Connector { http, proxies: proxies.clone() });
+        UpstreamClient { pool: Arc::new(Pool::new(connector)), proxies }
+    }
+
+    /// `url` as an endpoint of this client; `None` when it is not an absolute URL.
+    pub(crate) fn endpoint(&self, url: &str) -> Option<Endpoint> {
+        let uri = url.parse::<Uri>().ok()?;
+        let name = uri.host()?;
+        // The port is written only when it is not the scheme's own.
+        let host = match (uri.port_u16(), uri.scheme_str()) {
+            (Some(80), Some("http")) | (Some(443), Some("https")) | (None, _) => HeaderValue::from_str(name),
+            (Some(port), _) => HeaderValue::from_str(&format!("{name}:{port}")),
+        };
+        Some(Endpoint { host: host.ok()?, origin: self.pool.origin(&uri)?, uri })
     }
 
     /// Sends `call`; the answer arrives when its headers have.
     pub(crate) async fn send(&self, call: Call) -> Result<Answer, TransportError> {
-        let mut req = call.0;
+        let Call { mut req, origin } = call;
         // A plain-HTTP proxy sees the request itself, so its credentials go in the request (a tunnel's go in
         // the CONNECT).
         if req.uri().scheme() == Some(&::http::uri::Scheme::HTTP) {
@@ -86,7 +105,8 @@ impl UpstreamClient {
                 req.headers_mut().insert(PROXY_AUTHORIZATION, auth);
             }
         }
-        Ok(Answer(self.pool.request(req).await?))
+        let (head, back) = self.pool.send(&origin, req).await?;
+        Ok(Answer { head, back })
     }
 }
 
@@ -97,36 +117,32 @@ impl std::fmt::Debug for UpstreamClient {
     }
 }
 
-/// A URL an upstream is called at, parsed once, with its `Host` header made once (the pooled client would
-/// otherwise format it for every request).
-#[derive(Debug, Clone)]
+/// A URL an upstream is called at, parsed once, with its `Host` header made once and the connections of its
+/// origin at hand (made by [`UpstreamClient::endpoint`]).
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     uri: Uri,
     host: HeaderValue,
+    origin: Arc<Origin>,
 }
 
-impl Endpoint {
-    /// `url` parsed; `None` when it is not an absolute URL.
-    pub(crate) fn parse(url: &str) -> Option<Endpoint> {
-        let uri = url.parse::<Uri>().ok()?;
-        let name = uri.host()?;
-        // The port is written only when it is not the scheme's own, as the pooled client writes it.
-        let host = match (uri.port_u16(), uri.scheme_str()) {
-            (Some(80), Some("http")) | (Some(443), Some("https")) | (None, _) => HeaderValue::from_str(name),
-            (Some(port), _) => HeaderValue::from_str(&format!("{name}:{port}")),
-        };
-        Some(Endpoint { host: host.ok()?, uri })
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Endpoint({})", self.uri)
     }
 }
 
 /// One request to an upstream, built by a provider.
-pub(crate) struct Call(Request<Full<Bytes>>);
+pub(crate) struct Call {
+    req: Request<Full<Bytes>>,
+    origin: Arc<Origin>,
+}
 
 impl Call {
     /// `POST` to `to` with a JSON body.
     pub(crate) fn post_json(to: &Endpoint, body: impl Into<Bytes>) -> Call {
         let mut call = Call::new(Method::POST, to, body.into());
-        call.0.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        call.req.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         call
     }
 
@@ -140,130 +156,89 @@ impl Call {
         *req.method_mut() = method;
         *req.uri_mut() = to.uri.clone();
         req.headers_mut().insert(HOST, to.host.clone());
-        Call(req)
+        Call { req, origin: to.origin.clone() }
     }
 
     /// Adds a header (a repeated name keeps every value).
     pub(crate) fn header(mut self, name: HeaderName, value: HeaderValue) -> Call {
-        self.0.headers_mut().append(name, value);
+        self.req.headers_mut().append(name, value);
         self
     }
 }
 
-/// An upstream's answer: its status and headers, and its body still to read.
-pub struct Answer(Response<Incoming>);
+/// An upstream's answer: its status and headers, and its body still to read. Its connection goes back to the
+/// pool when the body has been read to its end.
+pub struct Answer {
+    head: Response<Incoming>,
+    back: Option<Back>,
+}
 
 impl Answer {
     /// The status.
     pub fn status(&self) -> StatusCode {
-        self.0.status()
+        self.head.status()
     }
 
     /// The headers.
     pub fn headers(&self) -> &::http::HeaderMap {
-        self.0.headers()
+        self.head.headers()
     }
 
     /// The whole body.
     pub async fn bytes(self) -> Result<Bytes, hyper::Error> {
-        Ok(self.0.into_body().collect().await?.to_bytes())
+        let whole = self.head.into_body().collect().await?.to_bytes();
+        if let Some(back) = self.back {
+            back.park();
+        }
+        Ok(whole)
     }
 
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
-        while let Some(frame) = self.0.body_mut().frame().await {
+        while let Some(frame) = self.head.body_mut().frame().await {
             // Trailers carry no body bytes.
             if let Ok(data) = frame?.into_data() {
                 return Ok(Some(data));
             }
+        }
+        if let Some(back) = self.back.take() {
+            back.park();
         }
         Ok(None)
     }
 
     /// The body as a stream of pieces.
     pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, hyper::Error>> + Send + 'static {
-        BodyDataStream::new(self.0.into_body())
+        Pieces { body: self.head.into_body(), back: self.back }
     }
 }
 
-/// Opens the TCP connection for a destination: to it, or through the proxy that intercepts it.
-#[derive(Clone)]
-pub struct Connector {
-    http: HttpConnector,
-    proxies: Arc<Matcher>,
+/// An answer's body as a stream, giving its connection back at the end.
+struct Pieces {
+    body: Incoming,
+    back: Option<Back>,
 }
 
-impl Service<Uri> for Connector {
-    type Response = Conn;
-    type Error = TransportError;
-    type Future = Pin<Box<dyn Future<Output = Result<Conn, TransportError>> + Send>>;
+impl Stream for Pieces {
+    type Item = Result<Bytes, hyper::Error>;
 
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), TransportError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, dst: Uri) -> Self::Future {
-        let mut http = self.http.clone();
-        let proxy = self.proxies.intercept(&dst);
-        Box::pin(async move {
-            let tunnel = dst.scheme() == Some(&::http::uri::Scheme::HTTPS);
-            match proxy {
-                None => Ok(Conn { io: http.call(dst).await?, via_proxy: false }),
-                Some(proxy) if tunnel => {
-                    let mut tunnel = Tunnel::new(proxy.uri().clone(), http);
-                    if let Some(auth) = proxy.basic_auth() {
-                        tunnel = tunnel.with_auth(auth.clone());
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => return Poll::Ready(Some(Ok(data))),
+                    // Trailers carry no body bytes.
+                    Err(_) => continue,
+                },
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    if let Some(back) = self.back.take() {
+                        back.park();
                     }
-                    // The TLS layer above speaks through the tunnel to the destination itself.
-                    Ok(Conn { io: tunnel.call(dst).await?, via_proxy: false })
+                    return Poll::Ready(None);
                 }
-                Some(proxy) => Ok(Conn { io: http.call(proxy.uri().clone()).await?, via_proxy: true }),
             }
-        })
-    }
-}
-
-/// A TCP connection, marked when it goes to a plain-HTTP proxy (requests on it then name the whole URL).
-pub struct Conn {
-    io: TokioIo<TcpStream>,
-    via_proxy: bool,
-}
-
-impl Connection for Conn {
-    fn connected(&self) -> Connected {
-        self.io.connected().proxy(self.via_proxy)
-    }
-}
-
-impl Read for Conn {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: ReadBufCursor<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl Write for Conn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        }
     }
 }
 
@@ -280,24 +255,4 @@ pub(crate) fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::Endpoint;
-
-    #[test]
-    fn the_host_header_names_the_port_only_when_it_is_not_the_schemes_own() {
-        for (url, host) in [
-            ("http://127.0.0.1:8080/v1/chat/completions", "127.0.0.1:8080"),
-            ("https://api.openai.com/v1/models", "api.openai.com"),
-            ("http://upstream:80/v1", "upstream"),
-            ("https://upstream:443/v1", "upstream"),
-            ("https://upstream:80/v1", "upstream:80"),
-            ("http://[::1]:9000/v1", "[::1]:9000"),
-        ] {
-            let endpoint = Endpoint::parse(url).unwrap_or_else(|| panic!("{url}"));
-            assert_eq!(endpoint.host, host, "{url}");
-            assert_eq!(endpoint.uri, url);
-        }
-        assert!(Endpoint::parse("not a url").is_none());
-        assert!(Endpoint::parse("/v1/no-host").is_none());
-    }
-}
+mod tests;

@@ -37,7 +37,7 @@ impl OpenAi {
     /// An endpoint at `api_base` (e.g. `https://api.openai.com/v1`), sharing the pooled `client`.
     pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>) -> OpenAi {
         let api_base = api_base.trim_end_matches('/').to_string();
-        let url = |path: &str| Endpoint::parse(&format!("{api_base}/{path}"));
+        let url = |path: &str| client.endpoint(&format!("{api_base}/{path}"));
         let urls = (|| {
             Some(Endpoints {
                 chat: url("chat/completions")?,
@@ -104,7 +104,7 @@ impl OpenAi {
         id: &str,
     ) -> Result<Map<String, Value>, ProviderError> {
         let segment = percent_encoding::utf8_percent_encode(id, PATH_SEGMENT);
-        let url = Endpoint::parse(&format!("{}/responses/{segment}", self.api_base)).ok_or_else(|| {
+        let url = self.client.endpoint(&format!("{}/responses/{segment}", self.api_base)).ok_or_else(|| {
             ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
         })?;
         let call = self.authorize(Call::get(&url), &d.id)?;

@@ -94,7 +94,7 @@ impl Anthropic {
     pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>, default_max_tokens: u32) -> Anthropic {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1").unwrap_or(api_base).to_string();
-        let url = |path: &str| Endpoint::parse(&format!("{api_base}{path}"));
+        let url = |path: &str| client.endpoint(&format!("{api_base}{path}"));
         let urls = (|| {
             Some(Endpoints {
                 messages: url("/v1/messages")?,
