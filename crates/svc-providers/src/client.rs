@@ -92,20 +92,18 @@ impl UpstreamClient {
             (Some(80), Some("http")) | (Some(443), Some("https")) | (None, _) => HeaderValue::from_str(name),
             (Some(port), _) => HeaderValue::from_str(&format!("{name}:{port}")),
         };
-        Some(Endpoint { host: host.ok()?, origin: self.pool.origin(&uri)?, uri })
+        // A plain-HTTP proxy sees the request itself, so its credentials go in the request (a tunnel's go in the
+        // CONNECT). The proxies are read once, at start, so this is decided once per endpoint.
+        let proxy_auth = match uri.scheme() == Some(&::http::uri::Scheme::HTTP) {
+            true => self.proxies.intercept(&uri).and_then(|p| p.basic_auth().cloned()),
+            false => None,
+        };
+        Some(Endpoint { host: host.ok()?, proxy_auth, origin: self.pool.origin(&uri)?, uri })
     }
 
     /// Sends `call`; the answer arrives when its headers have.
     pub(crate) async fn send(&self, call: Call) -> Result<Answer, TransportError> {
-        let Call { mut req, origin } = call;
-        // A plain-HTTP proxy sees the request itself, so its credentials go in the request (a tunnel's go in
-        // the CONNECT).
-        if req.uri().scheme() == Some(&::http::uri::Scheme::HTTP) {
-            if let Some(auth) = self.proxies.intercept(req.uri()).as_ref().and_then(|p| p.basic_auth().cloned()) {
-                req.headers_mut().insert(PROXY_AUTHORIZATION, auth);
-            }
-        }
-        let (head, back) = self.pool.send(&origin, req).await?;
+        let (head, back) = self.pool.send(&call.origin, call.req).await?;
         Ok(Answer { head, back })
     }
 }
@@ -123,6 +121,8 @@ impl std::fmt::Debug for UpstreamClient {
 pub(crate) struct Endpoint {
     uri: Uri,
     host: HeaderValue,
+    /// `Proxy-Authorization` for the plain-HTTP proxy that intercepts it, when that proxy has credentials.
+    proxy_auth: Option<HeaderValue>,
     origin: Arc<Origin>,
 }
 
@@ -156,6 +156,9 @@ impl Call {
         *req.method_mut() = method;
         *req.uri_mut() = to.uri.clone();
         req.headers_mut().insert(HOST, to.host.clone());
+        if let Some(auth) = &to.proxy_auth {
+            req.headers_mut().insert(PROXY_AUTHORIZATION, auth.clone());
+        }
         Call { req, origin: to.origin.clone() }
     }
 
