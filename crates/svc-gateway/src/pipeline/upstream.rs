@@ -87,11 +87,8 @@ pub async fn raw_reply(
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
     let field = |key: &str| body.value(key);
     let chat = api == Api::Chat;
-    let reported = if chat {
-        usage::read(field("usage").as_ref())
-    } else {
-        passthrough::reply_usage(api, field("usage").as_ref())
-    };
+    let reported =
+        if chat { usage::read_text(body.get("usage")) } else { passthrough::reply_usage(api, field("usage").as_ref()) };
     let metered = meter.judge(reported, || {
         let generated = if chat { field("choices") } else { field("content").or_else(|| field("output")) };
         generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)

@@ -7,8 +7,8 @@
 //! instructions, measured, where this costs about 1,000. Its newer composable pool is still experimental.
 //!
 //! - An HTTP/1.1 connection goes back on the stack when its answer's body has been read to the end ([`Back`]).
-//!   An answer dropped before its end drops the connection too (hyper closes it: the rest of the body was
-//!   never read).
+//!   An answer dropped before its end goes back only if hyper finds the message's end in what it has already
+//!   read (as after a stream's `[DONE]`); otherwise hyper closes the connection.
 //! - A call takes the connection used last (the one least likely to have been closed by the upstream) and waits
 //!   until hyper says it is free. A connection the upstream closed while idle is dropped and the next tried; a
 //!   request one of them never sent goes again on the next, or on a new connection.
@@ -93,13 +93,39 @@ enum Sent {
 /// The HTTP/1.1 connection an answer came on, to go back to its origin once the body is read to its end.
 pub(super) struct Back {
     origin: Arc<Origin>,
-    conn: Http1,
+    conn: Option<Http1>,
 }
 
 impl Back {
     /// The body was read to its end: the connection can carry the next call.
-    pub(super) fn park(self) {
-        self.origin.park(self.conn);
+    pub(super) fn park(mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.origin.park(conn);
+        }
+    }
+}
+
+impl Drop for Back {
+    /// The answer was dropped before its end was read (a stream's reader stops at `data: [DONE]`, before the
+    /// body's last chunk). hyper reads on what it already has: when that ends the message, the connection is
+    /// free and goes back; when more was still to come, hyper closes it. Until it has decided, a task waits.
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        if conn.sender.is_ready() {
+            self.origin.park(conn);
+            return;
+        }
+        if conn.sender.is_closed() {
+            return;
+        }
+        let origin = self.origin.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if conn.sender.ready().await.is_ok() {
+                    origin.park(conn);
+                }
+            });
+        }
     }
 }
 
@@ -176,6 +202,12 @@ impl Pool {
 impl Origin {
     fn is(&self, scheme: &Scheme, authority: &Authority) -> bool {
         self.target.scheme() == Some(scheme) && self.target.authority() == Some(authority)
+    }
+
+    /// How many idle HTTP/1.1 connections it keeps.
+    #[cfg(test)]
+    pub(super) fn idle_http1(&self) -> usize {
+        self.idle().http1.len()
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Idle> {
@@ -256,7 +288,7 @@ impl Sender {
                     *req.uri_mut() = origin_form(&whole);
                 }
                 match conn.sender.try_send_request(req).await {
-                    Ok(answer) => Sent::Answer(answer, Some(Back { origin: origin.clone(), conn })),
+                    Ok(answer) => Sent::Answer(answer, Some(Back { origin: origin.clone(), conn: Some(conn) })),
                     Err(mut e) => match e.take_message() {
                         Some(mut req) => {
                             *req.uri_mut() = whole;

@@ -19,10 +19,22 @@ fn client() -> UpstreamClient {
     UpstreamClient::new().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Answers every request with `200` and `ok`, counting the connections it accepts.
-async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let body = if req.uri().path() == "/long" { Bytes::from(vec![b'x'; 256 * 1024]) } else { Bytes::from("ok") };
-    Ok(Response::new(Full::new(body)))
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// Answers `/long` with 256 KiB, `/sse` with a chunked event stream ending in `data: [DONE]`, and anything else
+/// with `ok`.
+async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    use http_body_util::BodyExt;
+    let body = match req.uri().path() {
+        "/long" => Full::new(Bytes::from(vec![b'x'; 256 * 1024])).boxed(),
+        "/sse" => {
+            let events = ["data: {\"n\":1}\n\n", "data: [DONE]\n\n"]
+                .map(|e| Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from_static(e.as_bytes()))));
+            BodyExt::boxed(http_body_util::StreamBody::new(futures::stream::iter(events)))
+        }
+        _ => Full::new(Bytes::from("ok")).boxed(),
+    };
+    Ok(Response::new(body))
 }
 
 /// An HTTP/1.1 upstream (keep-alive) on loopback: its base URL and how many connections it has accepted.
@@ -112,6 +124,36 @@ async fn an_answer_dropped_before_its_end_takes_its_connection_with_it() {
     // The rest of that body was never read: the next call must not be answered with it.
     assert_eq!(get(&client, &format!("{base}/v1/models")).await, "ok");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+/// Waits until `endpoint`'s origin keeps `n` idle HTTP/1.1 connections.
+async fn until_idle(endpoint: &super::Endpoint, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while endpoint.origin.idle_http1() != n {
+        assert!(tokio::time::Instant::now() < deadline, "{} idle connections, not {n}", endpoint.origin.idle_http1());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_read_up_to_its_done_event_gives_its_connection_back() {
+    let (base, accepted) = http1_upstream().await;
+    let client = client();
+    let endpoint = client.endpoint(&format!("{base}/sse")).unwrap_or_else(|| panic!("endpoint"));
+    for _ in 0..3 {
+        let mut answer = client.send(Call::get(&endpoint)).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(answer.headers().get("transfer-encoding").map(|v| v.as_bytes()), Some(&b"chunked"[..]));
+        let mut seen = Vec::new();
+        while !seen.ends_with(b"data: [DONE]\n\n") {
+            seen.extend_from_slice(
+                &answer.chunk().await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("ended early")),
+            );
+        }
+        // Dropped as a stream's reader drops it: after `[DONE]`, before the body's last chunk was asked for.
+        drop(answer);
+        until_idle(&endpoint, 1).await;
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
