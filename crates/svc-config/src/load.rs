@@ -158,6 +158,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         ("stream_timeout_seconds", &[]),
         ("stream_idle_timeout_seconds", &[]),
         ("stream_max_event_bytes", &[]),
+        ("max_response_bytes", &[]),
     ];
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),

@@ -1,6 +1,7 @@
 //! The `gateway_settings` keys that bound what a misbehaving client or upstream can do: budget admission
 //! (`budget_admission`, `budget_min_output_tokens`) and stream bounds (`stream_timeout_seconds`,
-//! `stream_idle_timeout_seconds`, `stream_max_event_bytes`).
+//! `stream_idle_timeout_seconds`, `stream_max_event_bytes`) and the bound of a whole answer
+//! (`max_response_bytes`).
 //!
 //! What this file does not do: apply them (the gateway does).
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 /// The smallest event limit accepted: a chunk of a real stream is rarely over a few KiB.
 const MIN_EVENT_BYTES: usize = 64 * 1024;
+/// The smallest answer limit accepted: a model list or a long completion is some hundred KiB.
+const MIN_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// `budget_admission` (`cap` or `refuse`) and `budget_min_output_tokens` (at least 1).
 pub(crate) fn admission(r: &mut Reader, f: &Fields) -> AdmissionSettings {
@@ -39,8 +42,8 @@ pub(crate) fn admission(r: &mut Reader, f: &Fields) -> AdmissionSettings {
     out
 }
 
-/// `stream_timeout_seconds`, `stream_idle_timeout_seconds` (each at least 1) and `stream_max_event_bytes`
-/// (at least 64 KiB).
+/// `stream_timeout_seconds`, `stream_idle_timeout_seconds` (each at least 1), `stream_max_event_bytes`
+/// (at least 64 KiB) and `max_response_bytes` (at least 1 MiB).
 pub(crate) fn streams(r: &mut Reader, f: &Fields) -> StreamSettings {
     let mut out = StreamSettings::default();
     let seconds = |r: &mut Reader, key: &str| match r.int::<u64>(f, key) {
@@ -58,15 +61,24 @@ pub(crate) fn streams(r: &mut Reader, f: &Fields) -> StreamSettings {
     if let Some(d) = seconds(r, "stream_idle_timeout_seconds") {
         out.idle = d;
     }
-    match r.int::<usize>(f, "stream_max_event_bytes") {
-        Some(v) if v < MIN_EVENT_BYTES => {
-            if let Some(n) = f.get("stream_max_event_bytes") {
-                let path = f.child("stream_max_event_bytes");
-                r.error(n, format!("{path}: must be at least {MIN_EVENT_BYTES}"));
-            }
-        }
-        Some(v) => out.max_event_bytes = v,
-        None => {}
+    if let Some(v) = at_least(r, f, "stream_max_event_bytes", MIN_EVENT_BYTES) {
+        out.max_event_bytes = v;
+    }
+    if let Some(v) = at_least(r, f, "max_response_bytes", MIN_RESPONSE_BYTES) {
+        out.max_response_bytes = v;
     }
     out
+}
+
+/// Byte count `key`, when it is at least `min` (else the error says so).
+fn at_least(r: &mut Reader, f: &Fields, key: &str, min: usize) -> Option<usize> {
+    match r.int::<usize>(f, key) {
+        Some(v) if v < min => {
+            if let Some(n) = f.get(key) {
+                r.error(n, format!("{}: must be at least {min}", f.child(key)));
+            }
+            None
+        }
+        other => other,
+    }
 }

@@ -335,17 +335,22 @@ fn admission_and_stream_bounds_load_and_are_checked() {
     assert_eq!(c.gateway.streams, StreamSettings::default());
     let set = format!(
         "{base}gateway_settings:\n  budget_admission: refuse\n  budget_min_output_tokens: 256\n  \
-         stream_timeout_seconds: 60\n  stream_idle_timeout_seconds: 5\n  stream_max_event_bytes: 65536\n"
+         stream_timeout_seconds: 60\n  stream_idle_timeout_seconds: 5\n  stream_max_event_bytes: 65536\n  max_response_bytes: 2097152\n"
     );
     let c = load(&set, &[]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c.gateway.admission, AdmissionSettings { mode: AdmissionMode::Refuse, min_output_tokens: 256 });
     assert_eq!(
         c.gateway.streams,
-        StreamSettings { total: Duration::from_secs(60), idle: Duration::from_secs(5), max_event_bytes: 65536 }
+        StreamSettings {
+            total: Duration::from_secs(60),
+            idle: Duration::from_secs(5),
+            max_event_bytes: 65536,
+            max_response_bytes: 2 << 20
+        }
     );
     let bad = format!(
         "{base}gateway_settings:\n  budget_admission: maybe\n  budget_min_output_tokens: 0\n  \
-         stream_idle_timeout_seconds: 0\n  stream_max_event_bytes: 10\n"
+         stream_idle_timeout_seconds: 0\n  stream_max_event_bytes: 10\n  max_response_bytes: 65536\n"
     );
     assert_eq!(
         errors(&bad),
@@ -354,6 +359,7 @@ fn admission_and_stream_bounds_load_and_are_checked() {
             "svc.yaml:6:29: gateway_settings.budget_min_output_tokens: must be at least 1",
             "svc.yaml:7:32: gateway_settings.stream_idle_timeout_seconds: must be at least 1",
             "svc.yaml:8:27: gateway_settings.stream_max_event_bytes: must be at least 65536",
+            "svc.yaml:9:23: gateway_settings.max_response_bytes: must be at least 1048576",
         ]
     );
 }

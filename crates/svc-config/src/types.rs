@@ -242,7 +242,7 @@ impl Default for AdmissionSettings {
     }
 }
 
-/// Bounds on a stream from an upstream, whatever the upstream does.
+/// Bounds on what is read from an upstream (a stream, or a whole answer), whatever the upstream does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamSettings {
     /// `stream_timeout_seconds`: the longest a stream may run in all (default 3600 s).
@@ -251,6 +251,8 @@ pub struct StreamSettings {
     pub idle: Duration,
     /// `stream_max_event_bytes`: the largest event (or unfinished line) read from an upstream (default 4 MiB).
     pub max_event_bytes: usize,
+    /// `max_response_bytes`: the largest answer read whole from an upstream (default 64 MiB).
+    pub max_response_bytes: usize,
 }
 
 impl Default for StreamSettings {
@@ -259,6 +261,7 @@ impl Default for StreamSettings {
             total: Duration::from_secs(3600),
             idle: Duration::from_secs(300),
             max_event_bytes: 4 * 1024 * 1024,
+            max_response_bytes: 64 * 1024 * 1024,
         }
     }
 }

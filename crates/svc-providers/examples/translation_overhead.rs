@@ -30,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
         upstream_model: "m".into(),
         timeout: Duration::from_secs(10),
         max_event_bytes: 1 << 20,
+        max_response_bytes: 64 << 20,
         upstream,
     };
     let oa = dep(Upstream::OpenAi(Arc::new(OpenAi::new(client.clone(), &openai.base_url, None))));

@@ -187,9 +187,17 @@ impl Answer {
         self.head.headers()
     }
 
-    /// The whole body.
-    pub async fn bytes(self) -> Result<Bytes, hyper::Error> {
-        let whole = self.head.into_body().collect().await?.to_bytes();
+    /// The whole body, when it is at most `limit` bytes.
+    pub async fn bytes(self, limit: usize) -> Result<Bytes, BodyError> {
+        let whole = match http_body_util::Limited::new(self.head.into_body(), limit).collect().await {
+            Ok(whole) => whole.to_bytes(),
+            Err(e) => {
+                return Err(match e.downcast::<hyper::Error>() {
+                    Ok(e) => BodyError::Transport(*e),
+                    Err(_) => BodyError::TooLarge(limit),
+                })
+            }
+        };
         if let Some(back) = self.back {
             back.park();
         }
@@ -214,6 +222,17 @@ impl Answer {
     pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, hyper::Error>> + Send + 'static {
         Pieces { body: self.head.into_body(), back: self.back }
     }
+}
+
+/// Why an answer's whole body was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// It is longer than the limit given.
+    #[error("the answer is longer than {0} bytes")]
+    TooLarge(usize),
+    /// The connection failed.
+    #[error(transparent)]
+    Transport(hyper::Error),
 }
 
 /// An answer's body as a stream, giving its connection back at the end.

@@ -4,7 +4,7 @@
 //!
 //! What this file does not do: parse an error body (each provider knows its own shape).
 
-use crate::client::{Answer, Call, UpstreamClient};
+use crate::client::{Answer, BodyError, Call, UpstreamClient};
 use crate::{raw, Deployment, ProviderError};
 use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
@@ -52,20 +52,29 @@ impl std::fmt::Debug for ApiKey {
 }
 
 /// Sends `call` to deployment `d` and returns the whole body of its answer when it is a success, else the
-/// provider's error made by `status_error`. The call is bounded as a whole by `timeout` (reading its body too).
+/// provider's error made by `status_error`. The call is bounded as a whole by `timeout` (reading its body too),
+/// and the body by the deployment's `max_response_bytes` (a longer one is [`ProviderError::BadResponse`]).
 pub(crate) async fn fetch<F: Future<Output = ProviderError>>(
     client: &UpstreamClient,
-    deployment: &str,
+    d: &Deployment,
     timeout: Duration,
     call: Call,
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<Bytes, ProviderError> {
+    let deployment = d.id.as_str();
     let exchange = async {
         let answer = client.send(call).await.map_err(|e| transport_error(deployment, timeout, &*e))?;
         if !answer.status().is_success() {
             return Err(status_error(answer).await);
         }
-        answer.bytes().await.map_err(|e| transport_error(deployment, timeout, &e))
+        match answer.bytes(d.max_response_bytes).await {
+            Ok(bytes) => Ok(bytes),
+            Err(BodyError::Transport(e)) => Err(transport_error(deployment, timeout, &e)),
+            Err(too_large @ BodyError::TooLarge(_)) => Err(ProviderError::BadResponse {
+                deployment: deployment.to_string(),
+                detail: format!("{too_large} (max_response_bytes)"),
+            }),
+        }
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
@@ -81,7 +90,7 @@ pub(crate) async fn fetch_object<F: Future<Output = ProviderError>>(
     call: Call,
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<raw::Object, ProviderError> {
-    let bytes = fetch(client, &d.id, d.timeout, call, status_error).await?;
+    let bytes = fetch(client, d, d.timeout, call, status_error).await?;
     raw::Object::parse(&bytes).map_err(|_| ProviderError::BadResponse {
         deployment: d.id.clone(),
         detail: "response is not a JSON object".into(),

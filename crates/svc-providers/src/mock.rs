@@ -216,6 +216,7 @@ mod tests {
             upstream_model: "gpt-x".into(),
             timeout: Duration::from_secs(1),
             max_event_bytes: 1 << 20,
+            max_response_bytes: 64 << 20,
             upstream: crate::Upstream::Mock(Arc::new(Mock)),
         }
     }

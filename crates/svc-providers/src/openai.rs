@@ -108,7 +108,7 @@ impl OpenAi {
             ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
         })?;
         let call = self.authorize(Call::get(&url), &d.id)?;
-        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| status_error(&d.id, a)).await?;
+        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| status_error(&d.id, a)).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),
             _ => Err(ProviderError::BadResponse {
@@ -120,7 +120,7 @@ impl OpenAi {
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
         let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
-        http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
+        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
     }
 }
 

@@ -45,6 +45,8 @@ pub struct Deployment {
     pub timeout: Duration,
     /// The longest stream event (or unfinished line) read from the upstream; a longer one ends the stream.
     pub max_event_bytes: usize,
+    /// The largest answer read whole (a completion, a model list); a longer one is a bad response.
+    pub max_response_bytes: usize,
     /// The provider that speaks to it.
     pub upstream: Upstream,
 }

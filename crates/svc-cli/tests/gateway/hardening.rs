@@ -207,6 +207,28 @@ async fn a_200_that_is_an_error_is_a_502_and_costs_nothing() {
 }
 
 #[tokio::test]
+async fn an_answer_longer_than_max_response_bytes_is_a_502_and_costs_nothing() {
+    let up = Upstream::start().await.unwrap();
+    // About 2 MiB of completion against a 1 MiB bound.
+    up.set(|b| b.content = "x".repeat(2 << 20));
+    let config = config_for(&up.base_url, "")
+        .replace("gateway_settings:\n", "gateway_settings:\n  max_response_bytes: 1048576\n");
+    let g = Gateway::start(&config).await;
+    let key = g.key(json!({"team_id": "executor"})).await;
+    let (s, _, body) = post_chat(&g, &key, &mini(100)).await;
+    assert_eq!(s, 502, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("longer than 1048576 bytes (max_response_bytes)"), "{body}");
+    let recs = records(&g).await;
+    assert_eq!((recs[0].status, recs[0].cost), (502, 0));
+    // Within the bound, the same upstream is answered as always.
+    up.set(|b| b.content = "x".repeat(512 << 10));
+    let (s, _, body) = post_chat(&g, &key, &mini(100)).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"].as_str().map(str::len), Some(512 << 10));
+}
+
+#[tokio::test]
 async fn out_of_range_numbers_are_400_naming_the_field() {
     let up = Upstream::start().await.unwrap();
     let g = Gateway::start(&config_for(&up.base_url, "")).await;

@@ -147,6 +147,7 @@ impl ModelTable {
                     upstream_model: m.upstream_model.clone(),
                     timeout: m.timeout,
                     max_event_bytes: config.gateway.streams.max_event_bytes,
+                    max_response_bytes: config.gateway.streams.max_response_bytes,
                     upstream,
                 },
                 input_price: m.input_cost_per_token,

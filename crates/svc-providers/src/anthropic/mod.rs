@@ -138,7 +138,7 @@ impl Anthropic {
 
     pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req, false)?;
-        let bytes = http::fetch(&self.client, &d.id, d.timeout, call, |a| error::status_error(&d.id, a)).await?;
+        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(&d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
@@ -172,7 +172,7 @@ impl Anthropic {
 
     pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
         let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
-        http::fetch(&self.client, &d.id, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
+        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
     }
 }
 

@@ -59,7 +59,7 @@ async fn get(client: &UpstreamClient, url: &str) -> Bytes {
     let endpoint = client.endpoint(url).unwrap_or_else(|| panic!("{url}"));
     let answer = client.send(Call::get(&endpoint)).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(answer.status(), 200);
-    answer.bytes().await.unwrap_or_else(|e| panic!("{e}"))
+    answer.bytes(usize::MAX).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -169,7 +169,7 @@ async fn concurrent_calls_open_a_connection_each_and_keep_them_for_the_next() {
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 4);
     for answer in held {
-        assert_eq!(answer.bytes().await.unwrap_or_else(|e| panic!("{e}")), "ok");
+        assert_eq!(answer.bytes(usize::MAX).await.unwrap_or_else(|e| panic!("{e}")), "ok");
     }
     let calls = (0..4).map(|_| get(&client, &url));
     futures::future::join_all(calls).await;
@@ -277,7 +277,7 @@ async fn an_upstream_that_chooses_http2_gets_every_call_on_one_connection() {
         held.push(answer);
     }
     for answer in held {
-        assert_eq!(answer.bytes().await.unwrap_or_else(|e| panic!("{e}")), "ok");
+        assert_eq!(answer.bytes(usize::MAX).await.unwrap_or_else(|e| panic!("{e}")), "ok");
     }
     let calls = (0..8).map(|_| get(&client, &url));
     futures::future::join_all(calls).await;

@@ -40,6 +40,7 @@ pub fn deployment_with(base_url: &str, key: Option<&str>, timeout: Duration) -> 
         upstream_model: MODEL.into(),
         timeout,
         max_event_bytes: 1 << 20,
+        max_response_bytes: 64 << 20,
         upstream: Upstream::Anthropic(Arc::new(provider)),
     }
 }
