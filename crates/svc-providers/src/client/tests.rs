@@ -37,22 +37,33 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     Ok(Response::new(body))
 }
 
-/// An HTTP/1.1 upstream (keep-alive) on loopback: its base URL and how many connections it has accepted.
-async fn http1_upstream() -> (String, Arc<AtomicUsize>) {
+/// A server on loopback that runs `serve` on each connection it accepts: its address and how many it accepted.
+async fn upstream<F, Fut>(serve: F) -> (std::net::SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-    let base = format!("http://{}", listener.local_addr().unwrap_or_else(|e| panic!("{e}")));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(answer);
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await;
-            });
+            tokio::spawn(serve(tcp));
         }
     });
-    (base, accepted)
+    (addr, accepted)
+}
+
+/// An HTTP/1.1 upstream (keep-alive) on loopback: its base URL and how many connections it has accepted.
+async fn http1_upstream() -> (String, Arc<AtomicUsize>) {
+    let (addr, accepted) = upstream(|tcp| async move {
+        let service = hyper::service::service_fn(answer);
+        let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tcp), service).await;
+    })
+    .await;
+    (format!("http://{addr}"), accepted)
 }
 
 async fn get(client: &UpstreamClient, url: &str) -> Bytes {
@@ -179,27 +190,19 @@ async fn concurrent_calls_open_a_connection_each_and_keep_them_for_the_next() {
 /// An upstream that answers one request on each connection with a keep-alive answer, then closes it without
 /// a word, as an upstream's idle timeout does: how many connections it has accepted.
 async fn closing_upstream() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-    let base = format!("http://{}", listener.local_addr().unwrap_or_else(|e| panic!("{e}")));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tcp.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
-            });
+    let (addr, accepted) = upstream(|mut tcp| async move {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
         }
-    });
-    (base, accepted)
+        let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+    })
+    .await;
+    (format!("http://{addr}"), accepted)
 }
 
 #[tokio::test]
@@ -240,27 +243,21 @@ async fn http2_upstream() -> (String, UpstreamClient, Arc<AtomicUsize>) {
         .unwrap_or_else(|e| panic!("{e}"));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-    let port = listener.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
-                assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-                let service = hyper::service::service_fn(answer);
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
+    let (addr, accepted) = upstream(move |tcp| {
+        let acceptor = acceptor.clone();
+        async move {
+            let Ok(tls) = acceptor.accept(tcp).await else { return };
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+            let service = hyper::service::service_fn(answer);
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
         }
-    });
+    })
+    .await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).unwrap_or_else(|e| panic!("{e}"));
-    (format!("https://localhost:{port}"), UpstreamClient::with_roots(roots), accepted)
+    (format!("https://localhost:{}", addr.port()), UpstreamClient::with_roots(roots), accepted)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
