@@ -1,16 +1,21 @@
 //! `svc_providers::usage::read` on arbitrary JSON, the check an upstream's `usage` object passes before the
 //! gateway believes it: it never panics, and well-formed counts are exactly the object's own whole numbers,
 //! while anything else (missing, negative, fractional, text) is reported missing or malformed, never counts.
+//! `read_text`, which reads the counts straight from the field's JSON text, says exactly what `read` says.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use svc_providers::usage::{read, Reported};
+use svc_providers::usage::{read, read_text, Reported};
 
 fuzz_target!(|data: &[u8]| {
     let Some(usage) = svc_fuzz::json(data) else { return };
-    match read(Some(&usage)) {
+    let reported = read(Some(&usage));
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(read_text(Some(text)), reported, "{text}");
+    }
+    match reported {
         Reported::Counts(u) => {
             assert_eq!(usage.get("prompt_tokens").and_then(Value::as_u64), Some(u.prompt_tokens), "{usage}");
             assert_eq!(usage.get("completion_tokens").and_then(Value::as_u64), Some(u.completion_tokens), "{usage}");
