@@ -1,7 +1,7 @@
-//! The one HTTP client of every upstream call: hyper's connections in a pool of our own (`pool.rs`), rustls (Mozilla's roots, the `ring`
-//! provider) for `https`, HTTP/2 when the upstream offers it by ALPN, and the proxy named by `HTTPS_PROXY`,
-//! `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (curl's rules, read once at start by hyper-util's matcher): a
-//! CONNECT tunnel for `https`, the absolute-form request line for `http`.
+//! The one HTTP client of every upstream call: hyper's connections in a pool of our own (`pool.rs`), rustls
+//! (Mozilla's roots, the `ring` provider) for `https`, HTTP/2 when the upstream offers it by ALPN, and the proxy
+//! named by `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (curl's rules, read once at start by
+//! hyper-util's matcher): a CONNECT tunnel for `https`, the absolute-form request line for `http`.
 //!
 //! Why not reqwest, which it replaces here (the event sinks and the CLI keep it): per call, reqwest parses the
 //! URL again for its redirect policy (IDNA included) even when no redirect comes, copies the headers twice and
@@ -103,8 +103,8 @@ impl UpstreamClient {
 
     /// Sends `call`; the answer arrives when its headers have.
     pub(crate) async fn send(&self, call: Call) -> Result<Answer, TransportError> {
-        let (head, back) = self.pool.send(&call.origin, call.req).await?;
-        Ok(Answer { head, back })
+        let (answer, back) = self.pool.send(&call.origin, call.req).await?;
+        Ok(Answer::new(answer, back))
     }
 }
 
@@ -172,24 +172,30 @@ impl Call {
 /// An upstream's answer: its status and headers, and its body still to read. Its connection goes back to the
 /// pool when the body has been read to its end.
 pub struct Answer {
-    head: Response<Incoming>,
-    back: Option<Back>,
+    head: ::http::response::Parts,
+    body: Pieces,
 }
 
 impl Answer {
+    fn new(answer: Response<Incoming>, back: Option<Back>) -> Answer {
+        let (head, body) = answer.into_parts();
+        Answer { head, body: Pieces { body, back } }
+    }
+
     /// The status.
     pub fn status(&self) -> StatusCode {
-        self.head.status()
+        self.head.status
     }
 
     /// The headers.
     pub fn headers(&self) -> &::http::HeaderMap {
-        self.head.headers()
+        &self.head.headers
     }
 
     /// The whole body, when it is at most `limit` bytes.
     pub async fn bytes(self, limit: usize) -> Result<Bytes, BodyError> {
-        let whole = match http_body_util::Limited::new(self.head.into_body(), limit).collect().await {
+        let Pieces { body, back } = self.body;
+        let whole = match http_body_util::Limited::new(body, limit).collect().await {
             Ok(whole) => whole.to_bytes(),
             Err(e) => {
                 return Err(match e.downcast::<hyper::Error>() {
@@ -198,7 +204,7 @@ impl Answer {
                 })
             }
         };
-        if let Some(back) = self.back {
+        if let Some(back) = back {
             back.park();
         }
         Ok(whole)
@@ -206,21 +212,12 @@ impl Answer {
 
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
-        while let Some(frame) = self.head.body_mut().frame().await {
-            // Trailers carry no body bytes.
-            if let Ok(data) = frame?.into_data() {
-                return Ok(Some(data));
-            }
-        }
-        if let Some(back) = self.back.take() {
-            back.park();
-        }
-        Ok(None)
+        futures::StreamExt::next(&mut self.body).await.transpose()
     }
 
     /// The body as a stream of pieces.
     pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, hyper::Error>> + Send + 'static {
-        Pieces { body: self.head.into_body(), back: self.back }
+        self.body
     }
 }
 
@@ -235,7 +232,7 @@ pub enum BodyError {
     Transport(hyper::Error),
 }
 
-/// An answer's body as a stream, giving its connection back at the end.
+/// An answer's body as a stream of its data (trailers carry none), giving its connection back at the end.
 struct Pieces {
     body: Incoming,
     back: Option<Back>,
@@ -249,8 +246,7 @@ impl Stream for Pieces {
             match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => return Poll::Ready(Some(Ok(data))),
-                    // Trailers carry no body bytes.
-                    Err(_) => continue,
+                    Err(_trailers) => continue,
                 },
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {

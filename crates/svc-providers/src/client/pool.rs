@@ -12,8 +12,8 @@
 //! - A call takes the connection used last (the one least likely to have been closed by the upstream) and waits
 //!   until hyper says it is free. A connection the upstream closed while idle is dropped and the next tried; a
 //!   request one of them never sent goes again on the next, or on a new connection.
-//! - Idle connections are dropped after [`IDLE_TIMEOUT`], by a task that runs while an origin has any; at most
-//!   [`MAX_IDLE`] are kept per origin.
+//! - Idle HTTP/1.1 connections are dropped after [`IDLE_TIMEOUT`], by a task that runs while an origin has any;
+//!   at most [`MAX_IDLE`] are kept per origin. The shared HTTP/2 connection stays until the upstream closes it.
 //!
 //! What this file does not do: open the connection (`connect.rs`) or bound a call in time (the caller does).
 
@@ -268,36 +268,31 @@ async fn reap(origin: Weak<Origin>) {
 
 impl Sender {
     /// Sends `req`, written as this connection needs: HTTP/1.1 names only the path to an upstream and the whole
-    /// URL to a plain-HTTP proxy; HTTP/2 takes the whole URL.
+    /// URL to a plain-HTTP proxy; HTTP/2 takes the whole URL. A request it never sent comes back as it was given.
     async fn send(self, origin: &Arc<Origin>, mut req: Request<CallBody>) -> Sent {
-        match self {
-            Sender::Http2(mut sender) => match sender.try_send_request(req).await {
-                Ok(answer) => Sent::Answer(answer, None),
-                Err(mut e) => match e.take_message() {
-                    Some(req) => {
-                        // It cannot take calls any more: the next is sent on a new connection.
-                        origin.idle().http2 = None;
-                        Sent::Unsent(req, e.into_error().into())
-                    }
-                    None => Sent::Failed(e.into_error().into()),
-                },
-            },
+        let whole = req.uri().clone();
+        let (result, http1) = match self {
+            Sender::Http2(mut sender) => (sender.try_send_request(req).await, None),
             Sender::Http1(mut conn) => {
-                let whole = req.uri().clone();
                 if !conn.proxied {
                     *req.uri_mut() = origin_form(&whole);
                 }
-                match conn.sender.try_send_request(req).await {
-                    Ok(answer) => Sent::Answer(answer, Some(Back { origin: origin.clone(), conn: Some(conn) })),
-                    Err(mut e) => match e.take_message() {
-                        Some(mut req) => {
-                            *req.uri_mut() = whole;
-                            Sent::Unsent(req, e.into_error().into())
-                        }
-                        None => Sent::Failed(e.into_error().into()),
-                    },
-                }
+                (conn.sender.try_send_request(req).await, Some(conn))
             }
+        };
+        match result {
+            Ok(answer) => Sent::Answer(answer, http1.map(|conn| Back { origin: origin.clone(), conn: Some(conn) })),
+            Err(mut e) => match e.take_message() {
+                Some(mut req) => {
+                    if http1.is_none() {
+                        // The shared HTTP/2 connection cannot take calls any more: the next opens a new one.
+                        origin.idle().http2 = None;
+                    }
+                    *req.uri_mut() = whole;
+                    Sent::Unsent(req, e.into_error().into())
+                }
+                None => Sent::Failed(e.into_error().into()),
+            },
         }
     }
 }
