@@ -10,12 +10,16 @@
 # out. valgrind counts instructions, not time, so the figure repeats on a busy machine (this one's `perf`
 # cannot count instructions).
 #
+# It also counts svc-floor (crates/svc-bench/src/bin/svc-floor.rs): a reverse proxy made of the gateway's stack
+# (tokio, axum on hyper, hyper's client on kept-alive connections, mimalloc) and nothing else, so the report
+# tells apart what the stack costs and what the gateway does on top of it.
+#
 # CALLGRIND_PEAK=1 sends the requests over 64 connections at once instead (closed loop, as bench/run.sh's peak):
 # the figure at peak, where the gateway's batching (spend writes, log lines) has company to batch.
 #
 # Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), CALLGRIND_PEAK=1,
 # BENCH_NO_BUILD=1, CALLGRIND_SVC=/path/to/svc (count that build instead: an experiment against the same upstream),
-# CALLGRIND_NGINX=0 (svc alone: nginx's figure, about 20,150, barely moves between runs).
+# CALLGRIND_NGINX=0 (svc alone, without nginx and svc-floor: their figures barely move between runs).
 # Output: one line per target and the ratio; everything under target/bench/callgrind-<time>/.
 set -euo pipefail
 
@@ -27,7 +31,8 @@ for tool in valgrind curl timeout; do
 done
 if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
     echo "== building release binaries" >&2
-    cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench --bin svc --bin svc-fake-upstream --bin svc-bench
+    cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench --bin svc --bin svc-fake-upstream --bin svc-bench \
+        --bin svc-floor
 fi
 BIN=$ROOT/target/release
 SVC=${CALLGRIND_SVC:-$BIN/svc}
@@ -110,18 +115,37 @@ if [[ ${CALLGRIND_NGINX:-1} == 0 ]]; then
     echo "results in $OUT" >&2
     exit 0
 fi
+# One run of svc-floor under callgrind with $1 requests; prints its instructions.
+floor_run() {
+    local n=$1 port
+    port=$(free_port)
+    TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/floor-$n.out" \
+        "$BIN/svc-floor" --port "$port" --upstream "$UP" 2>"$WORK/floor-$n.log" &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$WORK/floor-$n.log"
+    load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
+    kill -TERM "$pid"; wait "$pid" || true
+    instructions "$OUT/floor-$n.out"
+}
+
+echo "== svc-floor: $N and $((5 * N)) requests under callgrind" >&2
+FLOOR_1=$(floor_run "$N"); FLOOR_5=$(floor_run $((5 * N)))
 echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
 NGX_1=$(nginx_run "$N"); NGX_5=$(nginx_run $((5 * N)))
-python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" <<'EOF' | tee "$OUT/report.txt"
+python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" "$FLOOR_1" "$FLOOR_5" \
+    <<'EOF' | tee "$OUT/report.txt"
 import sys
 n, s1, s5, g1, g5 = int(sys.argv[1]), *map(int, sys.argv[2:6])
 stream, peak = sys.argv[6] == "1", sys.argv[7] == "1"
-svc, ngx = (s5 - s1) / (4 * n), (g5 - g1) / (4 * n)
+f1, f5 = int(sys.argv[8]), int(sys.argv[9])
+svc, ngx, floor = (s5 - s1) / (4 * n), (g5 - g1) / (4 * n), (f5 - f1) / (4 * n)
 kind = "streamed" if stream else "non-streaming"
 how = "64 connections at once" if peak else "in sequence"
 print(f"{kind} chat completions {how}, user-space instructions per request (difference of {n} and {5*n} requests):")
 print(f"  svc   {svc:>10,.0f}   ({s1:,} and {s5:,} in all)")
+print(f"  svc-floor {floor:>6,.0f}   ({f1:,} and {f5:,} in all; the stack alone)")
 print(f"  nginx {ngx:>10,.0f}   ({g1:,} and {g5:,} in all)")
-print(f"  svc / nginx: {svc / ngx:.1f}x")
+print(f"  svc / nginx: {svc / ngx:.1f}x; svc-floor / nginx: {floor / ngx:.1f}x; svc - svc-floor: {svc - floor:,.0f}")
 EOF
 echo "results in $OUT" >&2

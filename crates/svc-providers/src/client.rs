@@ -103,7 +103,9 @@ impl UpstreamClient {
 
     /// Sends `call`; the answer arrives when its headers have.
     pub(crate) async fn send(&self, call: Call) -> Result<Answer, TransportError> {
-        let (answer, back) = self.pool.send(&call.origin, call.req).await?;
+        // Boxed: held inline, the pool's future (hyper's send and the wait for a connection, about 1.5 KiB)
+        // would make every future above it that much larger, and each of them is copied whole when it moves.
+        let (answer, back) = Box::pin(self.pool.send(&call.origin, call.req)).await?;
         Ok(Answer::new(answer, back))
     }
 }

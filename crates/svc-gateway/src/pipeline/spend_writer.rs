@@ -181,13 +181,24 @@ impl SpendWriter {
             let job = Job { record: Some(record), seq, done: None };
             // The queue is full only when the store is far behind: then wait for a place, which slows requests
             // down instead of growing memory.
-            return self.tx.send(job).await.is_ok();
+            return self.queue(job).await;
         }
         let (done, waiter) = oneshot::channel();
-        if self.tx.send(Job { record: Some(record), seq, done: Some(done) }).await.is_err() {
+        if !self.queue(Job { record: Some(record), seq, done: Some(done) }).await {
             return false;
         }
         waiter.await.unwrap_or(false)
+    }
+
+    /// Queues `job`, waiting for a place when the queue is full; false when the writer is gone. The wait is
+    /// boxed: held inline, the channel's send future (the job and a semaphore's wait, about 1 KiB) would make
+    /// every request's future that much larger, and each request's future is copied whole when it moves.
+    async fn queue(&self, job: Job) -> bool {
+        match self.tx.try_send(job) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(job)) => Box::pin(self.tx.send(job)).await.is_ok(),
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
     }
 
     /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted (a fleet's
@@ -373,6 +384,28 @@ pub(crate) mod tests {
             client: None,
             session_id: None,
         }
+    }
+
+    /// A full queue makes the request wait for a place (it is not dropped); a writer that is gone refuses.
+    #[tokio::test]
+    async fn a_full_queue_waits_for_a_place_and_a_closed_one_refuses() {
+        let (tx, mut rx) = mpsc::channel::<Job>(1);
+        let writer = SpendWriter { tx, journal: None };
+        let job = |id: &str| Job { record: Some(record(id)), seq: None, done: None };
+        assert!(writer.queue(job("a")).await);
+        let waiting = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.queue(job("b")).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a full queue does not take the job at once");
+        let first = rx.recv().await.and_then(|j| j.record).map(|r| r.record.request_id);
+        assert_eq!(first.as_deref(), Some("a"));
+        assert!(waiting.await.unwrap_or(false));
+        let second = rx.recv().await.and_then(|j| j.record).map(|r| r.record.request_id);
+        assert_eq!(second.as_deref(), Some("b"));
+        drop(rx);
+        assert!(!writer.queue(job("c")).await);
     }
 
     async fn written(store: &Store) -> Vec<String> {

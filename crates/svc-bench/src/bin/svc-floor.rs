@@ -1,0 +1,112 @@
+//! `svc-floor --port N --upstream HOST:PORT`: the floor of the gateway's stack (issue 14). A reverse proxy made
+//! of exactly what the gateway is made of (tokio's multi-thread runtime, axum on hyper's server, hyper's
+//! HTTP/1.1 client on kept-alive connections, mimalloc) and of nothing else: no key, budget, JSON, spend record
+//! or log line. A request's body is read whole and sent on an idle upstream connection (the one used last, as
+//! the gateway's pool does); the answer is read whole, or passed on as it comes when it is a stream.
+//!
+//! `bench/callgrind.sh` counts its instructions per request beside the gateway's and nginx's: what the stack
+//! costs before the gateway does anything of its own.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, TcpStream};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The upstream and its idle connections, the one used last on top.
+struct Upstream {
+    addr: String,
+    host: HeaderValue,
+    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+}
+
+impl Upstream {
+    /// An idle connection ready for a request, or a new one.
+    async fn checkout(&self) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+        loop {
+            let popped = self.idle.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.pop();
+            match popped {
+                Some(mut sender) => {
+                    if sender.ready().await.is_ok() {
+                        return Ok(sender);
+                    }
+                }
+                None => {
+                    let tcp = TcpStream::connect(&self.addr).await?;
+                    tcp.set_nodelay(true)?;
+                    let (sender, conn) = http1::handshake(TokioIo::new(tcp)).await?;
+                    tokio::spawn(conn);
+                    return Ok(sender);
+                }
+            }
+        }
+    }
+
+    async fn forward(&self, req: Request) -> anyhow::Result<Response> {
+        let (parts, body) = req.into_parts();
+        let body = body.collect().await?.to_bytes();
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut out = hyper::Request::post(path).header(HOST, &self.host);
+        for name in [CONTENT_TYPE, AUTHORIZATION] {
+            if let Some(v) = parts.headers.get(&name) {
+                out = out.header(name, v);
+            }
+        }
+        let mut sender = self.checkout().await?;
+        let answer = sender.send_request(out.body(Full::new(body))?).await?;
+        let (head, incoming) = answer.into_parts();
+        let stream = head.headers.get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let body = if stream { Body::new(incoming) } else { Body::from(incoming.collect().await?.to_bytes()) };
+        // A stream's connection is ready again once its answer has been read to the end: `checkout` waits.
+        self.idle.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push(sender);
+        let mut response = Response::new(body);
+        *response.status_mut() = head.status;
+        if let Some(v) = head.headers.get(CONTENT_TYPE) {
+            response.headers_mut().insert(CONTENT_TYPE, v.clone());
+        }
+        Ok(response)
+    }
+}
+
+async fn forward(State(up): State<Arc<Upstream>>, req: Request) -> Response {
+    match up.forward(req).await {
+        Ok(response) => response,
+        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (mut port, mut upstream) = (0u16, None);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next()) {
+            ("--port", Some(v)) => port = v.parse()?,
+            ("--upstream", Some(v)) => upstream = Some(v),
+            _ => anyhow::bail!("usage: svc-floor --port N --upstream HOST:PORT"),
+        }
+    }
+    let addr = upstream.ok_or_else(|| anyhow::anyhow!("usage: svc-floor --port N --upstream HOST:PORT"))?;
+    let up = Arc::new(Upstream { host: HeaderValue::from_str(&addr)?, addr, idle: Mutex::new(Vec::new()) });
+    let app = axum::Router::new().fallback(forward).with_state(up);
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    eprintln!("svc-floor listening on http://{}", listener.local_addr()?);
+    let stop = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        match term.as_mut() {
+            Some(term) => drop(term.recv().await),
+            None => drop(tokio::signal::ctrl_c().await),
+        }
+    };
+    axum::serve(listener, app).with_graceful_shutdown(stop).await?;
+    Ok(())
+}
