@@ -75,6 +75,11 @@ impl Counter {
         }
     }
 
+    /// Takes back `n` ASCII characters counted (whitespace that is not written again).
+    pub(crate) fn uncount_ascii(&mut self, n: u64) {
+        self.ascii = self.ascii.saturating_sub(n);
+    }
+
     /// [`text_tokens`] of what was counted.
     pub(crate) fn tokens(&self) -> u64 {
         self.ascii.div_ceil(4).saturating_add(self.other)

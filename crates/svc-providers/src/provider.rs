@@ -62,6 +62,9 @@ pub enum Upstream {
     Mock(Arc<Mock>),
 }
 
+/// The calls to an upstream (`chat`, `chat_stream`, `forward`) box the provider's future: held inline, it (the
+/// HTTP exchange, its timeout and the reading of the answer, about 2 KiB) would make every future of the
+/// gateway's request path that waits for it that much larger, and each is copied whole when it moves.
 impl Deployment {
     /// The provider's name, as in `params.model`'s prefix.
     pub fn provider_name(&self) -> &'static str {
@@ -75,8 +78,8 @@ impl Deployment {
     /// A non-streaming completion.
     pub async fn chat(&self, req: ChatRequest) -> Result<Reply, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => p.chat(self, req).await,
-            Upstream::Anthropic(p) => p.chat(self, req).await,
+            Upstream::OpenAi(p) => Box::pin(p.chat(self, req)).await,
+            Upstream::Anthropic(p) => Box::pin(p.chat(self, req)).await,
             Upstream::Mock(p) => p.chat(self, req).await,
         }
     }
@@ -84,8 +87,8 @@ impl Deployment {
     /// A streaming completion; resolves when the upstream has answered with its headers.
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => p.chat_stream(self, req).await,
-            Upstream::Anthropic(p) => p.chat_stream(self, req).await,
+            Upstream::OpenAi(p) => Box::pin(p.chat_stream(self, req)).await,
+            Upstream::Anthropic(p) => Box::pin(p.chat_stream(self, req)).await,
             Upstream::Mock(p) => p.chat_stream(self, req).await,
         }
     }
@@ -104,8 +107,8 @@ impl Deployment {
     /// reply, or the headers of a stream). Only for a `wire` the deployment [`speaks`](Self::speaks).
     pub async fn forward(&self, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         match (&self.upstream, wire) {
-            (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings) => p.forward(self, wire, req).await,
-            (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => p.forward(self, wire, req).await,
+            (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings) => Box::pin(p.forward(self, wire, req)).await,
+            (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => Box::pin(p.forward(self, wire, req)).await,
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(self, req).await,
             (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` does not speak this API", self.id),
