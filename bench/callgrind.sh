@@ -92,20 +92,35 @@ svc_run() {
     instructions "$OUT/svc-$n.out"
 }
 
-# One run of nginx under callgrind with $1 requests; prints its instructions.
+# One run under callgrind of a proxy in the gateway's place, named $1 (its output: $OUT/$1-$2.out), with $2
+# requests to port $4, stopped with signal $3; the rest ($5...) is its command. Prints its instructions.
+proxy_run() {
+    local name=$1 n=$2 signal=$3 port=$4
+    shift 4
+    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/$name-$n.out" "$@" 2>"$WORK/$name-$n.log" &
+    local pid=$!
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$WORK/$name-$n.log"
+    load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
+    kill "-$signal" "$pid"; wait "$pid" || true
+    instructions "$OUT/$name-$n.out"
+}
+
+# nginx with $1 requests (`master_process off`: one process; QUIT stops it gracefully).
 nginx_run() {
-    local n=$1 port
+    local port
     port=$(free_port)
     mkdir -p "$WORK/nginx"
     nginx_conf "$WORK/nginx" "$UP" "$port" >"$WORK/nginx/nginx.conf"
-    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/nginx-$n.out" \
-        "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" 2>"$WORK/nginx-$n.log" &
-    local pid=$!
-    PIDS+=("$pid")
-    wait_port "$port" "$pid" "$WORK/nginx-$n.log"
-    load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
-    kill -QUIT "$pid"; wait "$pid" || true
-    instructions "$OUT/nginx-$n.out"
+    proxy_run nginx "$1" QUIT "$port" "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf"
+}
+
+# svc-floor with $1 requests, on one tokio worker as the gateway.
+floor_run() {
+    local port
+    local -x TOKIO_WORKER_THREADS=1
+    port=$(free_port)
+    proxy_run floor "$1" TERM "$port" "$BIN/svc-floor" --port "$port" --upstream "$UP"
 }
 
 echo "== svc: $N and $((5 * N)) requests under callgrind" >&2
@@ -115,20 +130,6 @@ if [[ ${CALLGRIND_NGINX:-1} == 0 ]]; then
     echo "results in $OUT" >&2
     exit 0
 fi
-# One run of svc-floor under callgrind with $1 requests; prints its instructions.
-floor_run() {
-    local n=$1 port
-    port=$(free_port)
-    TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/floor-$n.out" \
-        "$BIN/svc-floor" --port "$port" --upstream "$UP" 2>"$WORK/floor-$n.log" &
-    local pid=$!
-    PIDS+=("$pid")
-    wait_port "$port" "$pid" "$WORK/floor-$n.log"
-    load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
-    kill -TERM "$pid"; wait "$pid" || true
-    instructions "$OUT/floor-$n.out"
-}
-
 echo "== svc-floor: $N and $((5 * N)) requests under callgrind" >&2
 FLOOR_1=$(floor_run "$N"); FLOOR_5=$(floor_run $((5 * N)))
 echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
