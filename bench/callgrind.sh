@@ -58,13 +58,26 @@ MASTER="sk-master-bench-$(date +%s%N)"
 # Instructions of a finished callgrind run: its total (the `summary:` line) less what quanta's clock calibration
 # took. governor's clock calibrates itself against the wall clock once, when the first rate limiter is made, for
 # as long as the wall clock says, and under valgrind that varies by millions of instructions between runs: left
-# in, it moved the figure per request by up to ±6,000 (quanta::Calibration::calibrate's inclusive cost).
+# in, it moved the figure per request by up to ±6,000 (quanta::Calibration::calibrate's inclusive cost: the
+# function's own line, `calibrate [binary]`; the lines of code inlined into it from other files are part of it).
 instructions() {
     local total calibration
     total=$(awk '/^summary:/ {print $2}' "$1")
     calibration=$(callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
-        awk '/quanta::Calibration::calibrate( |$)/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
+        awk '/quanta::Calibration::calibrate \[/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
     echo $((total - calibration))
+}
+
+# The store's writes in a finished run of svc: SQLite's worker thread (sqlx runs each connection on a thread of
+# its own) and the spend writer's calls into the store. Printed apart: under valgrind their cost per request
+# depends on how many records a batch gathers in its 50 ms, so a change elsewhere is easier to see without them.
+store_writes() {
+    callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null | awk '
+        /sqlx-sqlite-[0-9.]+\/src\/connection\/worker\.rs:std::sys::backtrace::__rust_begin_short_backtrace( |$)/ ||
+        /spend_writer\.rs:svc_gateway::pipeline::spend_writer::Target::write::\{\{closure\}\} \[/ {
+            if (!/[<>*]/) { gsub(",", "", $1); sum += $1 }
+        }
+        END {print sum + 0}'
 }
 
 # $3 requests to $1 with key $2 (in sequence, or over 64 connections with CALLGRIND_PEAK=1).
@@ -89,7 +102,7 @@ svc_run() {
     [[ $key == sk-* ]] || { echo "bench/callgrind.sh: no key" >&2; cat "$WORK/svc-$n.log" >&2; exit 1; }
     load "http://127.0.0.1:$port/v1/chat/completions" "$key" "$n"
     kill -TERM "$pid"; wait "$pid" || true
-    instructions "$OUT/svc-$n.out"
+    echo "$(instructions "$OUT/svc-$n.out") $(store_writes "$OUT/svc-$n.out")"
 }
 
 # One run under callgrind of a proxy in the gateway's place, named $1 (its output: $OUT/$1-$2.out), with $2
@@ -124,9 +137,12 @@ floor_run() {
 }
 
 echo "== svc: $N and $((5 * N)) requests under callgrind" >&2
-SVC_1=$(svc_run "$N"); SVC_5=$(svc_run $((5 * N)))
+RUN_1=$(svc_run "$N"); RUN_5=$(svc_run $((5 * N)))
+read -r SVC_1 STORE_1 <<<"$RUN_1"; read -r SVC_5 STORE_5 <<<"$RUN_5"
+STORE=$(( (STORE_5 - STORE_1) / (4 * N) ))
 if [[ ${CALLGRIND_NGINX:-1} == 0 ]]; then
-    echo "svc: $(( (SVC_5 - SVC_1) / (4 * N) )) instructions per request ($SVC_1 and $SVC_5 in all; $SVC)" | tee "$OUT/report.txt"
+    echo "svc: $(( (SVC_5 - SVC_1) / (4 * N) )) instructions per request ($SVC_1 and $SVC_5 in all; $SVC);" \
+        "without the store's writes ($STORE): $(( (SVC_5 - SVC_1) / (4 * N) - STORE ))" | tee "$OUT/report.txt"
     echo "results in $OUT" >&2
     exit 0
 fi
@@ -134,7 +150,7 @@ echo "== svc-floor: $N and $((5 * N)) requests under callgrind" >&2
 FLOOR_1=$(floor_run "$N"); FLOOR_5=$(floor_run $((5 * N)))
 echo "== nginx: $N and $((5 * N)) requests under callgrind" >&2
 NGX_1=$(nginx_run "$N"); NGX_5=$(nginx_run $((5 * N)))
-python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" "$FLOOR_1" "$FLOOR_5" \
+python3 - "$N" "$SVC_1" "$SVC_5" "$NGX_1" "$NGX_5" "${CALLGRIND_STREAM:-0}" "${CALLGRIND_PEAK:-0}" "$FLOOR_1" "$FLOOR_5" "$STORE" \
     <<'EOF' | tee "$OUT/report.txt"
 import sys
 n, s1, s5, g1, g5 = int(sys.argv[1]), *map(int, sys.argv[2:6])
@@ -144,7 +160,8 @@ svc, ngx, floor = (s5 - s1) / (4 * n), (g5 - g1) / (4 * n), (f5 - f1) / (4 * n)
 kind = "streamed" if stream else "non-streaming"
 how = "64 connections at once" if peak else "in sequence"
 print(f"{kind} chat completions {how}, user-space instructions per request (difference of {n} and {5*n} requests):")
-print(f"  svc   {svc:>10,.0f}   ({s1:,} and {s5:,} in all)")
+store = int(sys.argv[10])
+print(f"  svc   {svc:>10,.0f}   ({s1:,} and {s5:,} in all; without the store's writes ({store:,}): {svc - store:,.0f})")
 print(f"  svc-floor {floor:>6,.0f}   ({f1:,} and {f5:,} in all; the stack alone)")
 print(f"  nginx {ngx:>10,.0f}   ({g1:,} and {g5:,} in all)")
 print(f"  svc / nginx: {svc / ngx:.1f}x; svc-floor / nginx: {floor / ngx:.1f}x; svc - svc-floor: {svc - floor:,.0f}")
