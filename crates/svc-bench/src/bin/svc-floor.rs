@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::net::{TcpListener, TcpStream};
 
 #[global_allocator]
@@ -33,7 +33,7 @@ impl Upstream {
     /// An idle connection ready for a request, or a new one.
     async fn checkout(&self) -> anyhow::Result<SendRequest<Full<Bytes>>> {
         loop {
-            let popped = self.idle.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.pop();
+            let popped = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
             match popped {
                 Some(mut sender) => {
                     if sender.ready().await.is_ok() {
@@ -67,7 +67,7 @@ impl Upstream {
         let stream = head.headers.get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
         let body = if stream { Body::new(incoming) } else { Body::from(incoming.collect().await?.to_bytes()) };
         // A stream's connection is ready again once its answer has been read to the end: `checkout` waits.
-        self.idle.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push(sender);
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(sender);
         let mut response = Response::new(body);
         *response.status_mut() = head.status;
         if let Some(v) = head.headers.get(CONTENT_TYPE) {
