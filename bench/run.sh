@@ -12,8 +12,11 @@
 #   - nginx (Debian's nginx-light, installed when missing) exactly in the gateway's place: core 0, one worker
 #     (`master_process off`: one process, whose CPU is measured), a keep-alive pool to the same upstream,
 #     `proxy_buffering off` (streams flow as they come), no access log: the floor any proxy pays for the hop;
+#   - svc-floor (crates/svc-bench/src/bin/svc-floor.rs), the gateway's stack alone (tokio, axum on hyper,
+#     hyper's client, mimalloc; no keys, budgets, JSON or spend) in the same place: core 0, one tokio worker;
 #   - svc-bench (the load generator), pinned to core 1 beside the upstream,
-# and measures, for each of direct (the upstream itself), nginx, gw-off and gw-on, non-streaming and streaming:
+# and measures, for each of direct (the upstream itself), nginx, floor, gw-off and gw-on, non-streaming and
+# streaming:
 #   latency: closed loop at concurrency 1;  open: open loop at 1,000 req/s;  peak: closed loop at concurrency 64.
 # Added latency = gateway − direct, same measurement. For reference, latency and open are also measured
 # against a second upstream pinned to core 0 (direct-core0): the cost of crossing between the cores, which
@@ -61,10 +64,10 @@ done
 if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
     echo "== building release binaries" >&2
     cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench \
-        --bin svc --bin svc-fake-upstream --bin svc-bench
+        --bin svc --bin svc-fake-upstream --bin svc-bench --bin svc-floor
 fi
 BIN=$ROOT/target/release
-for b in svc svc-fake-upstream svc-bench; do
+for b in svc svc-fake-upstream svc-bench svc-floor; do
     [[ -x $BIN/$b ]] || { echo "bench/run.sh: $BIN/$b is missing" >&2; exit 1; }
 done
 
@@ -135,6 +138,13 @@ wait_port "$NGX_PORT" "$NGX_PID" "$WORK/nginx.log"
 echo "nginx $("$NGINX" -v 2>&1 | sed 's|.*/||') http://127.0.0.1:$NGX_PORT (pid $NGX_PID, core 0, master_process off)" |
     tee -a "$OUT/machine.txt"
 
+# svc-floor in the gateway's place: core 0, one tokio worker thread.
+TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc-floor" --port 0 --upstream "$UP_ADDR" 2>"$WORK/floor.log" &
+FLOOR_PID=$!
+PIDS+=("$FLOOR_PID")
+FLOOR_ADDR=$(wait_listening "$WORK/floor.log" "$FLOOR_PID")
+echo "svc-floor http://$FLOOR_ADDR (pid $FLOOR_PID, core 0, one tokio worker)" | tee -a "$OUT/machine.txt"
+
 KEY_OFF=$(new_key "$GW_ADDR" '{"team_id":"bench-off","key_alias":"bench-off"}')
 KEY_ON=$(new_key "$GW_ADDR" '{"team_id":"bench-on","key_alias":"bench-on","max_budget":1000000,"rpm_limit":1000000000,"tpm_limit":1000000000000}')
 [[ $KEY_OFF == sk-* && $KEY_ON == sk-* ]] || { echo "bench/run.sh: could not create the keys" >&2; cat "$WORK/gateway.log" >&2; exit 1; }
@@ -163,7 +173,7 @@ bench() {
     if ! SVC_BENCH_KEY=$key timeout 300 taskset -c 1 "$BIN/svc-bench" run --label "$label" --url "$url" \
         --measure "$measure" "${stream[@]}" --duration "$DURATION" --open-duration "$OPEN_DURATION" \
         --rate "$RATE" --concurrency "$CONCURRENCY" --warmup "$WARMUP" --watch-pid "$pid" \
-        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" --also-pid "$NGX_PID" \
+        --also-pid "$UP_PID" --also-pid "$UP0_PID" --also-pid "$GW_PID" --also-pid "$NGX_PID" --also-pid "$FLOOR_PID" \
         ${BASE_PID:+--also-pid "$BASE_PID"} >"$WORK/run.out"; then
         echo "bench/run.sh: svc-bench failed for $label $measure $mode" >&2
     fi
@@ -175,7 +185,7 @@ bench() {
 : >"$OUT/results.jsonl"
 DIRECT=http://$UP_ADDR/v1/chat/completions
 GATEWAY=http://$GW_ADDR/v1/chat/completions
-# Interleaved (direct, nginx, gw-off, gw-on for each measurement) so that drift of the machine hits all three alike.
+# Interleaved (direct, nginx, floor, gw-off, gw-on for each measurement) so that drift of the machine hits them all alike.
 for measure in latency open peak; do
     for mode in plain stream; do
         echo "== $measure, $mode" >&2
@@ -184,6 +194,7 @@ for measure in latency open peak; do
             bench direct-core0 "http://$UP0_ADDR/v1/chat/completions" "" "$UP0_PID" "$measure" "$mode"
         fi
         bench nginx "http://127.0.0.1:$NGX_PORT/v1/chat/completions" "" "$NGX_PID" "$measure" "$mode"
+        bench floor "http://$FLOOR_ADDR/v1/chat/completions" "" "$FLOOR_PID" "$measure" "$mode"
         bench gw-off "$GATEWAY" "$KEY_OFF" "$GW_PID" "$measure" "$mode"
         bench gw-on "$GATEWAY" "$KEY_ON" "$GW_PID" "$measure" "$mode"
         if [[ -n $BASE_PID ]]; then
@@ -195,13 +206,14 @@ done
 
 RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$GW_PID/status")
 NGX_RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$NGX_PID/status")
+FLOOR_RSS_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$FLOOR_PID/status")
 if [[ -n $BASE_PID ]]; then
     echo "baseline gateway peak RSS (VmHWM): $(awk '/^VmHWM:/ {print $2}' "/proc/$BASE_PID/status") KiB" | tee -a "$OUT/machine.txt"
 fi
 SPEND_ROWS=$(curl -sS --max-time 10 -H "Authorization: Bearer $MASTER" "http://$GW_ADDR/team/info?team_id=bench-on" | head -c 600 || true)
 {
-    echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); nginx: $NGX_RSS_KIB KiB; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "gateway peak RSS (VmHWM): $RSS_KIB KiB ($((RSS_KIB / 1024)) MiB); nginx: $NGX_RSS_KIB KiB; svc-floor: $FLOOR_RSS_KIB KiB; load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "team bench-on after the run: $SPEND_ROWS"
 } | tee -a "$OUT/machine.txt"
-"$BIN/svc-bench" report "$OUT/results.jsonl" --rss-kib "$RSS_KIB" --proxy-rss-kib "$NGX_RSS_KIB" | tee "$OUT/report.md"
+"$BIN/svc-bench" report "$OUT/results.jsonl" --rss-kib "$RSS_KIB" --proxy-rss-kib "$NGX_RSS_KIB" --floor-rss-kib "$FLOOR_RSS_KIB" | tee "$OUT/report.md"
 echo "results in $OUT" >&2

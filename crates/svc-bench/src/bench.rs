@@ -74,7 +74,7 @@ pub struct Plan {
 #[derive(Debug, Clone, Copy)]
 struct Snapshot {
     /// The watched process.
-    target: Option<f64>,
+    target: Option<procstat::Cpu>,
     /// Every process but the benchmark's own (watched, `also_pids`, and this one).
     others: f64,
     /// The machine's steal time.
@@ -95,7 +95,7 @@ impl Snapshot {
 #[derive(Debug, Clone, Copy)]
 struct Usage {
     /// The watched process.
-    target: Option<f64>,
+    target: Option<procstat::Cpu>,
     /// Everything outside the benchmark's processes.
     outside: f64,
     /// Taken by the hypervisor.
@@ -104,7 +104,7 @@ struct Usage {
 
 fn usage(before: Snapshot, after: Snapshot) -> Usage {
     Usage {
-        target: before.target.zip(after.target).map(|(b, a)| a - b),
+        target: before.target.zip(after.target).map(|(b, a)| b.until(a)),
         outside: (after.others - before.others).max(0.0),
         steal: (after.steal - before.steal).max(0.0),
     }
@@ -197,18 +197,25 @@ fn describe(plan: &Plan, run: &Run, used: Usage) -> (String, Value) {
     ));
     summary["outside_load_cores"] = json!((outside * 100.0).round() / 100.0);
     summary["steal_cores"] = json!((steal * 100.0).round() / 100.0);
-    if let (Some(pid), Some(cpu)) = (plan.watch_pid, used.target) {
+    if let (Some(pid), Some(used)) = (plan.watch_pid, used.target) {
+        let cpu = used.total();
         let util = cpu / elapsed;
-        let per_req = if ok > 0 { cpu * 1e6 / ok as f64 } else { 0.0 };
+        let per_req = |s: f64| if ok > 0 { s * 1e6 / ok as f64 } else { 0.0 };
         text.push_str(&format!(
-            "  watched pid {pid}: {cpu:.2} CPU s, {:.0}% of one core, {per_req:.1} CPU µs per request\n",
-            util * 100.0
+            "  watched pid {pid}: {cpu:.2} CPU s, {:.0}% of one core, {:.1} CPU µs per request ({:.1} user, {:.1} system)\n",
+            util * 100.0,
+            per_req(cpu),
+            per_req(used.user),
+            per_req(used.system),
         ));
+        let tenth = |x: f64| (x * 10.0).round() / 10.0;
         summary["watch"] = json!({
             "pid": pid,
             "cpu_s": (cpu * 100.0).round() / 100.0,
             "cpu_util": (util * 1000.0).round() / 1000.0,
-            "cpu_us_per_req": (per_req * 10.0).round() / 10.0,
+            "cpu_us_per_req": tenth(per_req(cpu)),
+            "user_us_per_req": tenth(per_req(used.user)),
+            "system_us_per_req": tenth(per_req(used.system)),
         });
     }
     (text, summary)

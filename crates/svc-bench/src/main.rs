@@ -132,6 +132,12 @@ struct ReportArgs {
     /// Peak resident set of the proxy (VmHWM), KiB.
     #[arg(long)]
     proxy_rss_kib: Option<u64>,
+    /// Label of the runs through the gateway's stack alone (svc-floor) in the gateway's place.
+    #[arg(long, default_value = "floor")]
+    floor: String,
+    /// Peak resident set of the floor (VmHWM), KiB.
+    #[arg(long)]
+    floor_rss_kib: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -159,6 +165,8 @@ fn main() -> anyhow::Result<()> {
                 rss_kib: args.rss_kib,
                 proxy: args.proxy,
                 proxy_rss_kib: args.proxy_rss_kib,
+                floor: args.floor,
+                floor_rss_kib: args.floor_rss_kib,
             };
             print!("{}", report::render(&input, &opts));
             Ok(())

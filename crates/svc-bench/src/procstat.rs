@@ -17,24 +17,45 @@ use anyhow::Context;
 /// Linux reports `utime`/`stime` in clock ticks of `USER_HZ`, 100 on every mainstream architecture.
 const TICKS_PER_SECOND: f64 = 100.0;
 
-/// CPU seconds (user + system, all threads) used so far by process `pid`.
-pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+/// CPU seconds used so far by process `pid` (all threads): in user space and in the kernel.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<Cpu> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("no process {pid}"))?;
     parse_cpu_seconds(&stat).with_context(|| format!("unexpected /proc/{pid}/stat"))
 }
 
-fn parse_cpu_seconds(stat: &str) -> Option<f64> {
-    stat_fields(stat, 2)
+/// CPU seconds of one process, by where they were spent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cpu {
+    /// In user space (`utime`).
+    pub user: f64,
+    /// In the kernel on the process's behalf (`stime`): system calls, and the network stack's work for them.
+    pub system: f64,
 }
 
-/// The sum of the first `n` time fields from `utime` on: 2 = utime + stime; 4 adds cutime + cstime (the
-/// times of the process's children that ended and were waited for), in seconds.
-fn stat_fields(stat: &str, n: usize) -> Option<f64> {
+impl Cpu {
+    /// User and system together.
+    pub fn total(self) -> f64 {
+        self.user + self.system
+    }
+
+    /// What was used between `self` and the later reading `after`.
+    pub fn until(self, after: Cpu) -> Cpu {
+        Cpu { user: after.user - self.user, system: after.system - self.system }
+    }
+}
+
+fn parse_cpu_seconds(stat: &str) -> Option<Cpu> {
+    Some(Cpu { user: stat_fields(stat, 0, 1)?, system: stat_fields(stat, 1, 1)? })
+}
+
+/// The sum of `n` time fields from `utime` on, `skip` of them skipped first: utime(0), stime(1), cutime(2)
+/// and cstime(3) (the times of the process's children that ended and were waited for), in seconds.
+fn stat_fields(stat: &str, skip: usize, n: usize) -> Option<f64> {
     // The command name is in parentheses and may contain spaces: fields are counted after the last `)`.
     // After it: state(3) ppid(4) … utime(14) stime(15) cutime(16) cstime(17).
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut total = 0.0;
-    for field in rest.split_whitespace().skip(11).take(n) {
+    for field in rest.split_whitespace().skip(11 + skip).take(n) {
         total += field.parse::<f64>().ok()?;
     }
     Some(total / TICKS_PER_SECOND)
@@ -54,7 +75,7 @@ pub fn others_seconds(exclude: &[u32]) -> anyhow::Result<f64> {
         // A process may end between the listing and the read: it then counts in its parent's children time.
         if let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) {
             if pid != KTHREADD && parent(&stat) != Some(KTHREADD) {
-                total += stat_fields(&stat, 4).unwrap_or(0.0);
+                total += stat_fields(&stat, 0, 4).unwrap_or(0.0);
             }
         }
     }
@@ -104,13 +125,13 @@ mod tests {
     #[test]
     fn cpu_time_after_a_name_with_spaces() {
         let stat = "1234 (svc (x) y) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 3 0";
-        assert_eq!(parse_cpu_seconds(stat), Some(3.0));
+        assert_eq!(parse_cpu_seconds(stat), Some(Cpu { user: 2.5, system: 0.5 }));
     }
 
     #[test]
     fn children_times() {
         let stat = "1234 (cargo) S 1 2 3 4 5 6 7 8 9 10 250 50 700 100 20 0 3 0";
-        assert_eq!(stat_fields(stat, 4), Some(11.0));
+        assert_eq!(stat_fields(stat, 0, 4), Some(11.0));
         assert_eq!(parent(stat), Some(1));
     }
 
@@ -132,7 +153,7 @@ mod tests {
     #[test]
     fn this_process_is_readable() -> anyhow::Result<()> {
         let me = std::process::id();
-        assert!(cpu_seconds(me)? >= 0.0);
+        assert!(cpu_seconds(me)?.total() >= 0.0);
         assert!(status_kib(me, "VmHWM")? > 0);
         assert!(steal_seconds()? >= 0.0);
         assert!(others_seconds(&[me])? > 0.0);

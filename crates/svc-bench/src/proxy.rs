@@ -12,8 +12,8 @@ const CPU_RATIO: f64 = 1.5;
 /// The gateway's peak RSS, MiB.
 const RSS_MIB: f64 = 32.0;
 
-/// What to compare: the direct runs, the gateway runs (budgets, limits and spend on) and the proxy runs, by
-/// label; peak RSS of both processes.
+/// What to compare: the direct runs, the gateway runs (budgets, limits and spend on), the proxy runs and the
+/// floor runs (the gateway's stack alone, `svc-floor`), by label; peak RSS of each process.
 #[derive(Debug, Clone)]
 pub struct Against<'a> {
     /// The upstream called directly.
@@ -22,10 +22,14 @@ pub struct Against<'a> {
     pub gateway: &'a str,
     /// The proxy.
     pub proxy: &'a str,
+    /// The gateway's stack alone; its columns are shown when the run has its measurements.
+    pub floor: &'a str,
     /// Peak RSS of the gateway, KiB.
     pub gateway_rss_kib: Option<u64>,
     /// Peak RSS of the proxy, KiB.
     pub proxy_rss_kib: Option<u64>,
+    /// Peak RSS of the floor, KiB.
+    pub floor_rss_kib: Option<u64>,
 }
 
 /// The section, or an empty string when the run has no proxy measurements.
@@ -36,61 +40,79 @@ pub fn render(lines: &[Value], a: &Against<'_>) -> String {
     if !lines.iter().any(|v| v["label"] == a.proxy) {
         return String::new();
     }
+    let floor = lines.iter().any(|v| v["label"] == a.floor);
     let added = |measure: &str, stream: bool, label: &str, key: &str, p: &str| -> Option<f64> {
         let b = find(measure, stream, a.direct)?[key][p].as_f64()?;
         Some(find(measure, stream, label)?[key][p].as_f64()? - b)
     };
     let mut out = format!(
-        "\n#### Against {proxy} in the gateway's place (same run)\n\n| | {gw} | {proxy} | {gw} / {proxy} | target |\n|---|---:|---:|---:|:---:|\n",
+        "\n#### Against {proxy} in the gateway's place (same run)\n\n| | {gw} | {proxy} | {gw} / {proxy} | target |",
         gw = a.gateway,
         proxy = a.proxy
     );
-    let mut row = |what: String, svc: Option<f64>, proxy: Option<f64>, unit: &str, target: Option<f64>| {
-        let ratio = svc.zip(proxy).filter(|(_, p)| *p > 0.0).map(|(s, p)| s / p);
-        let met = match (ratio, target) {
+    if floor {
+        let _ = write!(out, " {f} | {f} / {proxy} |", f = a.floor, proxy = a.proxy);
+    }
+    out.push_str(if floor { "\n|---|---:|---:|---:|:---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|:---:|\n" });
+    let ratio = |x: Option<f64>, proxy: Option<f64>| x.zip(proxy).filter(|(_, p)| *p > 0.0).map(|(x, p)| x / p);
+    let shown_ratio = |r: Option<f64>| r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into());
+    // One row: what, then the gateway's, the proxy's and the floor's figures (by label), and the target ratio.
+    let mut row = |what: String, value: &dyn Fn(&str) -> Option<f64>, unit: &str, target: Option<f64>| {
+        let (svc, proxy) = (value(a.gateway), value(a.proxy));
+        let r = ratio(svc, proxy);
+        let met = match (r, target) {
             (Some(r), Some(t)) => format!("≤ {t}×: {}", if r <= t { "yes" } else { "**no**" }),
             (None, Some(t)) => format!("≤ {t}×: ?"),
             _ => String::new(),
         };
         let shown = |x: Option<f64>| x.map(|x| format!("{x:.1}{unit}")).unwrap_or_else(|| "–".into());
-        let r = ratio.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into());
-        let _ = writeln!(out, "| {what} | {} | {} | {r} | {met} |", shown(svc), shown(proxy));
+        let _ = write!(out, "| {what} | {} | {} | {} | {met} |", shown(svc), shown(proxy), shown_ratio(r));
+        if floor {
+            let f = value(a.floor);
+            let _ = write!(out, " {} | {} |", shown(f), shown_ratio(ratio(f, proxy)));
+        }
+        out.push('\n');
     };
     for (measure, name) in [("latency", "concurrency 1"), ("open", "1,000 req/s")] {
         for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
             for p in ["p50", "p99"] {
                 let target = (p == "p50").then_some(LATENCY_RATIO);
-                row(
-                    format!("{name}, {what}, {p} added"),
-                    added(measure, stream, a.gateway, key, p),
-                    added(measure, stream, a.proxy, key, p),
-                    " µs",
-                    target,
-                );
+                let value = |label: &str| added(measure, stream, label, key, p);
+                row(format!("{name}, {what}, {p} added"), &value, " µs", target);
             }
         }
     }
-    let cpu = |measure: &str, stream: bool, label: &str| -> Option<f64> {
-        find(measure, stream, label)?["watch"]["cpu_us_per_req"].as_f64()
+    let cpu = |measure: &str, stream: bool, label: &str, key: &str| -> Option<f64> {
+        find(measure, stream, label)?["watch"][key].as_f64()
     };
     for (measure, name, target) in [("open", "1,000 req/s", None), ("peak", "peak", Some(CPU_RATIO))] {
         for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
             let t = if stream { None } else { target };
-            row(
-                format!("CPU per request at {name}, {what}"),
-                cpu(measure, stream, a.gateway),
-                cpu(measure, stream, a.proxy),
-                " µs",
-                t,
-            );
+            let value = |label: &str| cpu(measure, stream, label, "cpu_us_per_req");
+            row(format!("CPU per request at {name}, {what}"), &value, " µs", t);
+            for (key, part) in [("user_us_per_req", "user"), ("system_us_per_req", "system")] {
+                if measure == "peak" {
+                    let value = |label: &str| cpu(measure, stream, label, key);
+                    row(format!("… of which {part}"), &value, " µs", None);
+                }
+            }
         }
     }
     for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
         let rps = |label: &str| find("peak", stream, label).and_then(|v| v["rps"].as_f64());
-        row(format!("peak, {what} (req/s)"), rps(a.gateway), rps(a.proxy), "", None);
+        row(format!("peak, {what} (req/s)"), &rps, "", None);
     }
     let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
-    row("peak RSS".into(), mib(a.gateway_rss_kib), mib(a.proxy_rss_kib), " MiB", None);
+    let rss = |label: &str| {
+        mib(if label == a.gateway {
+            a.gateway_rss_kib
+        } else if label == a.proxy {
+            a.proxy_rss_kib
+        } else {
+            a.floor_rss_kib
+        })
+    };
+    row("peak RSS".into(), &rss, " MiB", None);
     if let Some(rss) = mib(a.gateway_rss_kib) {
         let met = if rss <= RSS_MIB { "yes" } else { "**no**" };
         let _ = writeln!(out, "\n{} peak RSS {rss:.1} MiB (target ≤ {RSS_MIB} MiB): {met}", a.gateway);
@@ -125,8 +147,10 @@ mod tests {
             direct: "direct",
             gateway: "gw-on",
             proxy: "nginx",
+            floor: "floor",
             gateway_rss_kib: Some(30 * 1024),
             proxy_rss_kib: Some(13 * 1024),
+            floor_rss_kib: Some(5 * 1024),
         };
         let r = render(&lines, &a);
         assert!(
@@ -140,5 +164,42 @@ mod tests {
         assert!(r.contains("| peak, non-streaming (req/s) | 10000.0 | 12000.0 | 0.83 |  |"), "{r}");
         assert!(r.contains("gw-on peak RSS 30.0 MiB (target ≤ 32 MiB): yes"), "{r}");
         assert!(render(&lines[..2], &a).is_empty());
+        assert!(!r.contains("| floor |"), "no floor columns without its runs: {r}");
+    }
+
+    #[test]
+    fn the_floor_beside_the_proxy_with_the_split_of_cpu() {
+        let mut lines = vec![
+            line("direct", "peak", false, 1000.0, 0.0, 30000.0),
+            line("gw-on", "peak", false, 3000.0, 60.0, 10000.0),
+            line("nginx", "peak", false, 2000.0, 50.0, 12000.0),
+            line("floor", "peak", false, 2500.0, 55.0, 11000.0),
+        ];
+        lines[1]["watch"]["user_us_per_req"] = json!(45.0);
+        lines[1]["watch"]["system_us_per_req"] = json!(15.0);
+        lines[2]["watch"]["user_us_per_req"] = json!(10.0);
+        lines[2]["watch"]["system_us_per_req"] = json!(40.0);
+        lines[3]["watch"]["user_us_per_req"] = json!(20.0);
+        lines[3]["watch"]["system_us_per_req"] = json!(35.0);
+        let a = Against {
+            direct: "direct",
+            gateway: "gw-on",
+            proxy: "nginx",
+            floor: "floor",
+            gateway_rss_kib: Some(30 * 1024),
+            proxy_rss_kib: Some(10 * 1024),
+            floor_rss_kib: Some(5 * 1024),
+        };
+        let r = render(&lines, &a);
+        assert!(r.contains("| | gw-on | nginx | gw-on / nginx | target | floor | floor / nginx |"), "{r}");
+        assert!(
+            r.contains(
+                "| CPU per request at peak, non-streaming | 60.0 µs | 50.0 µs | 1.20 | ≤ 1.5×: yes | 55.0 µs | 1.10 |"
+            ),
+            "{r}"
+        );
+        assert!(r.contains("| … of which user | 45.0 µs | 10.0 µs | 4.50 |  | 20.0 µs | 2.00 |"), "{r}");
+        assert!(r.contains("| … of which system | 15.0 µs | 40.0 µs | 0.38 |  | 35.0 µs | 0.88 |"), "{r}");
+        assert!(r.contains("| peak RSS | 30.0 MiB | 10.0 MiB | 3.00 |  | 5.0 MiB | 0.50 |"), "{r}");
     }
 }

@@ -22,6 +22,10 @@ pub struct Options {
     pub proxy: String,
     /// Peak resident set of the proxy, KiB, if known.
     pub proxy_rss_kib: Option<u64>,
+    /// The label of the runs through the gateway's stack alone (`svc-floor`) in the gateway's place.
+    pub floor: String,
+    /// Peak resident set of the floor, KiB, if known.
+    pub floor_rss_kib: Option<u64>,
 }
 
 /// Issue 2 (a): p50 added at concurrency 1, µs.
@@ -151,8 +155,10 @@ pub fn render(input: &str, opts: &Options) -> String {
         direct: &opts.baseline,
         gateway: &opts.budgets,
         proxy: &opts.proxy,
+        floor: &opts.floor,
         gateway_rss_kib: opts.rss_kib,
         proxy_rss_kib: opts.proxy_rss_kib,
+        floor_rss_kib: opts.floor_rss_kib,
     };
     out.push_str(&crate::proxy::render(&lines, &against));
     out
@@ -307,6 +313,8 @@ mod tests {
             rss_kib: Some(30 * 1024),
             proxy: "nginx".into(),
             proxy_rss_kib: None,
+            floor: "floor".into(),
+            floor_rss_kib: None,
         };
         let r = render(&input, &opts);
         assert!(r.contains("| p50 (µs) | 100.0 | 150.0 | +50.0 |"), "{r}");
