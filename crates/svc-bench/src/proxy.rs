@@ -133,6 +133,19 @@ mod tests {
         })
     }
 
+    /// The labels of bench/run.sh; the gateway's peak RSS 30 MiB, the proxy's `proxy_mib`, the floor's 5.
+    fn against(proxy_mib: u64) -> Against<'static> {
+        Against {
+            direct: "direct",
+            gateway: "gw-on",
+            proxy: "nginx",
+            floor: "floor",
+            gateway_rss_kib: Some(30 * 1024),
+            proxy_rss_kib: Some(proxy_mib * 1024),
+            floor_rss_kib: Some(5 * 1024),
+        }
+    }
+
     #[test]
     fn ratios_against_the_proxy_with_targets() {
         let lines = vec![
@@ -143,15 +156,7 @@ mod tests {
             line("gw-on", "peak", false, 3000.0, 60.0, 10000.0),
             line("nginx", "peak", false, 2000.0, 50.0, 12000.0),
         ];
-        let a = Against {
-            direct: "direct",
-            gateway: "gw-on",
-            proxy: "nginx",
-            floor: "floor",
-            gateway_rss_kib: Some(30 * 1024),
-            proxy_rss_kib: Some(13 * 1024),
-            floor_rss_kib: Some(5 * 1024),
-        };
+        let a = against(13);
         let r = render(&lines, &a);
         assert!(
             r.contains("| concurrency 1, non-streaming, p50 added | 60.0 µs | 50.0 µs | 1.20 | ≤ 1.2×: yes |"),
@@ -181,15 +186,7 @@ mod tests {
         lines[2]["watch"]["system_us_per_req"] = json!(40.0);
         lines[3]["watch"]["user_us_per_req"] = json!(20.0);
         lines[3]["watch"]["system_us_per_req"] = json!(35.0);
-        let a = Against {
-            direct: "direct",
-            gateway: "gw-on",
-            proxy: "nginx",
-            floor: "floor",
-            gateway_rss_kib: Some(30 * 1024),
-            proxy_rss_kib: Some(10 * 1024),
-            floor_rss_kib: Some(5 * 1024),
-        };
+        let a = against(10);
         let r = render(&lines, &a);
         assert!(r.contains("| | gw-on | nginx | gw-on / nginx | target | floor | floor / nginx |"), "{r}");
         assert!(
