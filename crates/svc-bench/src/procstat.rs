@@ -23,7 +23,9 @@ pub fn cpu_seconds(pid: u32) -> anyhow::Result<Cpu> {
     parse_cpu_seconds(&stat).with_context(|| format!("unexpected /proc/{pid}/stat"))
 }
 
-/// CPU seconds of one process, by where they were spent.
+/// CPU seconds of one process, by where they were spent. Their sum is exact (the kernel scales it to the
+/// scheduler's own runtime); the split between them is sampled at the timer tick, so it is sound where the
+/// process keeps its core busy, and can alias with a periodic load that leaves it mostly idle.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cpu {
     /// In user space (`utime`).

@@ -90,8 +90,9 @@ pub fn render(lines: &[Value], a: &Against<'_>) -> String {
             let t = if stream { None } else { target };
             let value = |label: &str| cpu(measure, stream, label, "cpu_us_per_req");
             row(format!("CPU per request at {name}, {what}"), &value, " µs", t);
-            for (key, part) in [("user_us_per_req", "user"), ("system_us_per_req", "system")] {
-                if measure == "peak" {
+            // The split into user and system time is sound only where the core is busy (see `procstat`).
+            if measure == "peak" {
+                for (key, part) in [("user_us_per_req", "user"), ("system_us_per_req", "system")] {
                     let value = |label: &str| cpu(measure, stream, label, key);
                     row(format!("… of which {part}"), &value, " µs", None);
                 }

@@ -1,11 +1,13 @@
-//! `svc-floor --port N --upstream HOST:PORT [--runtime multi|current]`: the floor of the gateway's stack (issue 14). A reverse proxy made
-//! of exactly what the gateway is made of (tokio's multi-thread runtime, axum on hyper's server, hyper's
-//! HTTP/1.1 client on kept-alive connections, mimalloc) and of nothing else: no key, budget, JSON, spend record
-//! or log line. A request's body is read whole and sent on an idle upstream connection (the one used last, as
-//! the gateway's pool does); the answer is read whole, or passed on as it comes when it is a stream.
+//! `svc-floor --port N --upstream HOST:PORT [--runtime multi|current]`: the floor of the gateway's stack
+//! (issue 14). A reverse proxy made of exactly what the gateway is made of (tokio's multi-thread runtime, axum on
+//! hyper's server, hyper's HTTP/1.1 client on kept-alive connections, mimalloc) and of nothing else: no key,
+//! budget, JSON, spend record or log line. A request's body is read whole and sent on an idle upstream
+//! connection (the one used last, as the gateway's pool does); the answer is read whole, or passed on as it
+//! comes when it is a stream, whose connection goes back to the idle ones at its end. `--runtime current` runs
+//! it on tokio's single-thread runtime instead (an experiment: BENCHMARKS.md).
 //!
-//! `bench/callgrind.sh` counts its instructions per request beside the gateway's and nginx's: what the stack
-//! costs before the gateway does anything of its own.
+//! `bench/run.sh` times it and `bench/callgrind.sh` counts its instructions per request beside the gateway and
+//! nginx: what the stack costs before the gateway does anything of its own.
 
 use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
