@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gateway benchmark, in one command: `bench/run.sh` (about 4 minutes; BENCH_QUICK=1 for a ~40 s smoke run).
+# The gateway benchmark, in one command: `bench/run.sh` (about 6 minutes; BENCH_QUICK=1 for a ~40 s smoke run).
 #
 # Builds the release binaries, then on 127.0.0.1:
 #   - svc-fake-upstream (a fast OpenAI-compatible upstream), pinned to core 1, one worker thread;
