@@ -4,7 +4,9 @@
 
 use crate::{Backend, Store, StoreError};
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
+use sqlx::any::AnyArguments;
+use sqlx::error::BoxDynError;
+use sqlx::{Arguments, Row};
 use std::borrow::Borrow;
 
 /// One request's spend.
@@ -266,6 +268,32 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
     })
 }
 
+/// The 18 values of a spend row, in [`insert_spend_sql`]'s column order, `sane` its numbers in range.
+fn bind_all<'q>(
+    args: &mut AnyArguments<'q>,
+    r: &'q SpendRecord,
+    sane: (i64, i64, i64, i64),
+) -> Result<(), BoxDynError> {
+    args.add(r.record_id.as_str())?;
+    args.add(r.node.as_deref())?;
+    args.add(r.request_id.as_str())?;
+    args.add(r.ts_ms)?;
+    args.add(r.key_id.as_deref())?;
+    args.add(r.team_id.as_deref())?;
+    args.add(r.agent_role.as_deref())?;
+    args.add(r.model_alias.as_str())?;
+    args.add(r.upstream_model.as_str())?;
+    args.add(r.deployment.as_str())?;
+    args.add(sane.0)?;
+    args.add(sane.1)?;
+    args.add(sane.2)?;
+    args.add(r.status)?;
+    args.add(sane.3)?;
+    args.add(r.api.as_deref())?;
+    args.add(r.client.as_deref())?;
+    args.add(r.session_id.as_deref())
+}
+
 /// The exact sum of a cost column summed in two parts (`units`, `rest`).
 fn join_sum(units: i64, rest: i64) -> i128 {
     i128::from(units) * i128::from(NANOS) + i128::from(rest)
@@ -297,7 +325,9 @@ impl Store {
         let single = chunks.len() == 1;
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in chunks {
-            let mut q = sqlx::query(insert_spend_sql(self.backend(), chunk.len()));
+            // The arguments are sized once: bound one by one, their vector grew (and was copied) log2(18 n) times.
+            let mut args = AnyArguments::default();
+            args.reserve(chunk.len() * 18, 0);
             for r in chunk {
                 let r: &SpendRecord = r.borrow();
                 // Strings are bound borrowed: no copy per record.
@@ -306,26 +336,9 @@ impl Store {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,
                         cost = r.cost, "a spend record out of range was clamped before it was stored");
                 }
-                q = q
-                    .bind(r.record_id.as_str())
-                    .bind(r.node.as_deref())
-                    .bind(r.request_id.as_str())
-                    .bind(r.ts_ms)
-                    .bind(r.key_id.as_deref())
-                    .bind(r.team_id.as_deref())
-                    .bind(r.agent_role.as_deref())
-                    .bind(r.model_alias.as_str())
-                    .bind(r.upstream_model.as_str())
-                    .bind(r.deployment.as_str())
-                    .bind(sane.0)
-                    .bind(sane.1)
-                    .bind(sane.2)
-                    .bind(r.status)
-                    .bind(sane.3)
-                    .bind(r.api.as_deref())
-                    .bind(r.client.as_deref())
-                    .bind(r.session_id.as_deref());
+                bind_all(&mut args, r, sane).map_err(sqlx::Error::Encode)?;
             }
+            let q = sqlx::query_with(insert_spend_sql(self.backend(), chunk.len()), args);
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
                 None => q.execute(self.writer()).await?,

@@ -52,7 +52,7 @@ async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], sco
         }
     }
     let mut data = budget_fields(&scope, &who);
-    data.insert("agent_role".into(), json!(who.agent_role));
+    data.insert("agent_role".into(), json!(who.agent_role()));
     data.insert("spent".into(), json!(spent.as_f64()));
     data.insert("limit".into(), json!(limit.as_f64()));
     data.insert("period_start".into(), json!(rfc3339(period.start)));
@@ -62,5 +62,5 @@ async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], sco
         data.insert("requested".into(), json!(requested.map(Money::as_f64)));
         data.insert("remaining".into(), json!(remaining.map(Money::as_f64)));
     }
-    events.emit(GatewayEvent { kind: event, agent: who.agent.clone(), data: Value::Object(data) });
+    events.emit(GatewayEvent { kind: event, agent: who.agent().to_string(), data: Value::Object(data) });
 }

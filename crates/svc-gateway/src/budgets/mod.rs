@@ -25,6 +25,7 @@
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::EventSink;
+use crate::keys::VirtualKey;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
@@ -175,13 +176,28 @@ pub struct Grant {
     pub capped: bool,
 }
 
-/// Who a reservation is for, for event data.
+/// Who a reservation is for, for event data: the caller's key (none: the master key), read only when an event
+/// or a refusal names it (an `Arc` clone a request, not four strings).
 #[derive(Debug, Clone, Default)]
-struct Who {
-    team_id: Option<String>,
-    key_alias: Option<String>,
-    agent_role: Option<String>,
-    agent: String,
+struct Who(Option<Arc<VirtualKey>>);
+
+impl Who {
+    fn team_id(&self) -> Option<&str> {
+        self.0.as_ref().map(|k| k.team_id.as_str())
+    }
+
+    fn key_alias(&self) -> Option<&str> {
+        self.0.as_ref().and_then(|k| k.alias.as_deref())
+    }
+
+    fn agent_role(&self) -> Option<&str> {
+        self.0.as_ref().and_then(|k| k.agent_role.as_deref())
+    }
+
+    /// The name events use for the caller: its key's agent name, `gateway` for the master key.
+    fn agent(&self) -> &str {
+        self.0.as_ref().map_or("gateway", |k| k.agent_name())
+    }
 }
 
 /// The state of a budget for `/team/info` and `/key/info`.
@@ -357,8 +373,9 @@ impl Budgets {
             return Ok(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false });
         }
         let mut cells = Vec::with_capacity(applicable.len());
-        for (scope, limit, duration, anchor) in &applicable {
-            cells.push((scope.clone(), self.account(scope, *limit, *duration, *anchor).await?));
+        for (scope, limit, duration, anchor) in applicable {
+            let cell = self.account(&scope, limit, duration, anchor).await?;
+            cells.push((scope, cell));
         }
         let mut last_try = self.leases.is_none();
         loop {
@@ -525,14 +542,9 @@ impl Budgets {
 }
 
 fn who(principal: &Principal) -> Who {
-    match principal.key() {
-        Some(k) => Who {
-            team_id: Some(k.team_id.clone()),
-            key_alias: k.alias.clone(),
-            agent_role: k.agent_role.clone(),
-            agent: k.agent_name().to_string(),
-        },
-        None => Who { agent: "gateway".into(), ..Default::default() },
+    match principal {
+        Principal::Key(k) => Who(Some(k.clone())),
+        Principal::Master => Who(None),
     }
 }
 
@@ -540,8 +552,8 @@ fn who(principal: &Principal) -> Who {
 fn budget_fields(scope: &Scope, who: &Who) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("budget".into(), json!(scope.kind()));
-    m.insert("team_id".into(), json!(who.team_id));
-    m.insert("key_alias".into(), json!(who.key_alias));
+    m.insert("team_id".into(), json!(who.team_id()));
+    m.insert("key_alias".into(), json!(who.key_alias()));
     m
 }
 

@@ -2,8 +2,9 @@
 //!
 //! - With a journal (a SQLite file, or a fleet on PostgreSQL): the record is appended to the node's local
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
-//!   on. The writer gathers records for up to [`LINGER`] (or [`LINGER_BATCH`] records) and writes them in one
-//!   transaction (one round trip), idempotently; in a fleet it charges each to its budgets' leases. A request
+//!   on. The writer gathers records for up to [`LINGER`] in a fleet, [`LINGER_SINGLE`] on a single node (or
+//!   [`LINGER_BATCH`] records), and writes them in one transaction (one round trip), idempotently; in a fleet it
+//!   charges each to its budgets' leases. A request
 //!   waits for the store only when the journal refuses the append (disk full).
 //! - Without one (an in-memory SQLite store): group commit. The writer takes the first record waiting, then
 //!   every other record already queued (up to a batch limit), writes them in one transaction and only then
@@ -32,9 +33,15 @@ const QUEUE: usize = 8192;
 const KEPT_CHUNK: usize = 4096;
 /// Once the gateway shuts down, kept records get this long (plus the attempt under way) before they are given up.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-/// Fleet mode: records wait this long for company before they are written (nobody waits for them).
+/// Fleet mode: records wait this long for company before they are written (nobody waits for them; the leases
+/// they are charged to are the fleet's shared view of the budgets, so they go soon).
 pub const LINGER: Duration = Duration::from_millis(50);
-/// Fleet mode: ... or until this many are waiting.
+/// A single node: records wait this long for company. Nobody reads the store without flushing the writer first
+/// but `svc spend`, and every commit costs its WAL frames (a page of the table and of each index) whatever it
+/// holds: at 10 requests a second, 50 ms made every record a commit of its own (LiteLLM batches its spend writes
+/// every 10 s by default).
+pub const LINGER_SINGLE: Duration = Duration::from_secs(1);
+/// Journaled writers: ... or until this many are waiting.
 pub const LINGER_BATCH: usize = 256;
 
 /// One record on its way to the store (none for a flush), the journal segment it is in, and whoever waits for it.
@@ -149,8 +156,9 @@ impl SpendWriter {
         policy: KeepPolicy,
     ) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
+        let linger = if leases.is_some() { LINGER } else { LINGER_SINGLE };
         let target = Target { store, journal: Some(journal.clone()), leases };
-        tasks.spawn(write_loop(target, rx, policy, Some(LINGER)));
+        tasks.spawn(write_loop(target, rx, policy, Some(linger)));
         SpendWriter { tx, journal: Some(journal) }
     }
 
