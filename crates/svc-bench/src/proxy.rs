@@ -105,13 +105,8 @@ pub fn render(lines: &[Value], a: &Against<'_>) -> String {
     }
     let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
     let rss = |label: &str| {
-        mib(if label == a.gateway {
-            a.gateway_rss_kib
-        } else if label == a.proxy {
-            a.proxy_rss_kib
-        } else {
-            a.floor_rss_kib
-        })
+        let kib = [(a.gateway, a.gateway_rss_kib), (a.proxy, a.proxy_rss_kib), (a.floor, a.floor_rss_kib)];
+        mib(kib.into_iter().find(|(l, _)| *l == label).and_then(|(_, k)| k))
     };
     row("peak RSS".into(), &rss, " MiB", None);
     if let Some(rss) = mib(a.gateway_rss_kib) {

@@ -140,10 +140,11 @@ impl Store {
                             // wal_autocheckpoint=0: a commit never runs the checkpoint (and its fsync) itself; the
                             // checkpointer task below does it in the background.
                             // page_size=4096, SQLite's default (it only takes effect when the file is created): spend
-                            // records reach the store in batches (the spend writer gathers them for up to 1 s, 50 ms in a fleet), and
-                            // with 1 KiB pages, which made one-record commits smaller, every few records split a page
-                            // of the table or of one of its five indexes (SQLite's own instructions at peak: 21,400 a
-                            // request with 1 KiB pages, 18,100 with 4 KiB: BENCHMARKS.md).
+                            // records reach the store in batches (the spend writer gathers them for up to 1 s, 50 ms
+                            // in a fleet), and with 1 KiB pages, which made one-record commits smaller, every few
+                            // records split a page of the table or of one of its five indexes (SQLite's own
+                            // instructions at peak: 21,400 a request with 1 KiB pages, 18,100 with 4 KiB:
+                            // BENCHMARKS.md).
                             // cache_size=-1024: 1 MiB of page cache per connection (SQLite's default is 2), plenty
                             // for appends and the indexed spend queries, and 4 MiB less resident memory.
                             conn.execute(

@@ -251,6 +251,9 @@ impl<'f> Where<'f> {
     }
 }
 
+/// The values of one spend row ([`bind_all`]), in the column order of [`insert_spend_sql`].
+const SPEND_COLUMNS: usize = 18;
+
 /// The text of a spend INSERT of `rows` rows (a power of two up to 512), made once per backend and row count.
 fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
     use std::sync::OnceLock;
@@ -262,13 +265,14 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
             "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
              upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",
         );
-        crate::push_values(&mut sql, backend, rows, 18);
+        crate::push_values(&mut sql, backend, rows, SPEND_COLUMNS);
         sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
         sql
     })
 }
 
-/// The 18 values of a spend row, in [`insert_spend_sql`]'s column order, `sane` its numbers in range.
+/// The [`SPEND_COLUMNS`] values of a spend row, in [`insert_spend_sql`]'s column order, `sane` its numbers in
+/// range. Strings are bound borrowed: no copy per record here (sqlx's worker copies them).
 fn bind_all<'q>(
     args: &mut AnyArguments<'q>,
     r: &'q SpendRecord,
@@ -327,10 +331,9 @@ impl Store {
         for chunk in chunks {
             // The arguments are sized once: bound one by one, their vector grew (and was copied) log2(18 n) times.
             let mut args = AnyArguments::default();
-            args.reserve(chunk.len() * 18, 0);
+            args.reserve(chunk.len() * SPEND_COLUMNS, 0);
             for r in chunk {
                 let r: &SpendRecord = r.borrow();
-                // Strings are bound borrowed: no copy per record.
                 let sane = r.in_range();
                 if sane != (r.prompt_tokens, r.completion_tokens, r.cost, r.latency_ms) {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,

@@ -284,6 +284,33 @@ async fn old_absurd_rows_are_clamped_on_postgres() {
     old_absurd_rows_are_clamped_by_the_migration(postgres_url().await, Backend::Postgres).await;
 }
 
+/// The session index holds only records of a session (migration 0010) and still serves a query for one session.
+#[tokio::test]
+async fn one_sessions_records_are_found_through_the_partial_index_on_sqlite() {
+    let db = sqlite().await;
+    let s = &db.store;
+    let batch: Vec<_> = (0..6)
+        .map(|i| SpendRecord { session_id: (i % 3 == 0).then(|| format!("sess-{}", i % 2)), ..rec(i, "a") })
+        .collect();
+    s.insert_spend_batch(&batch).await.unwrap();
+    let f = SpendFilter { session_id: Some("sess-0".into()), start_ms: Some(0), ..Default::default() };
+    let got = s.query_spend(&f, 10, 0).await.unwrap();
+    assert_eq!(got.iter().map(|r| r.ts_ms).collect::<Vec<_>>(), vec![0]);
+    let plan = sqlx::query("EXPLAIN QUERY PLAN SELECT * FROM spend_log WHERE session_id = $1 AND ts_ms >= $2")
+        .bind("sess-1")
+        .bind(0i64)
+        .fetch_all(s.pool())
+        .await
+        .unwrap();
+    let plan: Vec<String> = plan.iter().map(|row| sqlx::Row::try_get(row, "detail").unwrap()).collect();
+    assert!(plan.iter().any(|d| d.contains("INDEX spend_log_session_ts (session_id=?")), "{plan:?}");
+    let sql: String = sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'spend_log_session_ts'")
+        .fetch_one(s.pool())
+        .await
+        .unwrap();
+    assert!(sql.ends_with("WHERE session_id IS NOT NULL"), "{sql}");
+}
+
 /// One node at a time holds an outbox destination; a lapsed claim is taken over; a released one is free.
 async fn outbox_claims(s: &Store) {
     assert!(s.outbox_claim("push", "n1", 1_000, 0).await.unwrap());

@@ -4,8 +4,8 @@
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
 //!   on. The writer gathers records for up to [`LINGER`] in a fleet, [`LINGER_SINGLE`] on a single node (or
 //!   [`LINGER_BATCH`] records), and writes them in one transaction (one round trip), idempotently; in a fleet it
-//!   charges each to its budgets' leases. A request
-//!   waits for the store only when the journal refuses the append (disk full).
+//!   charges each to its budgets' leases. A request waits for the store only when the journal refuses the append
+//!   (disk full).
 //! - Without one (an in-memory SQLite store): group commit. The writer takes the first record waiting, then
 //!   every other record already queued (up to a batch limit), writes them in one transaction and only then
 //!   answers each waiting request.
@@ -559,7 +559,7 @@ pub(crate) mod tests {
         }
         let journaled = std::fs::read_dir(journal_dir.path())?.filter_map(Result::ok).count();
         assert_eq!(journaled, 2, "a lock file and the segment holding the records");
-        // Records wait up to LINGER for company; a flush writes them at once.
+        // Records wait up to LINGER_SINGLE for company; a flush writes them at once.
         assert!(writer.flush().await);
         assert_eq!(written(&h.store).await, ["a", "b", "c"]);
         // A clean stop deletes the written segment: nothing is replayed at the next start.
