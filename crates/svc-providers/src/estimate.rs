@@ -120,6 +120,12 @@ pub fn completion_tokens(choices: &Value) -> u64 {
     total
 }
 
+/// Whether the value of key `key` in `choices` is not generated text: ids, roles, types, finish reasons,
+/// indexes and log probabilities.
+pub fn is_not_generated(key: &str) -> bool {
+    matches!(key, "id" | "role" | "type" | "finish_reason" | "index" | "logprobs")
+}
+
 /// Calls `f` with every generated string in a reply's or chunk's `choices`: every string value except ids,
 /// roles, types and finish reasons.
 pub fn visit_generated(value: &Value, f: &mut impl FnMut(&str)) {
@@ -128,7 +134,7 @@ pub fn visit_generated(value: &Value, f: &mut impl FnMut(&str)) {
         Value::Array(items) => items.iter().for_each(|v| visit_generated(v, f)),
         Value::Object(fields) => {
             for (k, v) in fields {
-                if !matches!(k.as_str(), "id" | "role" | "type" | "finish_reason" | "index" | "logprobs") {
+                if !is_not_generated(k) {
                     visit_generated(v, f);
                 }
             }

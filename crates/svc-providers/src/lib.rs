@@ -5,6 +5,7 @@
 //! What this crate does not know: virtual keys, teams, prices, aliases, HTTP statuses of the gateway.
 
 mod anthropic;
+pub mod chunk;
 pub mod client;
 mod error;
 pub mod estimate;
@@ -23,6 +24,7 @@ pub mod usage;
 #[doc(hidden)]
 pub use anthropic::fuzzing;
 pub use anthropic::{type_for_status as anthropic_error_type, Anthropic};
+pub use chunk::{Chunk, UsageEdit};
 pub use client::UpstreamClient;
 pub use error::ProviderError;
 pub use mock::Mock;

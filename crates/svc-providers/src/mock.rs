@@ -8,7 +8,7 @@
 //! the tokens streamed, and `max_tokens` cuts the reply with `finish_reason: "length"`.
 
 use crate::passthrough::{Forwarded, Raw};
-use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use crate::{ChatRequest, Chunk, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{json, Map, Value};
 
 /// The mock provider (stateless).
@@ -140,7 +140,7 @@ impl Mock {
                 c.remove("usage");
             }
         }
-        Ok(Box::pin(futures::stream::iter(chunks.into_iter().map(Ok))))
+        Ok(Box::pin(futures::stream::iter(chunks.into_iter().map(|c| Ok(Chunk::from(c))))))
     }
 }
 

@@ -10,9 +10,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A stream of OpenAI `chat.completion.chunk` objects. A chunk carrying a non-null `usage` reports the
-/// token counts; the stream ends after the last chunk (the `[DONE]` marker is not an item).
-pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Map<String, Value>, ProviderError>> + Send>>;
+/// A stream of OpenAI `chat.completion.chunk` objects ([`crate::Chunk`]: as an OpenAI-compatible upstream wrote
+/// them, or built by a translation). A chunk carrying a non-null `usage` reports the token counts; the stream
+/// ends after the last chunk (the `[DONE]` marker is not an item).
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<crate::Chunk, ProviderError>> + Send>>;
 
 /// A non-streaming reply: an OpenAI `chat.completion` object (its `usage` holds the token counts).
 #[derive(Debug, Clone)]

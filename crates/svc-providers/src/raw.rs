@@ -174,7 +174,16 @@ impl Object {
     /// The object written again with each of `set` (key, JSON text) in place of that key's value, or added at
     /// the end when the object has no such key.
     pub fn write_with(&self, set: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut out = self.write(|k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
+        self.write_edited(set, None)
+    }
+
+    /// [`Object::write_with`], with every occurrence of field `drop` left out.
+    pub fn write_edited(&self, set: &[(&str, &[u8])], drop: Option<&str>) -> Vec<u8> {
+        let kept = self.fields.iter().filter(|(k, _)| drop.is_none_or(|d| !self.is(k, d)));
+        let fields = kept.map(|(k, r)| (self.name(k), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
+        let size = self.text.len() + set.iter().map(|(k, v)| k.len() + v.len() + 4).sum::<usize>();
+        let mut out =
+            write_text_fields(fields, size, |k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
         for (key, value) in set {
             if !self.fields.iter().any(|(k, _)| self.is(k, key)) {
                 append(&mut out, key, value);

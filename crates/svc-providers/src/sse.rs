@@ -4,7 +4,7 @@
 //! hostile upstream can neither grow a buffer without end nor make the reader quadratic. [`json_events`]
 //! reads OpenAI chunks on top of it; the Anthropic stream translation reads its events too.
 
-use crate::ProviderError;
+use crate::{raw, Chunk, ProviderError};
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
 use sse_parse::{Event, SseParser};
@@ -67,7 +67,7 @@ where
     })
 }
 
-/// Turns an SSE byte stream of OpenAI chunks into a stream of JSON objects, ending at `data: [DONE]` or at
+/// Turns an SSE byte stream of OpenAI chunks into a stream of [`Chunk`]s, ending at `data: [DONE]` or at
 /// the end of the body. An unparseable event, a chunk that is an error object (`{"error": …}`) or an event
 /// longer than `max_event` bytes ends the stream with [`ProviderError::BadResponse`]; a broken transport with
 /// [`ProviderError::Unreachable`].
@@ -75,7 +75,7 @@ pub fn json_events<S, B, E>(
     deployment: String,
     bytes: S,
     max_event: usize,
-) -> impl Stream<Item = Result<Map<String, Value>, ProviderError>> + Send
+) -> impl Stream<Item = Result<Chunk, ProviderError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
@@ -99,13 +99,16 @@ where
             if data == "[DONE]" {
                 return None;
             }
-            return match serde_json::from_str::<Value>(data) {
-                Ok(Value::Object(m)) if m.contains_key("error") => {
+            // Read only as deep as its top-level fields: the gateway reads and changes a few of them and
+            // passes the rest on as the upstream wrote it (`Chunk`).
+            return match raw::Object::parse(data.as_bytes()) {
+                Ok(chunk) if chunk.get("error").is_some() => {
+                    let m = serde_json::from_str::<Map<String, Value>>(data).unwrap_or_default();
                     let detail = format!("the stream sent an error: {}", error_message(&m));
                     Some((Err(ProviderError::BadResponse { deployment: dep.clone(), detail }), (events, dep, true)))
                 }
-                Ok(Value::Object(m)) => Some((Ok(m), (events, dep, false))),
-                _ => {
+                Ok(chunk) => Some((Ok(Chunk::raw(chunk)), (events, dep, false))),
+                Err(_) => {
                     let detail = format!("unparseable stream event: {}", truncate(data, 200));
                     let err = ProviderError::BadResponse { deployment: dep.clone(), detail };
                     Some((Err(err), (events, dep, true)))
@@ -139,7 +142,8 @@ mod tests {
 
     async fn collect(chunks: Vec<&'static str>, max_event: usize) -> Vec<Result<Map<String, Value>, ProviderError>> {
         let bytes = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));
-        json_events("d".into(), bytes, max_event).collect().await
+        let chunks: Vec<_> = json_events("d".into(), bytes, max_event).collect().await;
+        chunks.into_iter().map(|c| c.map(Chunk::into_map)).collect()
     }
 
     #[tokio::test]

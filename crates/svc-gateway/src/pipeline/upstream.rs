@@ -22,7 +22,7 @@ use crate::pipeline::stored::ResponseHomes;
 use axum::body::Body;
 use bytes::Bytes;
 use futures::StreamExt;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::borrow::Cow;
 use std::pin::Pin;
 use std::time::Duration;
@@ -30,7 +30,7 @@ use svc_budget::Usage;
 use svc_config::StreamSettings;
 use svc_providers::passthrough::{EventStream, RawEvent};
 use svc_providers::raw::Object;
-use svc_providers::{estimate, usage, ChunkStream, Reply};
+use svc_providers::{estimate, usage, Chunk, ChunkStream, Reply, UsageEdit};
 use tokio::time::{Instant, Sleep};
 
 /// The OpenAI `usage` object of `u`.
@@ -124,7 +124,7 @@ pub enum Source {
 
 /// One item of a [`Source`].
 enum Item {
-    Chunk(Map<String, Value>),
+    Chunk(Chunk),
     Event(RawEvent),
 }
 
@@ -141,6 +141,8 @@ impl Source {
 struct Forward {
     upstream: Source,
     alias: Value,
+    /// `alias` as JSON text, what each forwarded chunk's `model` is set to.
+    alias_json: Vec<u8>,
     client_wants_usage: bool,
     meter: Meter,
     /// What the upstream's usage chunk said, once it came.
@@ -184,7 +186,7 @@ impl Forward {
 
     /// Adjusts one chunk for the client; `None` drops it.
     fn rewrite(&mut self, item: Item) -> Option<Bytes> {
-        let mut chunk = match (item, &mut self.encoder) {
+        let chunk = match (item, &mut self.encoder) {
             (Item::Chunk(chunk), _) => chunk,
             (Item::Event(event), Some(Encoder::Pass(pass))) => {
                 let (bytes, generated) = pass.event(event);
@@ -197,37 +199,39 @@ impl Forward {
             // Raw events come only with a pass-through encoder.
             (Item::Event(_), _) => return None,
         };
-        if chunk.get("usage").is_some_and(|u| !u.is_null()) {
-            self.reported = Some(usage::read(chunk.get("usage")));
+        if let Some(reported) = chunk.usage() {
+            self.reported = Some(reported);
         }
         if self.first.is_none() {
-            let field = |k: &str| chunk.get(k).cloned().unwrap_or(Value::Null);
-            self.first = Some((field("id"), field("created")));
+            self.first = Some(chunk.id_and_created());
         }
-        if let Some(choices) = chunk.get("choices") {
-            let mut tokens = 0u64;
-            estimate::visit_generated(choices, &mut |text| tokens = tokens.saturating_add(estimate::text_tokens(text)));
-            self.generated = self.generated.saturating_add(tokens);
-        }
-        let is_usage_chunk = chunk.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty)
-            && chunk.get("usage").is_some_and(|u| !u.is_null());
-        if !self.client_wants_usage {
+        self.generated = self.generated.saturating_add(chunk.generated_tokens());
+        let is_usage_chunk = chunk.is_usage_only();
+        let charged: Vec<u8>;
+        let usage = if !self.client_wants_usage {
             if is_usage_chunk {
                 return None;
             }
-            chunk.remove("usage");
+            UsageEdit::Remove
         } else if is_usage_chunk {
             let metered = self.metered();
-            if !metered.as_reported {
+            if metered.as_reported {
+                UsageEdit::Keep
+            } else {
                 // What the client is shown is what is charged.
-                chunk.insert("usage".into(), usage_json(metered.usage));
+                charged = serde_json::to_vec(&usage_json(metered.usage)).unwrap_or_default();
+                UsageEdit::Set(&charged)
             }
-        }
+        } else {
+            UsageEdit::Keep
+        };
         if let Some(encoder) = &mut self.encoder {
-            return encoder.chunk(chunk);
+            return encoder.chunk(chunk.into_edited_map(usage));
         }
-        chunk.insert("model".into(), self.alias.clone());
-        Some(sse::json("", &chunk))
+        let json = chunk.to_json(&self.alias_json, usage);
+        let mut out = Vec::with_capacity(json.len() + 8);
+        sse::write(&mut out, "", &json);
+        Some(Bytes::from(out))
     }
 
     /// A chunk the gateway writes itself, in the stream's own `id` and `created`.
@@ -362,11 +366,13 @@ pub fn stream_body(
     encoder: Option<Encoder>,
 ) -> Body {
     let alias = Value::String(settle.route.alias.clone());
+    let alias_json = serde_json::to_vec(&alias).unwrap_or_default();
     let now = Instant::now();
     let deadline = Instant::from_std(started) + limits.total;
     let state = Forward {
         upstream,
         alias,
+        alias_json,
         client_wants_usage,
         meter,
         reported: None,

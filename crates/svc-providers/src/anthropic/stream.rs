@@ -37,7 +37,7 @@ where
     Box::pin(futures::stream::unfold((events, state), |(mut events, mut state)| async move {
         loop {
             if let Some(item) = state.out.pop_front() {
-                return Some((item, (events, state)));
+                return Some((item.map(crate::Chunk::from), (events, state)));
             }
             if state.done {
                 return None;

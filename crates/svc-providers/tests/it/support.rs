@@ -63,7 +63,7 @@ pub async fn collect(stream: ChunkStream) -> (Vec<Value>, Option<ProviderError>)
     for item in items {
         assert!(error.is_none(), "an item followed the stream's error");
         match item {
-            Ok(chunk) => chunks.push(Value::Object(chunk)),
+            Ok(chunk) => chunks.push(Value::Object(chunk.into_map())),
             Err(e) => error = Some(e),
         }
     }
