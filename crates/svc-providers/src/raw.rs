@@ -109,11 +109,16 @@ enum Name {
 impl Object {
     /// Reads `bytes` as a JSON object.
     pub fn parse(bytes: &[u8]) -> Result<Object, serde_json::Error> {
-        let text: Arc<str> = match std::str::from_utf8(bytes) {
-            Ok(text) => Arc::from(text),
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Object::parse_str(text),
             // The parse words what is wrong.
-            Err(_) => return Err(serde_json::from_slice::<Fields>(bytes).err().unwrap_or_else(not_utf8)),
-        };
+            Err(_) => Err(serde_json::from_slice::<Fields>(bytes).err().unwrap_or_else(not_utf8)),
+        }
+    }
+
+    /// Reads `text` as a JSON object.
+    pub fn parse_str(text: &str) -> Result<Object, serde_json::Error> {
+        let text: Arc<str> = Arc::from(text);
         let Fields(top) = serde_json::from_str(&text)?;
         let base = text.as_ptr() as usize;
         let at = |s: &str| {

@@ -101,7 +101,7 @@ where
             }
             // Read only as deep as its top-level fields: the gateway reads and changes a few of them and
             // passes the rest on as the upstream wrote it (`Chunk`).
-            return match raw::Object::parse(data.as_bytes()) {
+            return match raw::Object::parse_str(data) {
                 Ok(chunk) if chunk.get("error").is_some() => {
                     let m = serde_json::from_str::<Map<String, Value>>(data).unwrap_or_default();
                     let detail = format!("the stream sent an error: {}", error_message(&m));

@@ -11,10 +11,20 @@ pub fn write(out: &mut Vec<u8>, kind: &str, data: &[u8]) {
         out.extend_from_slice(kind.as_bytes());
         out.push(b'\n');
     }
-    for line in data.split(|b| *b == b'\n') {
+    // Lines found by `memchr`: splitting by a closure tested every byte (most data is one line).
+    let mut rest = data;
+    loop {
+        let (line, more) = match memchr::memchr(b'\n', rest) {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
         out.extend_from_slice(b"data: ");
         out.extend_from_slice(line);
         out.push(b'\n');
+        match more {
+            Some(more) => rest = more,
+            None => break,
+        }
     }
     out.push(b'\n');
 }
@@ -51,6 +61,7 @@ mod tests {
         let mut out = Vec::new();
         write(&mut out, "ping", b"a\nb");
         write_json(&mut out, "", &serde_json::json!({"x": 1}));
-        assert_eq!(out, b"event: ping\ndata: a\ndata: b\n\ndata: {\"x\":1}\n\n");
+        write(&mut out, "", b"c\n");
+        assert_eq!(out, b"event: ping\ndata: a\ndata: b\n\ndata: {\"x\":1}\n\ndata: c\ndata: \n\n");
     }
 }

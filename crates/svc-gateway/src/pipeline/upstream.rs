@@ -389,7 +389,8 @@ pub fn stream_body(
         first: None,
         encoder,
     };
-    let stream = futures::stream::unfold(state, |mut st| async move {
+    // Boxed: the state is moved into each step's future and out again, a copy of all of it per chunk inline.
+    let stream = futures::stream::unfold(Box::new(state), |mut st| async move {
         if st.finished {
             return None;
         }
