@@ -2,6 +2,7 @@
 //! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the rest back as the
 //! upstream (or client) wrote it.
 
+use serde::de::DeserializeSeed;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -97,6 +98,46 @@ pub struct Object {
     fields: Vec<(Name, Range<usize>)>,
 }
 
+/// Reads an object's top-level fields as [`Object`] keeps them, where the text read starts at address `.0`:
+/// in one pass, without a list of borrowed fields first.
+struct Located(usize);
+
+impl Located {
+    /// Where `s`, borrowed from the text, lies in it.
+    fn at(&self, s: &str) -> Range<usize> {
+        let start = (s.as_ptr() as usize).saturating_sub(self.0);
+        start..start + s.len()
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Located {
+    type Value = Vec<(Name, Range<usize>)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Located {
+    type Value = Vec<(Name, Range<usize>)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
+        while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+            let name = match key {
+                Cow::Borrowed(k) => Name::At(self.at(k)),
+                Cow::Owned(k) => Name::Decoded(k.into()),
+            };
+            fields.push((name, self.at(value.get())));
+        }
+        Ok(fields)
+    }
+}
+
 /// A field's key in an [`Object`].
 #[derive(Debug, Clone)]
 enum Name {
@@ -119,22 +160,9 @@ impl Object {
     /// Reads `text` as a JSON object.
     pub fn parse_str(text: &str) -> Result<Object, serde_json::Error> {
         let text: Arc<str> = Arc::from(text);
-        let Fields(top) = serde_json::from_str(&text)?;
-        let base = text.as_ptr() as usize;
-        let at = |s: &str| {
-            let start = s.as_ptr() as usize - base;
-            start..start + s.len()
-        };
-        let fields = top
-            .into_iter()
-            .map(|(k, v)| {
-                let name = match k {
-                    Cow::Borrowed(k) => Name::At(at(k)),
-                    Cow::Owned(k) => Name::Decoded(k.into()),
-                };
-                (name, at(v.get()))
-            })
-            .collect();
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let fields = Located(text.as_ptr() as usize).deserialize(&mut de)?;
+        de.end()?;
         Ok(Object { text, fields })
     }
 
