@@ -1,9 +1,12 @@
 //! `svc_providers::sse::json_events` over arbitrary byte chunks (see `svc_fuzz::chunks`): it never panics,
-//! ends by itself, yields only JSON objects, and nothing after its first error.
+//! ends by itself, yields only JSON objects, and nothing after its first error; a chunk written again with its
+//! `model` changed reads as the same object with that `model`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use svc_providers::chunk::UsageEdit;
 use svc_providers::sse::json_events;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +17,14 @@ fuzz_target!(|data: &[u8]| {
     if let Some(first_error) = items.iter().position(Result::is_err) {
         assert_eq!(first_error + 1, items.len(), "items after an error");
     }
-    for object in items.iter().flatten() {
-        svc_fuzz::assert_json_round_trips(object);
+    for chunk in items.into_iter().flatten() {
+        svc_fuzz::assert_json_round_trips(chunk.map());
+        let mut expected = chunk.map().clone();
+        expected.insert("model".into(), Value::from("m"));
+        let written = chunk.to_json(br#""m""#, UsageEdit::Keep);
+        // A chunk whose numbers the full parse refuses (`1e400`) is forwarded as written and has no map.
+        if let Ok(back) = serde_json::from_slice::<Value>(&written) {
+            assert_eq!(back, Value::Object(expected), "{}", String::from_utf8_lossy(&written));
+        }
     }
 });

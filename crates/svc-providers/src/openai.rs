@@ -146,8 +146,9 @@ fn check_completion(answer: &raw::Object) -> Result<(), String> {
         return Err(format!("the upstream answered 200 with an error: {}", sse::error_message(&whole)));
     }
     let choices = answer.get("choices").ok_or_else(|| "the response has no `choices`".to_string())?;
-    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(choices) {
-        Ok(list) if list.iter().all(|c| c.get().starts_with('{')) => Ok(()),
+    let mut objects = true;
+    match raw::each_element(choices, |at| objects &= choices.as_bytes().get(at.start) == Some(&b'{')) {
+        Some(()) if objects => Ok(()),
         _ => Err("`choices` is not an array of objects".into()),
     }
 }

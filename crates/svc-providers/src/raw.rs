@@ -2,7 +2,7 @@
 //! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the rest back as the
 //! upstream (or client) wrote it.
 
-use serde::de::DeserializeSeed;
+pub use jiter::{Jiter, Peek};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -98,53 +98,42 @@ pub struct Object {
     fields: Vec<(Name, Range<usize>)>,
 }
 
-/// Reads an object's top-level fields as [`Object`] keeps them, where the text read starts at address `.0`:
-/// in one pass, without a list of borrowed fields first.
-struct Located(usize);
-
-impl Located {
-    /// Where `s`, borrowed from the text, lies in it.
-    fn at(&self, s: &str) -> Range<usize> {
-        let start = (s.as_ptr() as usize).saturating_sub(self.0);
-        start..start + s.len()
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Located {
-    type Value = Vec<(Name, Range<usize>)>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Located {
-    type Value = Vec<(Name, Range<usize>)>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-            let name = match key {
-                Cow::Borrowed(k) => Name::At(self.at(k)),
-                Cow::Owned(k) => Name::Decoded(k.into()),
-            };
-            fields.push((name, self.at(value.get())));
-        }
-        Ok(fields)
-    }
-}
-
 /// A field's key in an [`Object`].
 #[derive(Debug, Clone)]
-enum Name {
+pub enum Name {
     /// Where the key lies in the text (it has no escapes): no string is made for it.
     At(Range<usize>),
     /// The key decoded (it has escapes).
     Decoded(Box<str>),
+}
+
+impl Name {
+    /// The key whose text (between its quotes) lies at `at` in `text`; `None` when its escapes do not decode.
+    pub fn of(text: &str, at: Range<usize>) -> Option<Name> {
+        let raw = text.get(at.clone())?;
+        // Keys are short: a plain loop costs less than setting up `memchr`.
+        if !raw.bytes().any(|b| b == b'\\') {
+            return Some(Name::At(at));
+        }
+        let quoted = text.get(at.start.checked_sub(1)?..at.end + 1)?;
+        serde_json::from_str::<String>(quoted).ok().map(|k| Name::Decoded(k.into()))
+    }
+
+    /// The key, in `text` (the text it was read from).
+    pub fn in_text<'a>(&'a self, text: &'a str) -> &'a str {
+        match self {
+            Name::At(range) => text.get(range.clone()).unwrap_or_default(),
+            Name::Decoded(k) => k,
+        }
+    }
+
+    /// Whether the key, in `text`, is `key` (compared as bytes: no character boundaries to check).
+    pub fn is(&self, text: &str, key: &str) -> bool {
+        match self {
+            Name::At(range) => text.as_bytes().get(range.clone()) == Some(key.as_bytes()),
+            Name::Decoded(k) => **k == *key,
+        }
+    }
 }
 
 impl Object {
@@ -159,26 +148,55 @@ impl Object {
 
     /// Reads `text` as a JSON object.
     pub fn parse_str(text: &str) -> Result<Object, serde_json::Error> {
-        let text: Arc<str> = Arc::from(text);
-        let mut de = serde_json::Deserializer::from_str(&text);
-        let fields = Located(text.as_ptr() as usize).deserialize(&mut de)?;
-        de.end()?;
-        Ok(Object { text, fields })
+        match Object::read(text, |_, json, value| json.known_skip(value).ok()) {
+            Some(object) => Ok(object),
+            None => Object::read_by_serde(text),
+        }
+    }
+
+    /// [`Object::parse_str`] by serde_json, once jiter refused `text`: serde_json skips a lone surrogate escape
+    /// (`"\ud800"`), which jiter refuses and an upstream may write; and it words what is wrong.
+    #[cold]
+    fn read_by_serde(text: &str) -> Result<Object, serde_json::Error> {
+        let Fields(fields) = serde_json::from_str(text)?;
+        let at = |s: &str| within(text.as_bytes(), s.as_bytes());
+        let fields = fields.into_iter().map(|(key, value)| {
+            let name = match key {
+                Cow::Borrowed(k) => Name::At(at(k)),
+                Cow::Owned(k) => Name::Decoded(k.into()),
+            };
+            (name, at(value.get()))
+        });
+        Ok(Object { text: Arc::from(text), fields: fields.collect() })
+    }
+
+    /// Reads the JSON object `text` field by field, in one pass: `value` is given each field's key, and the reader
+    /// at the start of its value, which it reads whole (or skips: `json.known_skip(peek)`); `None` when it says
+    /// so, or when `text` is not one JSON object. Every value skipped is checked (syntax, escapes, control
+    /// characters; not UTF-8, which `text` is already) without being built.
+    pub fn read<'j>(text: &'j str, mut value: impl FnMut(&Name, &mut Jiter<'j>, Peek) -> Option<()>) -> Option<Object> {
+        let bytes = text.as_bytes();
+        let mut json = Jiter::new(bytes);
+        let mut fields = Vec::with_capacity(8);
+        let mut key = json.next_object_bytes().ok()?.map(|k| within(bytes, k));
+        while let Some(at) = key {
+            let name = Name::of(text, at)?;
+            let peek = json.peek().ok()?;
+            let start = json.current_index();
+            value(&name, &mut json, peek)?;
+            fields.push((name, start..json.current_index()));
+            key = json.next_key_bytes().ok()?.map(|k| within(bytes, k));
+        }
+        json.finish().ok()?;
+        Some(Object { text: Arc::from(text), fields })
     }
 
     fn name<'a>(&'a self, name: &'a Name) -> &'a str {
-        match name {
-            Name::At(range) => self.text.get(range.clone()).unwrap_or_default(),
-            Name::Decoded(k) => k,
-        }
+        name.in_text(&self.text)
     }
 
-    /// Whether `name` is `key` (compared as bytes: no character boundaries to check).
     fn is(&self, name: &Name, key: &str) -> bool {
-        match name {
-            Name::At(range) => self.text.as_bytes().get(range.clone()) == Some(key.as_bytes()),
-            Name::Decoded(k) => **k == *key,
-        }
+        name.is(&self.text, key)
     }
 
     /// The whole object as it was read.
@@ -229,6 +247,34 @@ impl Object {
 /// The error of bytes that are not UTF-8 where serde_json found nothing else wrong (it checks only strings).
 fn not_utf8() -> serde_json::Error {
     serde::de::Error::custom("the text is not UTF-8")
+}
+
+/// Calls `element` with where each element of the JSON array `text` lies. `None` when `text` is not one JSON
+/// array; every element is checked as in [`Object::read`].
+pub fn each_element(text: &str, mut element: impl FnMut(Range<usize>)) -> Option<()> {
+    let mut json = Jiter::new(text.as_bytes());
+    let mut next = json.next_array().ok()?;
+    while let Some(value) = next {
+        let start = json.current_index();
+        json.known_skip(value).ok()?;
+        element(start..json.current_index());
+        next = json.array_step().ok()?;
+    }
+    json.finish().ok()
+}
+
+/// The JSON text `text` read as a string: borrowed when it has no escapes; `None` when it is not a string.
+pub fn string(text: &str) -> Option<Cow<'_, str>> {
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) if !inner.contains(['\\', '"']) => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str::<Key>(text).ok().map(|k| k.0),
+    }
+}
+
+/// Where `part`, a slice of `whole`, lies in it.
+pub fn within(whole: &[u8], part: &[u8]) -> Range<usize> {
+    let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    start..start + part.len()
 }
 
 /// Adds `key` with the JSON text `value` at the end of the object written in `out` (`{…}` → `{…,"key":value}`,
@@ -284,8 +330,70 @@ mod tests {
         let out = o.write_with(&[("model", b"\"alias\"")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"model":"alias","a\"b":1,"é":2}"#);
         assert!(Object::parse(b"[1]").is_err());
+        // A lone surrogate escape, which jiter refuses, is read as serde_json reads it: skipped.
+        let lone = Object::parse(br#"{"a":"\ud800","b":[1]}"#)?;
+        assert_eq!((lone.get("a"), lone.get("b")), (Some(r#""\ud800""#), Some("[1]")));
         let empty = Object::parse(b"{}")?;
         assert_eq!(empty.write_with(&[("model", b"\"m\"")]), br#"{"model":"m"}"#.to_vec());
         Ok(())
+    }
+
+    /// The fields as serde_json reads them (the reading jiter replaced): keys decoded, values' texts.
+    fn by_serde(text: &str) -> Option<Vec<(String, String)>> {
+        let Fields(fields) = serde_json::from_str(text).ok()?;
+        Some(fields.into_iter().map(|(k, v)| (k.into_owned(), v.get().to_string())).collect())
+    }
+
+    fn by_jiter(text: &str) -> Option<Vec<(String, String)>> {
+        let o = Object::read(text, |_, json, value| json.known_skip(value).ok())?;
+        Some(o.fields.iter().map(|(k, r)| (o.name(k).to_string(), text[r.clone()].to_string())).collect())
+    }
+
+    fn json_object() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            "[a-z\"\\\\\u{1}é\u{10000}]{0,6}".prop_map(Value::String),
+        ];
+        let value = leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\"\\\\]{0,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        proptest::collection::btree_map("[a-z\"é]{0,3}", value, 0..5)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    proptest::proptest! {
+        /// jiter's reading (what `parse` does first) reads what serde_json's reads, field by field, and refuses
+        /// what it refuses, on JSON objects and on them with one byte removed or a piece of JSON put in.
+        #[test]
+        fn jiter_reads_as_serde_json_reads(
+            object in json_object(),
+            pretty in proptest::bool::ANY,
+            at in proptest::num::usize::ANY,
+            edit in proptest::sample::select(vec!["", "-", "{", "}", "[", "]", ":", ",", "\"", "\\", "01", "1.", "nul", "\u{1}"]),
+        ) {
+            let text = if pretty { serde_json::to_string_pretty(&object) } else { serde_json::to_string(&object) };
+            let text = text.unwrap_or_default();
+            proptest::prop_assert_eq!(by_jiter(&text), by_serde(&text), "{}", text);
+            let mut edited = text.clone();
+            let at = at % edited.len().max(1);
+            if edited.is_char_boundary(at) && !edited.is_empty() {
+                if edit.is_empty() {
+                    edited.remove(at);
+                } else {
+                    edited.insert_str(at, edit);
+                }
+            }
+            proptest::prop_assert_eq!(by_jiter(&edited), by_serde(&edited), "{}", edited);
+            proptest::prop_assert_eq!(Object::parse_str(&edited).is_ok(), by_serde(&edited).is_some());
+        }
     }
 }

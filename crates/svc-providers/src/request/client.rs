@@ -7,9 +7,7 @@
 //! per object (with a hash of every key), a string per key and value, and all of it written again.
 
 use super::{bad, scan, Facts, RequestError, Scalars};
-use crate::raw::{self, Key};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use crate::raw::{self, Jiter, Peek};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -53,49 +51,119 @@ pub(super) fn is_media(kind: &str) -> bool {
     matches!(kind, "image_url" | "input_audio" | "file" | "image" | "document")
 }
 
-/// The fields of an object the gateway reads (a message's `role` and `content`, a content part's `type`), each
-/// its last occurrence as a parsed map keeps it; every other field is skipped unread.
+/// What the checks and the estimate read of `messages`, in the same pass as the body's top-level fields: the
+/// estimate's parts, and the first message that is not an object with a string `role`.
 #[derive(Default)]
-struct Picked<'a> {
-    role: Option<&'a RawValue>,
-    content: Option<&'a RawValue>,
-    kind: Option<&'a RawValue>,
+struct Messages {
+    parts: PromptParts,
+    refused: Option<u64>,
 }
 
-impl<'a> Picked<'a> {
-    /// `raw` read as an object; `None` when it is not one.
-    fn of(raw: &'a RawValue) -> Option<Picked<'a>> {
-        serde_json::from_str(raw.get()).ok()
-    }
-}
-
-impl<'de> Deserialize<'de> for Picked<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Picked<'de>, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Picked<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Picked<'de>, A::Error> {
-                let mut picked = Picked::default();
-                while let Some(Key(key)) = map.next_key()? {
-                    let slot = match &*key {
-                        "role" => &mut picked.role,
-                        "content" => &mut picked.content,
-                        "type" => &mut picked.kind,
-                        _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    *slot = Some(map.next_value()?);
+impl Messages {
+    /// Reads the array at `json` (the body is `text`): each message's fields the gateway acts on (`role`,
+    /// `content`; their last occurrence, as a parsed map keeps them), its text counted for the estimate.
+    /// `None` when the JSON is bad.
+    fn read<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Messages> {
+        let mut m = Messages::default();
+        let mut next = json.known_array().ok()?;
+        while let Some(peek) = next {
+            let i = m.parts.messages;
+            m.parts.messages += 1;
+            let start = json.current_index();
+            let media = match peek {
+                Peek::Object => message(text, json)?,
+                _ => {
+                    json.known_skip(peek).ok()?;
+                    None
                 }
-                Ok(picked)
+            };
+            match media {
+                Some(media) if m.refused.is_none() => {
+                    let message = text.get(start..json.current_index()).unwrap_or_default();
+                    m.parts.json_tokens = m.parts.json_tokens.saturating_add(scan::json_tokens(message));
+                    m.parts.media = m.parts.media.saturating_add(media);
+                }
+                Some(_) => {}
+                None => m.refused = m.refused.or(Some(i)),
             }
+            next = json.array_step().ok()?;
         }
-        d.deserialize_map(Visit)
+        Some(m)
     }
+}
+
+/// The fields of an object the gateway reads: a message's `role` and `content`, a content part's `type`.
+#[derive(PartialEq, Eq)]
+enum Field {
+    Role,
+    Content,
+    Type,
+    Other,
+}
+
+/// The next key of the object at `json` (in `text`); `first` for its first. `None` when the JSON is bad;
+/// `Some(None)` at the object's end.
+fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Option<Field>> {
+    let key = if first { json.next_object_bytes() } else { json.next_key_bytes() };
+    let Some(at) = key.ok()?.map(|k| raw::within(text.as_bytes(), k)) else { return Some(None) };
+    let name = raw::Name::of(text, at)?;
+    Some(Some(match () {
+        _ if name.is(text, "role") => Field::Role,
+        _ if name.is(text, "content") => Field::Content,
+        _ if name.is(text, "type") => Field::Type,
+        _ => Field::Other,
+    }))
+}
+
+/// A message (an object, at `json`): `Some(media parts)` when its `role` is a string, else `None`. The outer
+/// `None`: the JSON is bad.
+fn message<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Option<u64>> {
+    let (mut role, mut media) = (false, 0);
+    let mut key = next_key(text, json, true)?;
+    while let Some(field) = key {
+        let peek = json.peek().ok()?;
+        match field {
+            Field::Role => {
+                role = peek == Peek::String;
+                json.known_skip(peek).ok()?;
+            }
+            Field::Content if peek == Peek::Array => media = media_parts(text, json)?,
+            Field::Content => {
+                media = 0;
+                json.known_skip(peek).ok()?;
+            }
+            _ => json.known_skip(peek).ok()?,
+        }
+        key = next_key(text, json, false)?;
+    }
+    Some(role.then_some(media))
+}
+
+/// The parts of a message's `content` (an array, at `json`) whose `type` is a string naming a media type.
+fn media_parts<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<u64> {
+    let mut media = 0;
+    let mut next = json.known_array().ok()?;
+    while let Some(peek) = next {
+        if peek != Peek::Object {
+            json.known_skip(peek).ok()?;
+        } else {
+            let mut kind = false;
+            let mut key = next_key(text, json, true)?;
+            while let Some(field) = key {
+                match json.peek().ok()? {
+                    Peek::String if field == Field::Type => kind = is_media(json.known_str().ok()?),
+                    peek => {
+                        kind &= field != Field::Type;
+                        json.known_skip(peek).ok()?;
+                    }
+                }
+                key = next_key(text, json, false)?;
+            }
+            media += u64::from(kind);
+        }
+        next = json.array_step().ok()?;
+    }
+    Some(media)
 }
 
 impl ClientBody {
@@ -107,9 +175,19 @@ impl ClientBody {
         if !scan::plain(bytes) {
             serde_json::from_slice::<scan::Valid>(bytes).ok()?;
         }
-        let object = raw::Object::parse(bytes).ok()?;
+        let text = std::str::from_utf8(bytes).ok()?;
+        // `messages` is read in the same pass; a repeated one counts as its last occurrence.
+        let mut messages = Messages::default();
+        let object = raw::Object::read(text, |name, json, peek| {
+            if peek == Peek::Array && name.is(text, "messages") {
+                messages = Messages::read(text, json)?;
+                Some(())
+            } else {
+                json.known_skip(peek).ok()
+            }
+        })?;
         let body = ClientBody { object, model: String::new(), edits: Edits::default(), parsed: OnceLock::new() };
-        Some(body.check())
+        Some(body.check(messages))
     }
 
     /// The raw text of field `key` (its last occurrence, as a parsed map keeps).
@@ -118,30 +196,23 @@ impl ClientBody {
     }
 
     /// The checks of [`super::ChatRequest::check`], in its order and with its messages, on the raw fields.
-    fn check(mut self) -> Result<(ClientBody, Facts), RequestError> {
+    fn check(mut self, messages: Messages) -> Result<(ClientBody, Facts), RequestError> {
         match self.object.value("model") {
             Some(Value::String(m)) if !m.is_empty() => self.model = m,
             Some(_) => return Err(bad("`model` must be a non-empty string", "model")),
             None => return Err(bad("missing required field `model`", "model")),
         }
-        let mut parts = PromptParts::default();
+        let mut parts = messages.parts;
         match self.raw("messages") {
             Some(t) if t.starts_with('[') => {
-                let messages: Vec<&RawValue> = serde_json::from_str(t).unwrap_or_default();
-                if messages.is_empty() {
-                    return Err(bad("`messages` must not be empty", "messages"));
+                if let Some(i) = messages.refused {
+                    return Err(bad(
+                        format!("`messages[{i}]` must be an object with a string `role`"),
+                        &format!("messages[{i}]"),
+                    ));
                 }
-                parts.messages = messages.len() as u64;
-                for (i, m) in messages.iter().enumerate() {
-                    let picked = Picked::of(m).filter(|h| h.role.is_some_and(|r| r.get().starts_with('"')));
-                    let Some(picked) = picked else {
-                        return Err(bad(
-                            format!("`messages[{i}]` must be an object with a string `role`"),
-                            &format!("messages[{i}]"),
-                        ));
-                    };
-                    parts.json_tokens = parts.json_tokens.saturating_add(scan::json_tokens(m.get()));
-                    parts.media = parts.media.saturating_add(media_parts(picked.content));
+                if parts.messages == 0 {
+                    return Err(bad("`messages` must not be empty", "messages"));
                 }
                 for field in ["tools", "functions", "response_format"] {
                     if let Some(t) = self.raw(field) {
@@ -236,14 +307,6 @@ impl ClientBody {
         }
         self.object.write_with(&set)
     }
-}
-
-/// Media parts in a message's `content` (when it is a list of parts).
-fn media_parts(content: Option<&RawValue>) -> u64 {
-    let Some(c) = content.filter(|c| c.get().starts_with('[')) else { return 0 };
-    let list: Vec<&RawValue> = serde_json::from_str(c.get()).unwrap_or_default();
-    let kinds = list.iter().filter_map(|p| Picked::of(p)?.kind);
-    kinds.filter(|k| serde_json::from_str::<Key>(k.get()).is_ok_and(|k| is_media(&k.0))).count() as u64
 }
 
 #[cfg(test)]
