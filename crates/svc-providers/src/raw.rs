@@ -88,14 +88,23 @@ pub fn write_text_fields<'f, 'r>(
     out
 }
 
-/// A JSON object kept as its bytes, with where each top-level field's value lies: read once, then looked up and
-/// written back (with some fields replaced) without being read again. An upstream's answer is checked by the
-/// provider and finished by the gateway through one reading.
+/// A JSON object kept as its bytes, with where each top-level field lies: read once, then looked up and written
+/// back without being read again, as its own bytes with only the values changed spliced in (every other byte,
+/// whitespace included, as it was). An upstream's answer is checked by the provider and finished by the gateway
+/// through one reading.
 #[derive(Debug, Clone)]
 pub struct Object {
     /// The object's text (checked to be UTF-8 once, so a field's text needs no other check).
     text: Arc<str>,
-    fields: Vec<(Name, Range<usize>)>,
+    fields: Vec<Member>,
+}
+
+/// One field of an [`Object`]: its key, where the key's opening quote is, and where its value lies.
+#[derive(Debug, Clone)]
+struct Member {
+    name: Name,
+    key: usize,
+    value: Range<usize>,
 }
 
 /// A field's key in an [`Object`].
@@ -160,14 +169,17 @@ impl Object {
     fn read_by_serde(text: &str) -> Result<Object, serde_json::Error> {
         let Fields(fields) = serde_json::from_str(text)?;
         let at = |s: &str| within(text.as_bytes(), s.as_bytes());
-        let fields = fields.into_iter().map(|(key, value)| {
+        let mut members = Vec::with_capacity(fields.len());
+        for (key, value) in fields {
+            let value = at(value.get());
+            let opening = key_before(text.as_bytes(), value.start).ok_or_else(|| not_an_object(text))?;
             let name = match key {
                 Cow::Borrowed(k) => Name::At(at(k)),
                 Cow::Owned(k) => Name::Decoded(k.into()),
             };
-            (name, at(value.get()))
-        });
-        Ok(Object { text: Arc::from(text), fields: fields.collect() })
+            members.push(Member { name, key: opening, value });
+        }
+        Ok(Object { text: Arc::from(text), fields: members })
     }
 
     /// Reads the JSON object `text` field by field, in one pass: `value` is given each field's key, and the reader
@@ -180,11 +192,12 @@ impl Object {
         let mut fields = Vec::with_capacity(8);
         let mut key = json.next_object_bytes().ok()?.map(|k| within(bytes, k));
         while let Some(at) = key {
+            let opening = at.start.checked_sub(1)?;
             let name = Name::of(text, at)?;
             let peek = json.peek().ok()?;
             let start = json.current_index();
             value(&name, &mut json, peek)?;
-            fields.push((name, start..json.current_index()));
+            fields.push(Member { name, key: opening, value: start..json.current_index() });
             key = json.next_key_bytes().ok()?.map(|k| within(bytes, k));
         }
         json.finish().ok()?;
@@ -206,8 +219,8 @@ impl Object {
 
     /// The JSON text of field `key` (its last occurrence, as a parsed map keeps it).
     pub fn get(&self, key: &str) -> Option<&str> {
-        let (_, range) = self.fields.iter().rev().find(|(k, _)| self.is(k, key))?;
-        self.text.get(range.clone())
+        let field = self.fields.iter().rev().find(|f| self.is(&f.name, key))?;
+        self.text.get(field.value.clone())
     }
 
     /// Field `key` parsed.
@@ -217,9 +230,7 @@ impl Object {
 
     /// The object written again, each value replaced by `replace(key)` (JSON text) when that says so.
     pub fn write<'r>(&self, replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>) -> Vec<u8> {
-        let fields =
-            self.fields.iter().map(|(k, r)| (self.name(k), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
-        write_text_fields(fields, self.text.len(), replace)
+        self.edit(replace, None, &[])
     }
 
     /// The object written again with each of `set` (key, JSON text) in place of that key's value, or added at
@@ -230,18 +241,82 @@ impl Object {
 
     /// [`Object::write_with`], with every occurrence of field `drop` left out.
     pub fn write_edited(&self, set: &[(&str, &[u8])], drop: Option<&str>) -> Vec<u8> {
-        let kept = self.fields.iter().filter(|(k, _)| drop.is_none_or(|d| !self.is(k, d)));
-        let fields = kept.map(|(k, r)| (self.name(k), self.text.as_bytes().get(r.clone()).unwrap_or_default()));
-        let size = self.text.len() + set.iter().map(|(k, v)| k.len() + v.len() + 4).sum::<usize>();
-        let mut out =
-            write_text_fields(fields, size, |k| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v)));
-        for (key, value) in set {
-            if !self.fields.iter().any(|(k, _)| self.is(k, key)) {
-                append(&mut out, key, value);
+        let value = |k: &str| set.iter().find(|(s, _)| *s == k).map(|(_, v)| Cow::Borrowed(*v));
+        let missing: Vec<(&str, &[u8])> =
+            set.iter().filter(|(k, _)| !self.fields.iter().any(|f| self.is(&f.name, k))).copied().collect();
+        self.edit(value, drop, &missing)
+    }
+
+    /// The object's text with the values `replace` gives spliced in, every field `drop` cut out (with one comma),
+    /// and `add` (keys it does not have) written before its closing brace.
+    fn edit<'r>(
+        &self,
+        mut replace: impl FnMut(&str) -> Option<Cow<'r, [u8]>>,
+        drop: Option<&str>,
+        add: &[(&str, &[u8])],
+    ) -> Vec<u8> {
+        let text = self.text.as_bytes();
+        let piece = |range: Range<usize>| text.get(range).unwrap_or_default();
+        let extra = add.iter().map(|(k, v)| k.len() + v.len() + 4).sum::<usize>();
+        let mut out = Vec::with_capacity(text.len() + extra + 64);
+        // `text[..copied]` is written (or cut); `kept`: a field is in `out`.
+        let (mut copied, mut kept) = (0, false);
+        for (i, f) in self.fields.iter().enumerate() {
+            if drop.is_some_and(|d| self.is(&f.name, d)) {
+                // The field and the comma before it, or, before the first field kept, the one after it.
+                let (from, to) = match (kept, i.checked_sub(1).and_then(|p| self.fields.get(p))) {
+                    (true, Some(before)) => (before.value.end, f.value.end),
+                    _ => (f.key, self.fields.get(i + 1).map_or(f.value.end, |next| next.key)),
+                };
+                out.extend_from_slice(piece(copied..from));
+                copied = to;
+                continue;
+            }
+            kept = true;
+            if let Some(v) = replace(self.name(&f.name)) {
+                out.extend_from_slice(piece(copied..f.value.start));
+                out.extend_from_slice(&v);
+                copied = f.value.end;
             }
         }
+        let close = text.iter().rposition(|&b| b == b'}').unwrap_or(text.len());
+        out.extend_from_slice(piece(copied..close));
+        for (key, value) in add {
+            if kept {
+                out.push(b',');
+            }
+            kept = true;
+            write_key(&mut out, key);
+            out.push(b':');
+            out.extend_from_slice(value);
+        }
+        out.extend_from_slice(piece(close..text.len()));
         out
     }
+}
+
+/// Where the opening quote of the key is, whose value starts at `value` in `text` (JSON text: `"key" : value`).
+fn key_before(text: &[u8], value: usize) -> Option<usize> {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let before = text.get(..value)?;
+    let colon = before.iter().rposition(|b| !space(b)).filter(|&i| before[i] == b':')?;
+    let closing = before[..colon].iter().rposition(|b| !space(b)).filter(|&i| before[i] == b'"')?;
+    // The opening quote: the last one before the closing quote that no backslash escapes.
+    let mut end = closing;
+    loop {
+        let quote = before[..end].iter().rposition(|&b| b == b'"')?;
+        let backslashes = before[..quote].iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 0 {
+            return Some(quote);
+        }
+        end = quote;
+    }
+}
+
+/// serde_json read `text` as an object, but where a key lies could not be found: cannot happen.
+#[cold]
+fn not_an_object(_text: &str) -> serde_json::Error {
+    serde::de::Error::custom("a key of the object could not be located")
 }
 
 /// The error of bytes that are not UTF-8 where serde_json found nothing else wrong (it checks only strings).
@@ -324,11 +399,28 @@ mod tests {
         assert_eq!((o.get("model"), o.get("n"), o.get("nope")), (Some("\"up2\""), Some("1"), None));
         let out = o.write_with(&[("model", b"\"alias\""), ("usage", b"{}")]);
         assert_eq!(String::from_utf8_lossy(&out), r#"{"id":"x","model":"alias","model":"alias","n":1,"usage":{}}"#);
-        // Keys with escapes are read decoded and written escaped.
+        // Keys with escapes are read decoded and written as they were.
         let o = Object::parse(br#"{"mo\u0064el":"up","a\"b":1,"\u00e9":2}"#)?;
         assert_eq!((o.get("model"), o.get("a\"b"), o.get("é")), (Some("\"up\""), Some("1"), Some("2")));
         let out = o.write_with(&[("model", b"\"alias\"")]);
-        assert_eq!(String::from_utf8_lossy(&out), r#"{"model":"alias","a\"b":1,"é":2}"#);
+        assert_eq!(String::from_utf8_lossy(&out), r#"{"mo\u0064el":"alias","a\"b":1,"\u00e9":2}"#);
+        // Every byte but the values changed is written as it was, whitespace included; a field left out takes
+        // one comma with it.
+        let o = Object::parse(b" { \"a\" : 1 ,\n \"usage\": {\"n\": 2}, \"b\":[ 3 ] } ")?;
+        assert_eq!(o.write_with(&[("a", b"9")]), b" { \"a\" : 9 ,\n \"usage\": {\"n\": 2}, \"b\":[ 3 ] } ".to_vec());
+        assert_eq!(o.write_edited(&[], Some("usage")), b" { \"a\" : 1, \"b\":[ 3 ] } ".to_vec());
+        assert_eq!(o.write_edited(&[], Some("a")), b" { \"usage\": {\"n\": 2}, \"b\":[ 3 ] } ".to_vec());
+        assert_eq!(
+            o.write_edited(&[("m", b"1")], Some("b")),
+            b" { \"a\" : 1 ,\n \"usage\": {\"n\": 2} ,\"m\":1} ".to_vec()
+        );
+        let twice = Object::parse(br#"{"u":1,"u":2,"a":3,"u":4}"#)?;
+        assert_eq!(twice.write_edited(&[], Some("u")), br#"{"a":3}"#.to_vec());
+        let only = Object::parse(br#"{"u":1}"#)?;
+        assert_eq!(only.write_edited(&[("m", b"2")], Some("u")), br#"{"m":2}"#.to_vec());
+        // Read by serde_json (a lone surrogate), a key with escapes is found in the text too.
+        let lone = Object::parse(br#"{"x":"\ud800", "u\u0073age" :1,"y":2}"#)?;
+        assert_eq!(lone.write_edited(&[], Some("usage")), br#"{"x":"\ud800","y":2}"#.to_vec());
         assert!(Object::parse(b"[1]").is_err());
         // A lone surrogate escape, which jiter refuses, is read as serde_json reads it: skipped.
         let lone = Object::parse(br#"{"a":"\ud800","b":[1]}"#)?;
@@ -346,7 +438,7 @@ mod tests {
 
     fn by_jiter(text: &str) -> Option<Vec<(String, String)>> {
         let o = Object::read(text, |_, json, value| json.known_skip(value).ok())?;
-        Some(o.fields.iter().map(|(k, r)| (o.name(k).to_string(), text[r.clone()].to_string())).collect())
+        Some(o.fields.iter().map(|f| (o.name(&f.name).to_string(), text[f.value.clone()].to_string())).collect())
     }
 
     fn json_object() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
@@ -369,6 +461,8 @@ mod tests {
         proptest::collection::btree_map("[a-z\"é]{0,3}", value, 0..5)
             .prop_map(|m| Value::Object(m.into_iter().collect()))
     }
+
+    use proptest::test_runner::TestCaseError;
 
     proptest::proptest! {
         /// jiter's reading (what `parse` does first) reads what serde_json's reads, field by field, and refuses
@@ -394,6 +488,27 @@ mod tests {
             }
             proptest::prop_assert_eq!(by_jiter(&edited), by_serde(&edited), "{}", edited);
             proptest::prop_assert_eq!(Object::parse_str(&edited).is_ok(), by_serde(&edited).is_some());
+        }
+
+        /// An object written again with values set, a field left out and fields added reads as the map edited so.
+        #[test]
+        fn an_edited_object_reads_as_the_edited_map(
+            object in json_object(),
+            pretty in proptest::bool::ANY,
+            keys in proptest::collection::vec("[a-z\"é]{0,3}", 0..4),
+            drop in "[a-z\"é]{0,3}",
+        ) {
+            let serde_json::Value::Object(mut map) = object else { return Ok(()) };
+            let text = if pretty { serde_json::to_string_pretty(&map) } else { serde_json::to_string(&map) };
+            let o = Object::parse_str(&text.unwrap_or_default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let set: Vec<(&str, &[u8])> = keys.iter().filter(|k| **k != drop).map(|k| (k.as_str(), &b"[true]"[..])).collect();
+            let out = o.write_edited(&set, Some(&drop));
+            map.remove(&drop);
+            for (k, _) in &set {
+                map.insert(k.to_string(), serde_json::json!([true]));
+            }
+            let back: serde_json::Value = serde_json::from_slice(&out).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(back, serde_json::Value::Object(map));
         }
     }
 }

@@ -335,8 +335,8 @@ mod tests {
         let out = String::from_utf8(r.to_json().unwrap_or_default()).unwrap_or_default();
         assert_eq!(
             out,
-            "{\"model\":\"up\",\"messages\":[ {\"role\":\"user\",\"content\":\"hi\"} ],\"top_p\":0.10,\"stream\":true,\
-             \"stream_options\":{\"x\":1,\"include_usage\":true},\"max_tokens\":1024}"
+            "{ \"model\" : \"up\", \"messages\":[ {\"role\":\"user\",\"content\":\"hi\"} ],\n \"top_p\": 0.10, \
+                    \"stream\": true, \"stream_options\": {\"x\":1,\"include_usage\":true}, \"max_tokens\": 1024 }"
         );
         // Fields the client did not send are added at the end; the parsed body agrees with the bytes.
         let mut r = client(r#"{"model":"a","messages":[{"role":"user"}],"max_completion_tokens":null,"stream":true}"#);
