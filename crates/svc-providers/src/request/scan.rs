@@ -13,8 +13,8 @@ const PLAIN_DEPTH: usize = 100;
 /// outside `f64`'s range, which the full parse refuses).
 const PLAIN_NUMBER: usize = 200;
 
-/// Whether reading `bytes` raw (serde_json's `RawValue`, which checks syntax, strings' UTF-8 and control characters
-/// but skips what it does not convert) refuses everything the full parse refuses: true when the text has no
+/// Whether reading `bytes` raw (`raw::Object::read`, jiter's, which checks syntax, escapes and control characters
+/// but skips what it does not convert; UTF-8 is checked whole) refuses everything the full parse refuses: true when the text has no
 /// escapes (which the full parse decodes and checks: surrogates), nests at most [`PLAIN_DEPTH`] deep, and has no
 /// number near `f64`'s limits. One pass over the bytes, most of them skipped inside strings by `memchr`;
 /// it does not check syntax (the raw reading does).
