@@ -33,7 +33,6 @@ use axum::http::{HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use error::LoggedError;
-use pipeline::UpstreamWait;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,7 +117,8 @@ async fn request_context(state: &AppState, mut req: Request, router: Router) -> 
     let method = req.method().clone();
     let uri = req.uri().clone();
     let mut resp = answer(router, req).await;
-    if resp.extensions().get::<observe::Logged>().is_none() {
+    let logged = resp.extensions().get::<observe::Logged>().copied();
+    if logged.is_none() {
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }
     if model_request {
@@ -127,19 +127,29 @@ async fn request_context(state: &AppState, mut req: Request, router: Router) -> 
     if anthropic {
         resp = front::messages::error_in_shape(resp);
     }
-    let wait = resp.extensions().get::<UpstreamWait>().map(|w| w.0).unwrap_or(Duration::ZERO);
+    let wait = logged.map_or(Duration::ZERO, |l| l.upstream_wait);
     let overhead = started.elapsed().saturating_sub(wait);
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&id) {
         h.insert(pipeline::REQUEST_ID_HEADER, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", overhead.as_secs_f64() * 1000.0)) {
+    if let Ok(v) = HeaderValue::from_bytes(&milliseconds(overhead)) {
         h.insert(pipeline::OVERHEAD_HEADER, v);
     }
     if let Some(LoggedError(message)) = resp.extensions().get::<LoggedError>() {
         tracing::error!(request_id = %id, status = resp.status().as_u16(), %message, "request failed");
     }
     resp
+}
+
+/// `d` in milliseconds with three decimals (`12.345`), written without float formatting.
+fn milliseconds(d: Duration) -> Vec<u8> {
+    let micros = d.as_micros();
+    let mut out = Vec::with_capacity(24);
+    out.extend_from_slice(itoa::Buffer::new().format(micros / 1000).as_bytes());
+    let frac = (micros % 1000) as u16;
+    out.extend_from_slice(&[b'.', b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+    out
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves (see `server` for the limits on what clients may
@@ -263,4 +273,20 @@ fn spawn_key_poller(state: AppState) -> tokio::task::JoinHandle<()> {
             refresh_keys(&state).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::milliseconds;
+    use std::time::Duration;
+
+    #[test]
+    fn overhead_is_written_in_milliseconds_with_three_decimals() {
+        for (micros, text) in
+            [(0, "0.000"), (7, "0.007"), (12_345, "12.345"), (1_005, "1.005"), (90_000_120, "90000.120")]
+        {
+            assert_eq!(milliseconds(Duration::from_micros(micros)), text.as_bytes(), "{micros} µs");
+        }
+        assert_eq!(milliseconds(Duration::from_nanos(1_999)), b"0.001", "truncated to the microsecond");
+    }
 }

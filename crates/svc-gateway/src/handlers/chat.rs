@@ -69,7 +69,7 @@ async fn run(
         };
         line.record(&state.metrics);
         let mut resp = e.into_response();
-        resp.extensions_mut().insert(Logged);
+        resp.extensions_mut().insert(Logged::default());
         resp
     })
 }

@@ -20,9 +20,14 @@ use std::time::Duration;
 use svc_budget::{Money, Usage};
 
 /// Marks a response whose request line is (or will be, when its stream ends) written by the pipeline, so the
-/// request middleware does not write a second one.
-#[derive(Debug, Clone, Copy)]
-pub struct Logged;
+/// request middleware does not write a second one; with the time the request waited for the upstream, which
+/// `x-svc-overhead-duration-ms` leaves out. One extension rather than two: each is an insertion into the
+/// response's map of extensions, the first one allocating it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Logged {
+    /// Time spent waiting for the upstream.
+    pub upstream_wait: Duration,
+}
 
 /// Why a request was refused before any upstream was called, for `svc_refusals_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use super::meter::Meter;
 use super::routing::{self, Failure, InFlight, Plan, Route};
 use super::settlement::Settle;
 use super::upstream::{self, Source};
-use super::{Inbound, UpstreamWait, CAPPED_HEADER, MODEL_ID_HEADER};
+use super::{Inbound, CAPPED_HEADER, MODEL_ID_HEADER};
 use crate::auth::Principal;
 use crate::budgets::Reservation;
 use crate::error::ApiError;
@@ -259,8 +259,7 @@ impl Call<'_> {
         if let Some(k) = self.granted {
             h.insert(CAPPED_HEADER, HeaderValue::from(k));
         }
-        response.extensions_mut().insert(UpstreamWait(waited));
-        response.extensions_mut().insert(crate::observe::Logged);
+        response.extensions_mut().insert(crate::observe::Logged { upstream_wait: waited });
         Ok(response)
     }
 

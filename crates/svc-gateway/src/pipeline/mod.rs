@@ -44,12 +44,8 @@ use bytes::Bytes;
 use meter::Meter;
 use routing::{ModelTable, Plan, Route};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use svc_providers::{estimate, ChatRequest};
-
-/// Time spent waiting for the upstream, so the overhead header can subtract it.
-#[derive(Debug, Clone, Copy)]
-pub struct UpstreamWait(pub Duration);
 
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
 /// (a name given as text is parsed on every use).
