@@ -66,12 +66,18 @@ pub(crate) struct Counter {
 
 impl Counter {
     /// Counts the characters of UTF-8 `bytes`, in one pass: a character that is not ASCII starts with a byte of
-    /// the form 11xxxxxx and goes on with bytes of the form 10xxxxxx.
+    /// the form 11xxxxxx and goes on with bytes of the form 10xxxxxx. Counted in byte-wide sums of at most 255
+    /// bytes, which the compiler turns into vector instructions (16 bytes a step, where `u64` sums took one).
     #[inline]
     pub(crate) fn count(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.ascii += u64::from(b < 0x80);
-            self.other += u64::from(b >= 0xC0);
+        for chunk in bytes.chunks(255) {
+            let (mut high, mut lead) = (0u8, 0u8);
+            for &b in chunk {
+                high = high.wrapping_add(b >> 7);
+                lead = lead.wrapping_add(u8::from(b >= 0xC0));
+            }
+            self.ascii += (chunk.len() - usize::from(high)) as u64;
+            self.other += u64::from(lead);
         }
     }
 
@@ -160,6 +166,11 @@ mod tests {
         assert_eq!(text_tokens("héllo"), 2, "four ASCII bytes and one other character");
         assert_eq!(text_tokens("日本語"), 3);
         assert_eq!(conservative("abcde"), 4);
+        // Past the 255 bytes of one byte-wide sum, and characters of two, three and four bytes.
+        let long = "aé日😀".repeat(200);
+        let chars =
+            long.chars().filter(char::is_ascii).count().div_ceil(4) + long.chars().filter(|c| !c.is_ascii()).count();
+        assert_eq!(text_tokens(&long), chars as u64);
     }
 
     #[test]

@@ -179,8 +179,9 @@ fn fields_text(buf: &mut String, fields: &[(&str, Option<Field<'_>>)]) {
         buf.push_str(name);
         buf.push('=');
         match value {
-            // Printable ASCII without quotes or backslashes (nearly every value) needs no escaping.
-            Field::Str(s) if s.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\') => {
+            // Printable ASCII without quotes or backslashes (nearly every value) needs no escaping: one test of
+            // every byte, without a branch per byte (which cost about 1,500 instructions a line).
+            Field::Str(s) if printable(s) => {
                 buf.push('"');
                 buf.push_str(s);
                 buf.push('"');
@@ -191,6 +192,11 @@ fn fields_text(buf: &mut String, fields: &[(&str, Option<Field<'_>>)]) {
             other => scalar(buf, other),
         }
     }
+}
+
+/// Whether `s` is printable ASCII without a quote or a backslash.
+fn printable(s: &str) -> bool {
+    !s.bytes().fold(false, |bad, b| bad | !(b' '..=b'~').contains(&b) | (b == b'"') | (b == b'\\'))
 }
 
 /// A value that is not a string, written the same in text and JSON.
@@ -356,5 +362,11 @@ mod tests {
         ];
         fields_text(&mut buf, &fields);
         assert_eq!(buf, " a=\"x y\" c=7 c0=0 cmax=18446744073709551615 d=0.25 e=true g=0.000000123 h=12.5 i=3 j=-0.5");
+        // Anything but printable ASCII without quotes and backslashes is written as `Debug` writes it.
+        for s in ["plain ~ text", "", "quote \"", "back\\slash", "tab\t", "del\u{7f}", "é", "nul\u{0}"] {
+            let mut buf = String::new();
+            fields_text(&mut buf, &[("s", Some(Field::Str(s)))]);
+            assert_eq!(buf, format!(" s={s:?}"), "{s:?}");
+        }
     }
 }
