@@ -363,14 +363,6 @@ pub fn each_element(text: &str, mut element: impl FnMut(Range<usize>)) -> Option
     json.finish().ok()
 }
 
-/// The JSON text `text` read as a string: borrowed when it has no escapes; `None` when it is not a string.
-pub fn string(text: &str) -> Option<Cow<'_, str>> {
-    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(inner) if !inner.contains(['\\', '"']) => Some(Cow::Borrowed(inner)),
-        _ => serde_json::from_str::<Key>(text).ok().map(|k| k.0),
-    }
-}
-
 /// Where `part`, a slice of `whole`, lies in it.
 pub fn within(whole: &[u8], part: &[u8]) -> Range<usize> {
     let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);

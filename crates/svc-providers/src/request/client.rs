@@ -107,12 +107,16 @@ fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Opti
     let key = if first { json.next_object_bytes() } else { json.next_key_bytes() };
     let Some(at) = key.ok()?.map(|k| raw::within(text.as_bytes(), k)) else { return Some(None) };
     let name = raw::Name::of(text, at)?;
-    Some(Some(match () {
-        _ if name.is(text, "role") => Field::Role,
-        _ if name.is(text, "content") => Field::Content,
-        _ if name.is(text, "type") => Field::Type,
-        _ => Field::Other,
-    }))
+    let field = if name.is(text, "role") {
+        Field::Role
+    } else if name.is(text, "content") {
+        Field::Content
+    } else if name.is(text, "type") {
+        Field::Type
+    } else {
+        Field::Other
+    };
+    Some(Some(field))
 }
 
 /// A message (an object, at `json`): `Some(media parts)` when its `role` is a string, else `None`. The outer
