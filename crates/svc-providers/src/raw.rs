@@ -1,6 +1,7 @@
 //! A JSON object read only as deep as its top-level fields: each value kept as its raw text, not parsed, so
-//! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the rest back as the
-//! upstream (or client) wrote it.
+//! the gateway can read the few fields it acts on (`model`, `usage`, `id`) and write the object back as the
+//! upstream (or client) wrote it, with only the values it changes spliced in. [`Object::parse`] reads the top
+//! level by serde_json; [`Object::read`] by jiter, for a reader that descends into some values in the same pass.
 
 pub use jiter::{Jiter, Peek};
 use serde::de::DeserializeSeed;
