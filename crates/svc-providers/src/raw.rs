@@ -350,20 +350,6 @@ fn not_utf8() -> serde_json::Error {
     serde::de::Error::custom("the text is not UTF-8")
 }
 
-/// Calls `element` with where each element of the JSON array `text` lies. `None` when `text` is not one JSON
-/// array; every element is checked as in [`Object::read`].
-pub fn each_element(text: &str, mut element: impl FnMut(Range<usize>)) -> Option<()> {
-    let mut json = Jiter::new(text.as_bytes());
-    let mut next = json.next_array().ok()?;
-    while let Some(value) = next {
-        let start = json.current_index();
-        json.known_skip(value).ok()?;
-        element(start..json.current_index());
-        next = json.array_step().ok()?;
-    }
-    json.finish().ok()
-}
-
 /// Where `part`, a slice of `whole`, lies in it.
 pub fn within(whole: &[u8], part: &[u8]) -> Range<usize> {
     let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
@@ -448,7 +434,7 @@ mod tests {
         Ok(())
     }
 
-    /// The fields as serde_json reads them (the reading jiter replaced): keys decoded, values' texts.
+    /// The fields as serde_json reads them (`Object::parse`'s reading): keys decoded, values' texts.
     fn by_serde(text: &str) -> Option<Vec<(String, String)>> {
         let Fields(fields) = serde_json::from_str(text).ok()?;
         Some(fields.into_iter().map(|(k, v)| (k.into_owned(), v.get().to_string())).collect())
@@ -483,8 +469,9 @@ mod tests {
     use proptest::test_runner::TestCaseError;
 
     proptest::proptest! {
-        /// jiter's reading (what `parse` does first) reads what serde_json's reads, field by field, and refuses
-        /// what it refuses, on JSON objects and on them with one byte removed or a piece of JSON put in.
+        /// jiter's reading (`Object::read`, a client's body's) reads what serde_json's (`Object::parse`'s) reads,
+        /// field by field, and refuses what it refuses, on JSON objects and on them with one byte removed or a piece
+        /// of JSON put in; `Object::parse` finds every key it reads.
         #[test]
         fn jiter_reads_as_serde_json_reads(
             object in json_object(),
