@@ -159,6 +159,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         ("stream_idle_timeout_seconds", &[]),
         ("stream_max_event_bytes", &[]),
         ("max_response_bytes", &[]),
+        ("responses_shared_within_team", &[]),
     ];
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),
@@ -169,6 +170,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         admission: AdmissionSettings::default(),
         streams: StreamSettings::default(),
         teams: Vec::new(),
+        responses_shared_within_team: false,
     };
     let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", KEYS)) else {
         return out;
@@ -182,6 +184,9 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
     }
     if let Some(v) = r.int::<u64>(&f, "readiness_cache_seconds") {
         out.readiness_cache = Duration::from_secs(v);
+    }
+    if let Some(v) = r.boolean(&f, "responses_shared_within_team") {
+        out.responses_shared_within_team = v;
     }
     if let Some(list) = f.get("budget_alert_thresholds") {
         let wrapper = Fields::single("gateway_settings.budget_alert_thresholds", list);

@@ -215,6 +215,9 @@ pub struct GatewaySettings {
     pub streams: StreamSettings,
     /// `teams:`.
     pub teams: Vec<TeamConfig>,
+    /// Whether every key of a team may read and continue the stored responses its teammates created (default
+    /// false: only the creating key, and the master key).
+    pub responses_shared_within_team: bool,
 }
 
 /// `budget_admission`: what happens when a request's worst-case cost no longer fits a budget.

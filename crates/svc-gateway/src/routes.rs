@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticate;
 use crate::front::Api;
-use crate::handlers::{admin, chat, events, fleet, health, models, outbox, spend, stats};
+use crate::handlers::{admin, chat, events, fleet, health, models, outbox, responses, spend, stats};
 use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
@@ -16,7 +16,9 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/messages", chat::endpoint(Api::Messages)),
         ("/messages/count_tokens", post(chat::count_tokens)),
         ("/responses", chat::endpoint(Api::Responses).get(chat::responses_upgrade)),
-        ("/responses/{id}", get(chat::stored_response)),
+        ("/responses/{id}", responses::by_id()),
+        ("/responses/{id}/input_items", responses::input_items()),
+        ("/responses/{id}/cancel", responses::cancel()),
         ("/models", get(models::list)),
         ("/key/generate", post(admin::generate)),
         ("/key/update", post(admin::update)),

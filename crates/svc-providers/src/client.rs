@@ -153,7 +153,8 @@ impl Call {
         Call::new(Method::GET, to, Bytes::new())
     }
 
-    fn new(method: Method, to: &Endpoint, body: Bytes) -> Call {
+    /// A call of `method` to `to` with `body` (none when empty).
+    pub(crate) fn new(method: Method, to: &Endpoint, body: Bytes) -> Call {
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = method;
         *req.uri_mut() = to.uri.clone();

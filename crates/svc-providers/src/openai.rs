@@ -5,7 +5,7 @@
 
 use crate::client::{Answer, Call, Endpoint, UpstreamClient};
 use crate::http::{self, error_body, raw_message, ApiKey};
-use crate::passthrough::{self, Forwarded, Raw, Wire};
+use crate::passthrough::{self, Forwarded, Raw, StoredOp, Wire};
 use crate::{raw, sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -97,17 +97,30 @@ impl OpenAi {
         passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(&d.id, a), stream_error).await
     }
 
-    /// `GET {api_base}/responses/{id}`.
-    pub(crate) async fn retrieve_response(
+    /// `op` on the stored response `id` (`{api_base}/responses/{id}`…), with the client's query string.
+    pub(crate) async fn stored(
         &self,
         d: &Deployment,
+        op: StoredOp,
         id: &str,
+        query: Option<&str>,
     ) -> Result<Map<String, Value>, ProviderError> {
         let segment = percent_encoding::utf8_percent_encode(id, PATH_SEGMENT);
-        let url = self.client.endpoint(&format!("{}/responses/{segment}", self.api_base)).ok_or_else(|| {
-            ProviderError::Unsupported { message: format!("`{}` is not a valid api_base", self.api_base), param: None }
-        })?;
-        let call = self.authorize(Call::get(&url), &d.id)?;
+        let (method, tail) = match op {
+            StoredOp::Retrieve => (::http::Method::GET, ""),
+            StoredOp::Delete => (::http::Method::DELETE, ""),
+            StoredOp::InputItems => (::http::Method::GET, "/input_items"),
+            StoredOp::Cancel => (::http::Method::POST, "/cancel"),
+        };
+        let query = query.filter(|q| !q.is_empty()).map(|q| format!("?{q}")).unwrap_or_default();
+        let url =
+            self.client.endpoint(&format!("{}/responses/{segment}{tail}{query}", self.api_base)).ok_or_else(|| {
+                ProviderError::Unsupported {
+                    message: format!("`{}` is not a valid api_base", self.api_base),
+                    param: None,
+                }
+            })?;
+        let call = self.authorize(Call::new(method, &url, bytes::Bytes::new()), &d.id)?;
         let bytes = http::fetch(&self.client, d, d.timeout, call, |a| status_error(&d.id, a)).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),

@@ -28,6 +28,19 @@ pub enum Wire {
     CountTokens,
 }
 
+/// What is asked of a stored Responses answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredOp {
+    /// `GET /responses/{id}`.
+    Retrieve,
+    /// `DELETE /responses/{id}`.
+    Delete,
+    /// `GET /responses/{id}/input_items`.
+    InputItems,
+    /// `POST /responses/{id}/cancel` (a background response).
+    Cancel,
+}
+
 /// A request to pass through.
 #[derive(Debug, Clone)]
 pub struct Forwarded {

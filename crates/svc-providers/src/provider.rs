@@ -2,7 +2,7 @@
 //! to the provider that speaks its API with exhaustive matches, so a new provider does not compile until
 //! every operation is decided for it.
 
-use crate::passthrough::{Forwarded, Raw, Wire};
+use crate::passthrough::{Forwarded, Raw, StoredOp, Wire};
 use crate::{Anthropic, ChatRequest, Mock, OpenAi, ProviderError};
 use futures::Stream;
 use serde_json::{Map, Value};
@@ -118,10 +118,16 @@ impl Deployment {
         }
     }
 
-    /// A stored Responses answer (`GET {api_base}/responses/{id}`), from an OpenAI deployment.
-    pub async fn retrieve_response(&self, id: &str) -> Result<Map<String, Value>, ProviderError> {
+    /// `op` on a stored Responses answer (`{api_base}/responses/{id}`…), at an OpenAI deployment; `query` is
+    /// the client's query string, passed on.
+    pub async fn stored_response(
+        &self,
+        op: StoredOp,
+        id: &str,
+        query: Option<&str>,
+    ) -> Result<Map<String, Value>, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => p.retrieve_response(self, id).await,
+            Upstream::OpenAi(p) => Box::pin(p.stored(self, op, id, query)).await,
             Upstream::Anthropic(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` stores no responses", self.id),
                 param: None,

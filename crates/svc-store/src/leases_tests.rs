@@ -32,6 +32,7 @@ fn spend(id: &str, node: &str, cost: i64, scope: &str) -> ChargedRecord {
             api: None,
             client: None,
             session_id: None,
+            response_id: None,
         },
         charges: vec![Charge { scope: scope.into(), period: P, limit: 1_000 }],
     }
@@ -187,4 +188,23 @@ async fn sqlite_refuses_fleet_operations() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::connect(&format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display())).await.unwrap();
     assert!(matches!(s.lease_grant(&ask("team:t", "a", 1, 1)).await, Err(StoreError::FleetOnly)));
+}
+
+/// The fleet's spend writer keeps every column of a record: the client API, client, session and stored
+/// response (it once left out the first three) read back as written.
+#[tokio::test]
+async fn the_fleet_writer_keeps_every_column_of_a_record() {
+    let db = postgres().await;
+    let s = &db.store;
+    let mut full = spend("r1", "a", 10, "team:t");
+    full.record.api = Some("responses".into());
+    full.record.client = Some("codex_exec".into());
+    full.record.session_id = Some("sess-1".into());
+    full.record.response_id = Some("resp_1".into());
+    let bare = spend("r2", "a", 10, "team:t");
+    assert_eq!(s.write_charged_spend(&[full.clone(), bare.clone()]).await.unwrap(), 2);
+    let mut back = s.query_spend(&crate::SpendFilter::default(), 10, 0).await.unwrap();
+    back.sort_by(|a, b| a.record_id.cmp(&b.record_id));
+    assert_eq!(back, vec![full.record, bare.record]);
+    assert_eq!(s.response_owner("resp_1").await.unwrap().map(|o| o.deployment), Some("d".into()));
 }

@@ -26,7 +26,7 @@ pub use keys::{KeyChanges, KeyRow};
 pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};
 pub use outbox_admin::{DeliveryRow, DeliveryState, DestinationStats, EventFilter, EventRow};
-pub use spend::{SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
+pub use spend::{ResponseOwner, SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
 pub use teams::TeamRow;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};

@@ -52,6 +52,23 @@ pub struct SpendRecord {
     /// The agent's session id.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The stored response the request created upstream (`resp_…`, Responses only): who may read or continue
+    /// it is the record's key (see [`Store::response_owner`]).
+    #[serde(default)]
+    pub response_id: Option<String>,
+}
+
+/// Who created a stored response and which deployment holds it, from its spend record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseOwner {
+    /// The creating key's id (`None`: the master key).
+    pub key_id: Option<String>,
+    /// The creating key's team (`None`: the master key).
+    pub team_id: Option<String>,
+    /// The alias it was answered under.
+    pub model_alias: String,
+    /// The deployment that answered it.
+    pub deployment: String,
 }
 
 /// Filters for [`Store::query_spend`]. `None` means any.
@@ -252,7 +269,7 @@ impl<'f> Where<'f> {
 }
 
 /// The values of one spend row ([`bind_all`]), in the column order of [`insert_spend_sql`].
-const SPEND_COLUMNS: usize = 18;
+const SPEND_COLUMNS: usize = 19;
 
 /// The text of a spend INSERT of `rows` rows (a power of two up to 512), made once per backend and row count.
 fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
@@ -263,7 +280,7 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
     slot.get_or_init(|| {
         let mut sql = String::from(
             "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
-             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id) VALUES ",
+             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, response_id) VALUES ",
         );
         crate::push_values(&mut sql, backend, rows, SPEND_COLUMNS);
         sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
@@ -295,7 +312,8 @@ fn bind_all<'q>(
     args.add(sane.3)?;
     args.add(r.api.as_deref())?;
     args.add(r.client.as_deref())?;
-    args.add(r.session_id.as_deref())
+    args.add(r.session_id.as_deref())?;
+    args.add(r.response_id.as_deref())
 }
 
 /// The exact sum of a cost column summed in two parts (`units`, `rest`).
@@ -311,7 +329,7 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        // Chunks of a power of two rows (13 = 8 + 4 + 1), at most 512 (18 parameters a row stay under SQLite's
+        // Chunks of a power of two rows (13 = 8 + 4 + 1), at most 512 (19 parameters a row stay under SQLite's
         // and PostgreSQL's parameter limits): a statement's text depends only on its row count, so the
         // connection's statement cache holds all ten and a batch is never parsed again (parsing a statement of
         // many rows cost more than inserting them). One statement is atomic by itself: a batch of one chunk skips
@@ -329,7 +347,7 @@ impl Store {
         let single = chunks.len() == 1;
         let mut tx = if single { None } else { Some(self.writer().begin().await?) };
         for chunk in chunks {
-            // The arguments are sized once: bound one by one, their vector grew (and was copied) log2(18 n) times.
+            // The arguments are sized once: bound one by one, their vector grew (and was copied) log2(19 n) times.
             let mut args = AnyArguments::default();
             args.reserve(chunk.len() * SPEND_COLUMNS, 0);
             for r in chunk {
@@ -353,14 +371,35 @@ impl Store {
         Ok(())
     }
 
+    /// Who created the stored response `response_id` through the gateway, and where it is kept; `None` when no
+    /// spend record names it (an id the gateway did not serve, or whose record is not written yet).
+    pub async fn response_owner(&self, response_id: &str) -> Result<Option<ResponseOwner>, StoreError> {
+        let row = sqlx::query(
+            "SELECT key_id, team_id, model_alias, deployment FROM spend_log WHERE response_id = $1 \
+             ORDER BY ts_ms LIMIT 1",
+        )
+        .bind(response_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(ResponseOwner {
+                key_id: r.try_get("key_id")?,
+                team_id: r.try_get("team_id")?,
+                model_alias: r.try_get("model_alias")?,
+                deployment: r.try_get("deployment")?,
+            })
+        })
+        .transpose()
+    }
+
     /// Records matching `f`, newest first, `limit` from `offset`.
     pub async fn query_spend(&self, f: &SpendFilter, limit: i64, offset: i64) -> Result<Vec<SpendRecord>, StoreError> {
         let w = Where::of(f);
         let n = w.next();
         let sql = format!(
             "SELECT COALESCE(record_id, CAST(id AS TEXT)) AS record_id, node, request_id, ts_ms, key_id, team_id, agent_role, \
-             model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id \
-             FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
+             model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, \
+             response_id FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
             w.sql,
             n + 1
         );
@@ -386,6 +425,7 @@ impl Store {
                     api: r.try_get("api")?,
                     client: r.try_get("client")?,
                     session_id: r.try_get("session_id")?,
+                    response_id: r.try_get("response_id")?,
                 })
             })
             .collect()

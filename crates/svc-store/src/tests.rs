@@ -115,6 +115,7 @@ fn rec(i: i64, team: &str) -> SpendRecord {
         api: None,
         client: None,
         session_id: None,
+        response_id: None,
     }
 }
 
@@ -207,6 +208,30 @@ async fn meta(s: &Store) {
     assert_eq!(s.meta_get("x").await.unwrap(), None);
     assert_eq!(s.meta_get_or_insert("x", "1").await.unwrap(), "1");
     assert_eq!(s.meta_get_or_insert("x", "2").await.unwrap(), "1");
+}
+
+/// A stored response's owner is read back from the spend record that names it: the first such record when an
+/// upstream gave one id twice; an id no record names is unknown; the master key's records own with no key.
+async fn response_owners(s: &Store) {
+    let mine = SpendRecord { response_id: Some("resp_1".into()), deployment: "d1".into(), ..rec(1, "a") };
+    let later = SpendRecord { response_id: Some("resp_1".into()), key_id: Some("other".into()), ..rec(2, "b") };
+    let master = SpendRecord { response_id: Some("resp_2".into()), key_id: None, team_id: None, ..rec(3, "a") };
+    s.insert_spend_batch(&[later, mine, master, rec(4, "a")]).await.unwrap();
+    let owner = s.response_owner("resp_1").await.unwrap().unwrap();
+    assert_eq!(
+        owner,
+        crate::ResponseOwner {
+            key_id: Some("k".into()),
+            team_id: Some("a".into()),
+            model_alias: "m".into(),
+            deployment: "d1".into()
+        }
+    );
+    let owner = s.response_owner("resp_2").await.unwrap().unwrap();
+    assert_eq!((owner.key_id, owner.team_id), (None, None));
+    assert_eq!(s.response_owner("resp_unknown").await.unwrap(), None);
+    let back = s.query_spend(&SpendFilter::default(), 10, 0).await.unwrap();
+    assert_eq!(back.iter().filter(|r| r.response_id.as_deref() == Some("resp_1")).count(), 2);
 }
 
 macro_rules! both_backends {
@@ -367,7 +392,8 @@ both_backends!(
     meta,
     spend_sums_are_exact_and_rows_bounded,
     outbox_claims,
-    fleet_nodes
+    fleet_nodes,
+    response_owners
 );
 
 /// Steady load through `write` (a steady writer; its argument numbers the batch's rows), as the checkpointer

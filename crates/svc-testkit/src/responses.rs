@@ -2,15 +2,48 @@
 //! answers the behaviour's text as one message (or, streamed, as the events OpenAI sends for it, usage in
 //! `response.completed`), `POST /v1/embeddings` a vector of 8 numbers per input with `prompt_tokens` usage.
 //! Both record the request and honour `fail_next` and `delay`.
+//!
+//! Responses are kept as OpenAI keeps them: each gets its own id (`resp_0001`, …), is stored unless the request
+//! says `store: false`, and can be retrieved, deleted, have its input items listed and, when created with
+//! `background: true` (then left `in_progress`), be cancelled. A `previous_response_id` it does not keep is
+//! answered 404, as OpenAI does.
 
 use crate::upstream::{error, take, Shared};
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// The responses kept, by id, and the last id given.
+#[derive(Debug, Default)]
+pub(crate) struct Stored {
+    by_id: Mutex<HashMap<String, Kept>>,
+    last: std::sync::atomic::AtomicUsize,
+}
+
+/// One kept response: the response object and the input items it was created with.
+#[derive(Debug, Clone)]
+struct Kept {
+    response: Value,
+    input: Vec<Value>,
+    background: bool,
+}
+
+/// The request's `input` as items (a string is one user message).
+fn items_of(req: &Value) -> Vec<Value> {
+    match req.get("input") {
+        Some(Value::Array(items)) => items.clone(),
+        Some(Value::String(text)) => {
+            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
+        }
+        _ => Vec::new(),
+    }
+}
 
 /// `POST /v1/responses`.
 pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -19,6 +52,15 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         Err(resp) => return resp,
     };
     let model = req.get("model").cloned().unwrap_or(Value::Null);
+    if let Some(previous) = req.get("previous_response_id").and_then(Value::as_str) {
+        let known = s.stored.by_id.lock().map(|m| m.contains_key(previous)).unwrap_or(false);
+        if !known {
+            return error(404, &format!("Previous response with id '{previous}' not found."));
+        }
+    }
+    let id = format!("resp_{:04}", s.stored.last.fetch_add(1, Ordering::Relaxed) + 1);
+    let keep = req.get("store").and_then(Value::as_bool) != Some(false);
+    let background = req.get("background").and_then(Value::as_bool) == Some(true);
     let usage = json!({"input_tokens": b.prompt_tokens, "output_tokens": b.completion_tokens,
         "total_tokens": b.prompt_tokens + b.completion_tokens, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens_details": {"reasoning_tokens": 0}});
@@ -26,11 +68,21 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     let item =
         json!({"type": "message", "id": "msg_test", "status": "completed", "role": "assistant", "content": [part]});
     let response = |status: &str, output: Value, usage: Value| {
-        json!({"id": "resp_test", "object": "response", "created_at": 1_700_000_000, "status": status, "error": null,
-            "model": model, "output": output, "usage": usage, "store": false, "x_upstream_field": "kept"})
+        json!({"id": id, "object": "response", "created_at": 1_700_000_000, "status": status, "error": null,
+            "model": model, "output": output, "usage": usage, "store": keep, "x_upstream_field": "kept"})
     };
-    if !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
-        return Json(response("completed", json!([item]), usage)).into_response();
+    let done = if background {
+        response("in_progress", json!([]), Value::Null)
+    } else {
+        response("completed", json!([item]), usage.clone())
+    };
+    if keep {
+        if let Ok(mut m) = s.stored.by_id.lock() {
+            m.insert(id.clone(), Kept { response: done.clone(), input: items_of(&req), background });
+        }
+    }
+    if background || !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        return Json(done).into_response();
     }
     let mut events = vec![
         ("response.created", json!({"response": response("in_progress", json!([]), Value::Null)})),
@@ -73,13 +125,57 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         .unwrap_or_else(|_| error(500, "cannot build response"))
 }
 
-/// `GET /v1/responses/{id}`: `resp_test` (what every answer is called) as a stored response; 404 otherwise.
-pub async fn stored(axum::extract::Path(id): axum::extract::Path<String>) -> Response {
-    if id != "resp_test" {
-        return error(404, &format!("No response found with id '{id}'."));
+/// The kept response `id`.
+fn kept(s: &Shared, id: &str) -> Option<Kept> {
+    s.stored.by_id.lock().ok().and_then(|m| m.get(id).cloned())
+}
+
+/// OpenAI's 404 for a response it does not keep.
+fn not_kept(id: &str) -> Response {
+    error(404, &format!("Response with id '{id}' not found."))
+}
+
+/// `GET /v1/responses/{id}`.
+pub async fn retrieve(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match kept(&s, &id) {
+        Some(k) => Json(k.response).into_response(),
+        None => not_kept(&id),
     }
-    Json(json!({"id": "resp_test", "object": "response", "status": "completed", "model": "up-codex", "output": []}))
-        .into_response()
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub async fn delete(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let removed = s.stored.by_id.lock().ok().and_then(|mut m| m.remove(&id));
+    match removed {
+        Some(_) => Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response(),
+        None => not_kept(&id),
+    }
+}
+
+/// `GET /v1/responses/{id}/input_items`.
+pub async fn input_items(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    match kept(&s, &id) {
+        Some(k) => {
+            let (first, last) =
+                (k.input.first().and_then(|i| i.get("id")).cloned(), k.input.last().and_then(|i| i.get("id")).cloned());
+            Json(json!({"object": "list", "data": k.input, "first_id": first, "last_id": last, "has_more": false}))
+                .into_response()
+        }
+        None => not_kept(&id),
+    }
+}
+
+/// `POST /v1/responses/{id}/cancel`: only a background response can be cancelled.
+pub async fn cancel(State(s): State<Arc<Shared>>, Path(id): Path<String>) -> Response {
+    let Ok(mut m) = s.stored.by_id.lock() else { return error(500, "poisoned") };
+    match m.get_mut(&id) {
+        Some(k) if k.background => {
+            k.response["status"] = json!("cancelled");
+            Json(k.response.clone()).into_response()
+        }
+        Some(_) => error(400, "Only responses created with background=true can be cancelled."),
+        None => not_kept(&id),
+    }
 }
 
 /// `POST /v1/embeddings`: a deterministic vector per input, `prompt_tokens` usage.

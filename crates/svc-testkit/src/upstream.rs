@@ -100,6 +100,8 @@ pub struct Shared {
     pub streams_completed: AtomicUsize,
     /// Calls answered (any status).
     pub calls: AtomicUsize,
+    /// The Responses answers it keeps (`crate::responses`).
+    pub(crate) stored: crate::responses::Stored,
 }
 
 /// A running upstream; stops when dropped.
@@ -164,7 +166,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
         .route("/v1/responses", post(crate::responses::responses))
-        .route("/v1/responses/{id}", get(crate::responses::stored))
+        .route("/v1/responses/{id}", get(crate::responses::retrieve).delete(crate::responses::delete))
+        .route("/v1/responses/{id}/input_items", get(crate::responses::input_items))
+        .route("/v1/responses/{id}/cancel", post(crate::responses::cancel))
         .route("/responses", post(crate::responses::responses))
         .route("/v1/embeddings", post(crate::responses::embeddings))
         .route("/embeddings", post(crate::responses::embeddings))

@@ -362,21 +362,25 @@ async fn responses_pass_through_to_openai_and_translate_for_the_mock() {
         );
     }
 
-    // Stored responses: fetched from the deployment that answered them; continued there; refused by one that
-    // stores none.
-    let r = client().get(s.g.path("/v1/responses/resp_test")).bearer_auth(&s.key).send().await.unwrap();
+    // Stored responses (`store: false` above keeps none): fetched from the deployment that answered them;
+    // continued there; refused by one that stores none.
+    let mut kept = plain.clone();
+    kept["store"] = json!(true);
+    let r = client().post(s.g.path("/v1/responses")).bearer_auth(&s.key).json(&kept).send().await.unwrap();
+    let id = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    let r = client().get(s.g.path(&format!("/v1/responses/{id}"))).bearer_auth(&s.key).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.json::<Value>().await.unwrap()["model"], "gpt-5-codex");
     let r = client().get(s.g.path("/v1/responses/resp_unknown")).bearer_auth(&s.key).send().await.unwrap();
     assert_eq!(r.status(), 404);
     let mut chained = plain.clone();
-    chained["previous_response_id"] = json!("resp_test");
+    chained["previous_response_id"] = json!(id);
     chained["input"] = json!("and then?");
     let r = client().post(s.g.path("/v1/responses")).bearer_auth(&s.key).json(&chained).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert_eq!(s.up.requests().last().unwrap().body["previous_response_id"], "resp_test");
+    assert_eq!(s.up.requests().last().unwrap().body["previous_response_id"], json!(id));
     let mut chained = mock.clone();
-    chained["previous_response_id"] = json!("resp_test");
+    chained["previous_response_id"] = json!(id);
     let r = client().post(s.g.path("/v1/responses")).bearer_auth(&s.key).json(&chained).send().await.unwrap();
     assert_eq!(r.status(), 400);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["param"], "previous_response_id");

@@ -17,6 +17,7 @@ mod fleet;
 mod fleet_events;
 mod hardening;
 mod health;
+mod isolation;
 mod keys;
 mod metrics;
 mod passthrough;

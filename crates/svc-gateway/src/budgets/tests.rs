@@ -95,6 +95,7 @@ async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
         api: None,
         client: None,
         session_id: None,
+        response_id: None,
     };
     store.insert_spend_batch(&[r]).await.unwrap();
 }

@@ -8,13 +8,10 @@ use super::passthrough::{count, messages_usage, reply_usage, write_fields, Field
 use super::responses::{new_id, response, usage};
 use super::{sse, Api};
 use crate::error::ApiError;
-use crate::pipeline::routing::Route;
-use crate::pipeline::stored::ResponseHomes;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
-use std::sync::Arc;
 use svc_budget::Usage;
 use svc_providers::passthrough::RawEvent;
 use svc_providers::usage::Reported;
@@ -31,8 +28,8 @@ pub struct PassStream {
     reported: Option<Reported>,
     /// The index of a Messages content block started and not stopped.
     open_block: Option<u64>,
-    /// Where a Responses stream's id is remembered, with the deployment that answered it.
-    homes: Option<(Arc<ResponseHomes>, Arc<Route>)>,
+    /// A Responses stream's id (from `response.created`), until the caller takes it.
+    response_id: Option<String>,
 }
 
 /// The parts of a delta event the gateway counts.
@@ -69,13 +66,13 @@ impl PassStream {
             prompt: None,
             reported: None,
             open_block: None,
-            homes: None,
+            response_id: None,
         }
     }
 
-    /// Remembers the stream's response id (from `response.created`) as answered by `route`.
-    pub fn remember_in(&mut self, homes: Arc<ResponseHomes>, route: Arc<Route>) {
-        self.homes = Some((homes, route));
+    /// A Responses stream's id, once `response.created` gave it (then `None` again): the response it stores.
+    pub fn take_response_id(&mut self) -> Option<String> {
+        self.response_id.take()
     }
 
     /// What the upstream reported so far.
@@ -137,9 +134,9 @@ impl PassStream {
                 let record = k == "response.created";
                 let ends = k == "response.completed" || k == "response.incomplete";
                 self.nested(&ev.data, "response", |s, inner| {
-                    if record {
-                        if let (Some((homes, route)), Some(Value::String(id))) = (&s.homes, field(inner, "id")) {
-                            homes.record(&id, route);
+                    if record && s.api == Api::Responses {
+                        if let Some(Value::String(id)) = field(inner, "id") {
+                            s.response_id = Some(id);
                         }
                     }
                     if ends {

@@ -108,30 +108,6 @@ pub async fn count_tokens(
     }
 }
 
-/// `GET /responses/{id}`: a stored response, from the deployment that answered it through this node.
-pub async fn stored_response(
-    State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
-    axum::extract::Path(id): axum::extract::Path<String>,
-) -> Result<axum::Json<serde_json::Value>, ApiError> {
-    let Some(route) = state.models.homes.home(&id) else {
-        return Err(ApiError::not_found(
-            "not_found_error",
-            format!("no response `{id}` was answered through this gateway node"),
-        ));
-    };
-    pipeline::access::allowed(&state.config, &principal, &route.alias)?;
-    let timeout = route.deployment.timeout;
-    match tokio::time::timeout(timeout, route.deployment.retrieve_response(&id)).await {
-        Ok(Ok(mut body)) => {
-            body.insert("model".into(), serde_json::Value::String(route.alias.clone()));
-            Ok(axum::Json(serde_json::Value::Object(body)))
-        }
-        Ok(Err(e)) => Err(ApiError::from(e)),
-        Err(_) => Err(ApiError::upstream_timeout(format!("the upstream took longer than {} s", timeout.as_secs()))),
-    }
-}
-
 /// The client's API headers passed through to an upstream that speaks its API.
 fn api_headers(headers: &HeaderMap) -> Vec<(HeaderName, axum::http::HeaderValue)> {
     // Names made at compile time: a look-up by `&str` parses the name every time.

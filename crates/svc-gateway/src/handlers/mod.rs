@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod health;
 pub mod models;
 pub mod outbox;
+pub mod responses;
 pub mod spend;
 pub mod stats;
 

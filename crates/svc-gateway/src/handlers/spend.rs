@@ -128,7 +128,7 @@ pub async fn logs(
                 "model": r.model_alias, "upstream_model": r.upstream_model, "deployment": r.deployment,
                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                 "spend": Money::from_nanos(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,
-                "api": r.api, "client": r.client, "session_id": r.session_id,
+                "api": r.api, "client": r.client, "session_id": r.session_id, "response_id": r.response_id,
             })
         })
         .collect();

@@ -288,6 +288,7 @@ impl Call<'_> {
             caller: self.inbound.caller.clone(),
             attempts: Attempts { count: tries, fallback, waited },
             first_byte: None,
+            response_id: None,
         }
     }
 
@@ -299,8 +300,7 @@ impl Call<'_> {
                 return Ok(json_response(bytes));
             }
             Answer::Raw(body) => {
-                let homes = (self.api == Api::Responses).then_some(&*self.state.models.homes);
-                let bytes = upstream::raw_reply(settle, meter, &body, self.api, homes).await?;
+                let bytes = upstream::raw_reply(settle, meter, &body, self.api).await?;
                 return Ok(json_response(bytes));
             }
             Answer::Stream(chunks) => {
@@ -308,11 +308,7 @@ impl Call<'_> {
                 (Source::Chunks(chunks), encoder)
             }
             Answer::RawStream(events) => {
-                let mut pass = PassStream::new(self.api, &settle.route.alias);
-                if self.api == Api::Responses {
-                    pass.remember_in(self.state.models.homes.clone(), settle.route.clone());
-                }
-                let encoder = Encoder::Pass(pass);
+                let encoder = Encoder::Pass(PassStream::new(self.api, &settle.route.alias));
                 (Source::Events(events), Some(encoder))
             }
         };

@@ -24,7 +24,7 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
     use crate::json_text::{push_int, push_str};
     let s = &r.record;
-    let texts: [(&str, Option<&str>); 12] = [
+    let texts: [(&str, Option<&str>); 13] = [
         ("record_id", Some(&s.record_id)),
         ("node", s.node.as_deref()),
         ("request_id", Some(&s.request_id)),
@@ -37,6 +37,7 @@ fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
         ("api", s.api.as_deref()),
         ("client", s.client.as_deref()),
         ("session_id", s.session_id.as_deref()),
+        ("response_id", s.response_id.as_deref()),
     ];
     let numbers = [
         ("ts_ms", s.ts_ms),
@@ -291,6 +292,7 @@ mod tests {
         full.record.api = Some("messages".into());
         full.record.client = Some("claude-cli".into());
         full.record.session_id = Some("s-😀".into());
+        full.record.response_id = Some("resp_\u{7f}".into());
         (full.record.ts_ms, full.record.cost, full.record.status) = (i64::MAX, i64::MIN, -1);
         full.charges.push(svc_store::Charge { scope: "key:k".into(), period: -5, limit: 0 });
         let mut bare = record("b");

@@ -8,7 +8,8 @@
 //! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
 //!    use it (403).
 //! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'
-//!    (pinned to the deployment holding a stored response that the request continues).
+//!    (pinned to the deployment holding the stored response the request continues, which must be one the
+//!    caller may reach: [`stored::reach`], else 404 as an unknown `previous_response_id`).
 //! 6. [`admission::admit`]: rate limits, and the worst case on the dearest deployment of the plan reserved in
 //!    the team's and key's budgets, possibly with a lower completion cap (429 `Budget exceeded` /
 //!    `rate_limit_exceeded`).
@@ -86,7 +87,11 @@ pub async fn handle(
     *alias = facts.alias;
     let alias: &str = alias;
     access::check(&state.models, &state.config, &principal, alias)?;
-    let (plan, first) = plan(&state.models, state.events.as_ref(), alias, continues.as_deref())?;
+    let home = match continues.as_deref() {
+        Some(id) => Some(continued(state, &principal, id).await?),
+        None => None,
+    };
+    let (plan, first) = plan(&state.models, state.events.as_ref(), alias, home.as_ref())?;
     let (grant, meter) = admit(state, &principal, &plan, &req, body.len()).await?;
     let call = Call {
         state,
@@ -128,17 +133,28 @@ impl Facts {
     }
 }
 
+/// The stored response a request continues, when the caller may reach it (boxed: a store read, rare, kept out
+/// of the handler's future).
+fn continued<'a>(
+    state: &'a AppState,
+    principal: &'a Principal,
+    id: &'a str,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<stored::Home, ApiError>> + Send + 'a>> {
+    let shared = state.config.gateway.responses_shared_within_team;
+    Box::pin(stored::reach(&state.models, &state.store, shared, principal, id, stored::Asked::AsPrevious))
+}
+
 /// Stage 5: the deployments to try, pinned to a stored response's deployment when the request continues one.
 fn plan(
     models: &ModelTable,
     sink: &dyn EventSink,
     alias: &str,
-    continues: Option<&str>,
+    continues: Option<&stored::Home>,
 ) -> Result<(Plan, Arc<Route>), ApiError> {
     let unknown = || ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."));
     let mut plan = models.plan(alias, sink).ok_or_else(unknown)?;
-    if let Some(home) = continues.and_then(|id| models.homes.home(id)) {
-        plan.pin(&home.deployment.id);
+    if let Some(home) = continues {
+        plan.pin(&home.route.deployment.id);
     }
     let first = plan.candidates().first().cloned().ok_or_else(unknown)?;
     Ok((plan, first))

@@ -76,7 +76,7 @@ pub struct ModelTable {
     attempts: usize,
     /// Aliases in config order.
     pub aliases: Vec<AliasInfo>,
-    /// Which deployment answered each passed-through Responses id.
+    /// The stored responses this node served lately: where each is kept and whose it is.
     pub homes: Arc<crate::pipeline::stored::ResponseHomes>,
 }
 
@@ -199,6 +199,11 @@ impl ModelTable {
         }
         let pattern = self.wildcards.iter().find(|p| matches(p, name).is_some())?;
         self.groups.get(pattern)
+    }
+
+    /// The deployment with id `id`.
+    pub fn deployment(&self, id: &str) -> Option<&Arc<Route>> {
+        self.routes.iter().find(|r| r.deployment.id == id)
     }
 
     /// Every deployment, in config order.

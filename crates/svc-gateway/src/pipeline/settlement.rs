@@ -8,6 +8,7 @@ use crate::front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::routing::{InFlight, Route};
+use crate::pipeline::stored;
 use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,9 +41,22 @@ pub struct Settle {
     pub attempts: Attempts,
     /// When a stream's first bytes went to the client (from arrival).
     pub first_byte: Option<Duration>,
+    /// The stored response the call created upstream (Responses), recorded with its spend.
+    pub response_id: Option<String>,
 }
 
 impl Settle {
+    /// The call created the stored response `id` upstream: this node remembers it as the caller's at once (a
+    /// stream's id comes with its first event), and its spend record will name it for every node.
+    pub fn stored_response(&mut self, id: &str) {
+        if self.response_id.is_some() || !stored::is_id(id) {
+            return;
+        }
+        let home = stored::Home { route: self.route.clone(), owner: stored::Owner::of(&self.principal) };
+        self.state.models.homes.record(id, home);
+        self.response_id = Some(id.to_string());
+    }
+
     /// Records the call's spend at the cost of `usage` (never more than the budgets hold for it: the excess
     /// of an upstream's count over the reservation is logged, not charged) and settles its reservation.
     /// Returns what was charged.
@@ -78,7 +92,7 @@ impl Settle {
         Box::pin(self.record_now(usage, charged, status))
     }
 
-    async fn record_now(self, usage: Usage, charged: Money, status: u16) -> Money {
+    async fn record_now(mut self, usage: Usage, charged: Money, status: u16) -> Money {
         // Budgets first: the next request's admission must see the actual cost, not the reservation.
         let charges = self.reservation.settle(charged);
         self.state.node.served();
@@ -123,6 +137,7 @@ impl Settle {
             api: Some(self.api.as_str().to_string()),
             client: self.caller.client.clone(),
             session_id: self.caller.session.clone(),
+            response_id: self.response_id.take(),
         };
         if !self.state.spend.record(ChargedRecord { record, charges }).await {
             tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");

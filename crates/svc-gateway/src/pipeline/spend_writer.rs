@@ -396,6 +396,7 @@ pub(crate) mod tests {
             api: None,
             client: None,
             session_id: None,
+            response_id: None,
         }
     }
 

@@ -18,7 +18,6 @@ use crate::front::passthrough;
 use crate::front::{sse, Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
-use crate::pipeline::stored::ResponseHomes;
 use axum::body::Body;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -55,7 +54,7 @@ fn log_fault(settle: &Settle, metered: &Metered) {
 /// answer has the spec 2.5 shape and what the client is shown is what was recorded.
 pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Result<Bytes, ApiError> {
     let mut body = match (reply, api) {
-        (Reply::Json(answer), Api::Chat) => return raw_reply(settle, meter, &answer, api, None).await,
+        (Reply::Json(answer), Api::Chat) => return raw_reply(settle, meter, &answer, api).await,
         (reply, _) => {
             reply.into_object().map_err(|_| ApiError::internal("the upstream's answer is not a JSON object"))?
         }
@@ -74,16 +73,10 @@ pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Resu
 /// Finishes a call whose answer stays in the upstream's bytes: an OpenAI-compatible chat completion, or a
 /// passed-through answer. Only the top-level fields are read and only `usage`, `id` and the generated content
 /// (when usage must be estimated) are parsed; the client's name goes into `model`, and a Responses id is
-/// remembered in `homes`. A chat completion is made to look as [`reply`] makes a translated one: `model` and,
+/// recorded as a stored response of the caller's ([`Settle::stored_response`]). A chat completion is made to look as [`reply`] makes a translated one: `model` and,
 /// when the upstream's count was not believed, the `usage` charged, added when missing. A passed-through answer
 /// keeps its own shape: only an existing `model` is replaced.
-pub async fn raw_reply(
-    settle: Settle,
-    meter: Meter,
-    body: &Object,
-    api: Api,
-    homes: Option<&ResponseHomes>,
-) -> Result<Bytes, ApiError> {
+pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api) -> Result<Bytes, ApiError> {
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
     let field = |key: &str| body.value(key);
     let chat = api == Api::Chat;
@@ -94,9 +87,9 @@ pub async fn raw_reply(
         generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)
     });
     log_fault(&settle, &metered);
-    if let Some(homes) = homes {
+    if api == Api::Responses {
         if let Some(Value::String(id)) = field("id") {
-            homes.record(&id, &settle.route);
+            settle.stored_response(&id);
         }
     }
     let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
@@ -193,6 +186,9 @@ impl Forward {
                 self.generated = self.generated.saturating_add(generated);
                 if let Some(reported) = pass.reported() {
                     self.reported = Some(reported);
+                }
+                if let (Some(id), Some(settle)) = (pass.take_response_id(), self.settle.as_mut()) {
+                    settle.stored_response(&id);
                 }
                 return bytes;
             }
