@@ -1,13 +1,17 @@
 //! This gateway as a node of its fleet (spec 1: one gateway per node, reached by node name; spec 6.1:
 //! `node.offline` from a fleet monitor).
 //!
-//! 1. [`FleetNode::register`]: at start, the node records itself in the store as online (name, fleet, address,
-//!    version, start time, its teams' configuration) and logs how the store saw it before: back after an
-//!    unclean stop (with how long it was down), back after being declared offline, or new.
+//! 1. [`FleetNode::register`]: at start, before anything else reaches the store, the node records itself as
+//!    online (name, fleet, address, host name, a token of this run, version, start time, its teams'
+//!    configuration) and logs how the store saw it before: back after an unclean stop (with how long it was
+//!    down), back after being declared offline, or new. On a shared store a start is refused while another run
+//!    of the node name is live elsewhere (README, "Fleet mode"): its heartbeat younger than
+//!    `fleet.offline_after_seconds`, from another host or address.
 //! 2. [`FleetNode::spawn`]: every `fleet.heartbeat_seconds` it sends a heartbeat (with its requests served and
 //!    in flight) and, as the fleet monitor, declares offline every node of its fleet whose last heartbeat is
 //!    older than `fleet.offline_after_seconds`. That is one conditional UPDATE in the store, so each outage is
-//!    won by exactly one node, which emits the one `node.offline`.
+//!    won by exactly one node, which emits the one `node.offline`. A heartbeat writes only while the row is this
+//!    run's; when another run has taken the name, each heartbeat logs an error naming it.
 //! 3. [`FleetNode::stop`]: a clean stop (SIGTERM) marks the node `stopped`; nothing is announced.
 //!
 //! Every node runs the monitor, so a fleet reports a dead node as long as one node lives. With a single node
@@ -22,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use svc_config::FleetConfig;
-use svc_store::{NodeRow, NodeState, Store};
+use svc_store::{Backend, Beat, NodeRow, NodeState, Registration, Store};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,6 +45,38 @@ pub struct FleetNode {
     teams: String,
     /// The teams last reported as configured differently on another node (logged when this changes).
     differs: std::sync::Mutex<Vec<String>>,
+    /// The host name of this machine.
+    host: String,
+    /// A token of this run: its heartbeats write the node's row only while the row holds it.
+    instance: String,
+}
+
+/// The node cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// Another run of the node name is live on another host or address.
+    #[error(
+        "node `{node}` is already running at {address} on host `{host}` (last heartbeat {last_heartbeat}, \
+         {age_seconds} s ago): stop it, or if it is dead wait {wait_seconds} s until it counts as offline, or give \
+         this node another `fleet.node`"
+    )]
+    Taken {
+        /// The node name.
+        node: String,
+        /// The live run's address.
+        address: String,
+        /// The live run's host name.
+        host: String,
+        /// Its last heartbeat (RFC 3339).
+        last_heartbeat: String,
+        /// How long ago.
+        age_seconds: i64,
+        /// How long until its heartbeat is older than `fleet.offline_after_seconds`.
+        wait_seconds: i64,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] svc_store::StoreError),
 }
 
 fn rfc3339_ms(ms: i64) -> String {
@@ -59,7 +95,10 @@ impl FleetNode {
         teams: String,
     ) -> FleetNode {
         let differs = std::sync::Mutex::new(Vec::new());
-        FleetNode { config, store, served: AtomicU64::new(0), in_flight, max_in_flight, teams, differs }
+        // gethostname(2): no IO.
+        let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+        let instance = uuid::Uuid::new_v4().simple().to_string();
+        FleetNode { config, store, served: AtomicU64::new(0), in_flight, max_in_flight, teams, differs, host, instance }
     }
 
     /// The node's name.
@@ -77,9 +116,13 @@ impl FleetNode {
         i64::try_from(used).unwrap_or(i64::MAX)
     }
 
+    fn offline_after_ms(&self) -> i64 {
+        i64::try_from(self.config.offline_after.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// Records the node as online at `address` (used when `fleet.address` is not set) and logs how it was seen
-    /// before.
-    pub async fn register(&self, address: &str) -> Result<(), svc_store::StoreError> {
+    /// before; refused ([`RegisterError::Taken`]) while another run of the node name is live elsewhere.
+    pub async fn register(&self, address: &str) -> Result<(), RegisterError> {
         let now = svc_store::now_ms();
         let row = NodeRow {
             node: self.config.node.clone(),
@@ -93,8 +136,30 @@ impl FleetNode {
             requests_served: 0,
             in_flight: 0,
             teams: self.teams.clone(),
+            host: self.host.clone(),
+            instance: self.instance.clone(),
         };
-        let before = self.store.register_node(&row).await?;
+        let live_after = match self.store.backend() {
+            Backend::Postgres => now.saturating_sub(self.offline_after_ms()),
+            // An SQLite file is one machine's, and the lock on the spend journal beside it already keeps a second
+            // process of this node away (taken before this): a restart after a crash on another port is this
+            // node, whatever its row says.
+            Backend::Sqlite => i64::MAX,
+        };
+        let before = match self.store.register_node(&row, live_after).await? {
+            Registration::Registered(before) => before,
+            Registration::Refused(live) => {
+                let age = now.saturating_sub(live.heartbeat_ms);
+                return Err(RegisterError::Taken {
+                    node: live.node,
+                    address: live.address,
+                    host: live.host,
+                    last_heartbeat: rfc3339_ms(live.heartbeat_ms),
+                    age_seconds: age / 1000,
+                    wait_seconds: (self.offline_after_ms().saturating_sub(age).max(0) + 999) / 1000,
+                });
+            }
+        };
         let down_for = |since: i64| Duration::from_millis(u64::try_from(now - since).unwrap_or(0)).as_secs();
         match before {
             None => tracing::info!(node = %row.node, fleet = %row.fleet, address = %row.address, "node registered"),
@@ -134,13 +199,16 @@ impl FleetNode {
     async fn beat(&self, events: &dyn EventSink) {
         let now = svc_store::now_ms();
         let served = i64::try_from(self.served.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-        match self.store.heartbeat(&self.config.node, now, served, self.in_flight_now()).await {
-            Ok(true) => tracing::info!(node = %self.config.node, "node online again (its heartbeats had stopped)"),
-            Ok(false) => {}
+        match self.store.heartbeat(&self.config.node, &self.instance, now, served, self.in_flight_now()).await {
+            Ok(Beat::Back) => {
+                tracing::info!(node = %self.config.node, "node online again (its heartbeats had stopped)")
+            }
+            Ok(Beat::Sent) => {}
+            Ok(Beat::Displaced) => self.displaced().await,
             Err(e) => tracing::warn!(error = %e, "cannot send the node's heartbeat to the store"),
         }
         self.check_config().await;
-        let offline_after = i64::try_from(self.config.offline_after.as_millis()).unwrap_or(i64::MAX);
+        let offline_after = self.offline_after_ms();
         let gone = match self.store.declare_offline(&self.config.name, now - offline_after, now).await {
             Ok(gone) => gone,
             Err(e) => {
@@ -165,6 +233,19 @@ impl FleetNode {
         }
     }
 
+    /// Another run of this node name registered after this one (it started while this one's heartbeat was older
+    /// than `offline_after`): its row is not written over; the operator is told which run holds it.
+    async fn displaced(&self) {
+        let other = match self.store.node(&self.config.node).await {
+            Ok(Some(row)) => format!("{} on host `{}`", row.address, row.host),
+            Ok(None) => "unknown".to_string(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        tracing::error!(node = %self.config.node, other = %other,
+            "another process runs with this node name and holds its row in the store: this one's heartbeats are not \
+             recorded (the fleet may declare it offline); stop one of them, or give one another `fleet.node`");
+    }
+
     /// Logs, when it changes, which teams this node configures differently from another online node.
     async fn check_config(&self) {
         let Ok(nodes) = self.store.list_nodes(&self.config.name).await else { return };
@@ -185,9 +266,22 @@ impl FleetNode {
 
     /// A clean stop: the node is `stopped`, and no `node.offline` is announced for it.
     pub async fn stop(&self) {
-        if let Err(e) = self.store.stop_node(&self.config.node, svc_store::now_ms()).await {
+        if let Err(e) = self.store.stop_node(&self.config.node, &self.instance, svc_store::now_ms()).await {
             tracing::warn!(error = %e, "cannot record the node's clean stop");
         }
+    }
+}
+
+/// The address a node is reached at when `fleet.address` is not set: `http://<host>:<port>` when it listens on
+/// one address, `http://<node name>:<port>` when it listens on all (a fleet's overlay network reaches nodes by
+/// name: README, "Fleet mode").
+pub(crate) fn advertised_address(host: &str, node: &str, port: u16) -> String {
+    let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+    let host = if unspecified || host.is_empty() { node } else { host };
+    if host.contains(':') {
+        format!("http://[{host}]:{port}")
+    } else {
+        format!("http://{host}:{port}")
     }
 }
 
@@ -296,6 +390,8 @@ mod tests {
             requests_served: 0,
             in_flight: 0,
             teams: teams.into(),
+            host: String::new(),
+            instance: String::new(),
         }
     }
 

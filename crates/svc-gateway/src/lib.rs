@@ -152,9 +152,9 @@ fn milliseconds(d: Duration) -> Vec<u8> {
     out
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves (see `server` for the limits on what clients may
-/// hold), then waits for the requests under way (at most `server.shutdown_timeout_seconds`), and for the
-/// settlement tasks and spend writer to finish.
+/// Serves `state` (built by [`AppState::serving`], which registered the node) on `listener` until `shutdown`
+/// resolves (see `server` for the limits on what clients may hold), then waits for the requests under way (at
+/// most `server.shutdown_timeout_seconds`), and for the settlement tasks and spend writer to finish.
 pub async fn serve(
     state: AppState,
     listener: tokio::net::TcpListener,
@@ -171,10 +171,6 @@ pub async fn serve(
     let tasks = state.tasks.clone();
     let stop = state.shutdown.clone();
     let node = state.node.clone();
-    let address = advertised_address(&state.config.server.host, &state.config.fleet.node, &listener)?;
-    if let Err(e) = node.register(&address).await {
-        tracing::warn!(error = %e, "cannot register the node in the store");
-    }
     node.spawn(state.events.clone(), &tasks, stop.clone());
     state.budgets.spawn_upkeep(&tasks, stop.clone());
     if let Some(rates) = state.rates.fleet() {
@@ -216,16 +212,6 @@ fn spawn_metrics_listener(
         }
     });
     Ok(())
-}
-
-/// The address a node is reached at when `fleet.address` is not set: `http://<host>:<port>` when it listens on
-/// one address, `http://<node name>:<port>` when it listens on all (a fleet's overlay network reaches nodes by
-/// name, spec 1).
-fn advertised_address(host: &str, node: &str, listener: &tokio::net::TcpListener) -> std::io::Result<String> {
-    let port = listener.local_addr()?.port();
-    let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
-    let host = if unspecified || host.is_empty() { node } else { host };
-    Ok(if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") })
 }
 
 /// On a PostgreSQL store, hears of every key change in the fleet as it commits (`LISTEN`), so a key created,

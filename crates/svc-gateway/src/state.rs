@@ -1,10 +1,12 @@
-//! `AppState`: everything a request needs, built once by [`AppState::new`] and shared as one `Arc`.
+//! `AppState`: everything a request needs, built once by [`AppState::serving`] (a gateway about to serve: the
+//! node is registered first) or [`AppState::new`] (no registration: tests that drive the router) and shared as
+//! one `Arc`.
 
 use crate::budgets::{Budgets, Clock};
 use crate::events::EventSink;
 use crate::keys::{hash_secret, KeyCache, KeyHash};
 use crate::outbox::{OutboxSink, StoreOutbox};
-use crate::pipeline::journal::{Journal, JournalError};
+use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::routing::ModelTable;
 use crate::pipeline::spend_writer::SpendWriter;
 use crate::rate::RateLimits;
@@ -107,12 +109,15 @@ pub enum StateError {
     /// A fleet node has no place for its spend journal.
     #[error("no folder for the spend journal: set `fleet.journal_dir` (or $XDG_DATA_HOME or $HOME)")]
     NoJournalDir,
+    /// The node could not register: its name is live elsewhere, or the store failed.
+    #[error(transparent)]
+    Register(#[from] crate::fleet::RegisterError),
 }
 
-/// The spend journal: opened (locked), and the last run's records written to the store. A fleet node's is in
-/// `fleet.journal_dir` (or beside the demo store); a single node's beside its SQLite file, named after it. `None`
-/// for an in-memory SQLite store (nothing to survive a crash).
-async fn open_journal(config: &Config, store: &Store) -> Result<Option<Arc<Journal>>, StateError> {
+/// The spend journal, opened (locked) with the last run's records read ([`replay_journal`] writes them). A fleet
+/// node's is in `fleet.journal_dir` (or beside the demo store); a single node's beside its SQLite file, named
+/// after it. `None` for an in-memory SQLite store (nothing to survive a crash).
+fn open_journal(config: &Config, store: &Store) -> Result<Option<(Journal, Replay)>, StateError> {
     let (dir, name) = match store.backend() {
         svc_store::Backend::Postgres => {
             let dir = match &config.fleet.journal_dir {
@@ -134,20 +139,39 @@ async fn open_journal(config: &Config, store: &Store) -> Result<Option<Arc<Journ
             (dir, name)
         }
     };
-    let (journal, replay) = Journal::open(&dir, &name, &config.fleet.node)?;
+    Ok(Some(Journal::open(&dir, &name, &config.fleet.node)?))
+}
+
+/// Writes the last run's records of the journal to the store (its slices charged on a fleet node).
+async fn replay_journal(store: &Store, (journal, replay): (Journal, Replay)) -> Result<Arc<Journal>, StateError> {
     if !replay.records.is_empty() {
         SpendWriter::replay(store, &replay.records).await?;
         tracing::info!(records = replay.records.len(), "spend records of the last run written from the journal");
     }
     journal.forget_replayed(&replay);
-    Ok(Some(Arc::new(journal)))
+    Ok(Arc::new(journal))
 }
 
 impl AppState {
     /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
-    /// outbox worker delivering events to the configured push server, webhooks and this node's hooks.
+    /// outbox worker delivering events to the configured push server, webhooks and this node's hooks. The node
+    /// is not registered in the store (see [`AppState::serving`]).
     pub async fn new(config: Config, store: Store, master_key: Option<&str>) -> Result<AppState, StateError> {
         AppState::with_clock(config, store, master_key, None, Arc::new(chrono::Utc::now)).await
+    }
+
+    /// The state of a gateway about to serve on `port`: as [`AppState::new`], with the node registered in the
+    /// store at its address first. A node name live elsewhere ([`crate::fleet::RegisterError::Taken`]) stops the
+    /// build before it writes anything else: the live node's budget slices, outbox claims and teams stay as
+    /// they are.
+    pub async fn serving(
+        config: Config,
+        store: Store,
+        master_key: Option<&str>,
+        port: u16,
+    ) -> Result<AppState, StateError> {
+        let address = crate::fleet::advertised_address(&config.server.host, &config.fleet.node, port);
+        AppState::build(config, store, master_key, None, Arc::new(chrono::Utc::now), Some(&address)).await
     }
 
     /// Like [`AppState::new`] with an injected clock for budget periods and, optionally, another sink for the
@@ -159,14 +183,44 @@ impl AppState {
         events: Option<Arc<dyn EventSink>>,
         clock: Clock,
     ) -> Result<AppState, StateError> {
+        AppState::build(config, store, master_key, events, clock, None).await
+    }
+
+    /// The state; the node registered at `address` when given.
+    async fn build(
+        config: Config,
+        store: Store,
+        master_key: Option<&str>,
+        events: Option<Arc<dyn EventSink>>,
+        clock: Clock,
+        address: Option<&str>,
+    ) -> Result<AppState, StateError> {
         let client = svc_providers::UpstreamClient::new().map_err(|e| StateError::Client(e.to_string()))?;
         let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
         let models = ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?;
+        // The journal's lock before the registration: on one machine a second process of this node stops here.
+        let journal = open_journal(&config, &store)?;
+        let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
+        let node = Arc::new(crate::fleet::FleetNode::new(
+            config.fleet.clone(),
+            store.clone(),
+            in_flight.clone(),
+            config.server.max_in_flight,
+            crate::admin::teams_fingerprint(&config),
+        ));
+        // The registration before any other write: a second run of a live node's name must not write its
+        // teams, charge or return its budget slices, or claim its outbox destinations.
+        if let Some(address) = address {
+            node.register(address).await?;
+        }
         crate::admin::sync_teams(&store, &config).await?;
         let keys = KeyCache::default();
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();
-        let journal = open_journal(&config, &store).await?;
+        let journal = match journal {
+            Some(j) => Some(replay_journal(&store, j).await?),
+            None => None,
+        };
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
@@ -210,14 +264,6 @@ impl AppState {
             ))),
             svc_store::Backend::Sqlite => RateLimits::default(),
         };
-        let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
-        let node = Arc::new(crate::fleet::FleetNode::new(
-            config.fleet.clone(),
-            store.clone(),
-            in_flight.clone(),
-            config.server.max_in_flight,
-            crate::admin::teams_fingerprint(&config),
-        ));
         let state = AppState(Arc::new(Inner {
             in_flight,
             node,

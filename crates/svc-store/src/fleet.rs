@@ -2,7 +2,13 @@
 //! node first sees its heartbeats stop ([`Store::declare_offline`] is one conditional UPDATE, so exactly one
 //! caller gets each outage back). A clean stop marks the node `stopped`.
 //!
-//! What this file does not do: decide when to send a heartbeat or what to announce (the gateway does).
+//! A node name belongs to one run at a time. [`Store::register_node`] is one conditional upsert: a row that is
+//! online with a heartbeat newer than the caller's cutoff, from another host or address, is a live twin and stays
+//! as it is (of two runs registering at once, exactly one gets the row). Each run writes its own `instance`
+//! token, and its heartbeats and clean stop touch the row only while the token is still its own.
+//!
+//! What this file does not do: decide when to send a heartbeat, how old a live heartbeat may be, or what to
+//! announce (the gateway does).
 
 use crate::{Store, StoreError};
 use sqlx::any::AnyRow;
@@ -64,11 +70,36 @@ pub struct NodeRow {
     pub in_flight: i64,
     /// Its configuration of the teams (JSON text), to find nodes that disagree.
     pub teams: String,
+    /// The host name of the machine it runs on (with `address`, what makes a start the same node coming back).
+    pub host: String,
+    /// A token of its current run: heartbeats and the clean stop of another run leave the row alone.
+    pub instance: String,
+}
+
+/// What [`Store::register_node`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// The row is the caller's now; how the store saw the node before, when it was known.
+    Registered(Option<NodeRow>),
+    /// Another run of the node name is live (online, heartbeat newer than the cutoff, another host or
+    /// address): its row, untouched.
+    Refused(NodeRow),
+}
+
+/// What [`Store::heartbeat`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beat {
+    /// The heartbeat is recorded.
+    Sent,
+    /// Recorded, and the node, declared offline (or stopped) meanwhile, is online again.
+    Back,
+    /// Nothing written: the row belongs to another run of the node name now.
+    Displaced,
 }
 
 const COLUMNS: &str =
     "node, fleet, address, version, started_ms, heartbeat_ms, state, state_since_ms, requests_served, \
-     in_flight, teams";
+     in_flight, teams, host, instance";
 
 fn from_row(r: &AnyRow) -> Result<NodeRow, StoreError> {
     let state: String = r.try_get("state")?;
@@ -84,60 +115,110 @@ fn from_row(r: &AnyRow) -> Result<NodeRow, StoreError> {
         requests_served: r.try_get("requests_served")?,
         in_flight: r.try_get("in_flight")?,
         teams: r.try_get("teams")?,
+        host: r.try_get("host")?,
+        instance: r.try_get("instance")?,
     })
 }
 
+/// Whether `row` is a live run of its node other than `new`: what refuses `new`'s registration (the negation of
+/// the upsert's `WHERE`).
+fn live_twin(row: &NodeRow, new: &NodeRow, live_after_ms: i64) -> bool {
+    row.state == NodeState::Online
+        && row.heartbeat_ms >= live_after_ms
+        && !(row.address == new.address && row.host == new.host)
+}
+
 impl Store {
-    /// Registers `node` as online (it just started), returning how the store saw it before, if it was known.
-    pub async fn register_node(&self, node: &NodeRow) -> Result<Option<NodeRow>, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let sql = format!("SELECT {COLUMNS} FROM fleet_nodes WHERE node = $1");
-        let before = sqlx::query(&sql).bind(&node.node).fetch_optional(&mut *tx).await?;
-        let before = before.as_ref().map(from_row).transpose()?;
-        sqlx::query(
-            "INSERT INTO fleet_nodes (node, fleet, address, version, started_ms, heartbeat_ms, state, state_since_ms, \
-             requests_served, in_flight, teams) VALUES ($1, $2, $3, $4, $5, $6, 'online', $7, 0, 0, $8) \
-             ON CONFLICT (node) DO UPDATE SET fleet = $2, address = $3, version = $4, started_ms = $5, \
-             heartbeat_ms = $6, state = 'online', state_since_ms = $7, requests_served = 0, in_flight = 0, teams = $8",
-        )
-        .bind(&node.node)
-        .bind(&node.fleet)
-        .bind(&node.address)
-        .bind(&node.version)
-        .bind(node.started_ms)
-        .bind(node.heartbeat_ms)
-        .bind(node.state_since_ms)
-        .bind(&node.teams)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(before)
+    /// Registers `node` (a run that just started) as online, unless another run of its name is live: a row
+    /// online with a heartbeat at or after `live_after_ms` from another host or address. A row of the same host
+    /// and address is the same node started again (after a crash its row still looks live) and is taken over.
+    /// The decision is the upsert's `WHERE`, one statement, so of two runs registering at once exactly one gets
+    /// the row. `Registered` carries the row as it was read just before (for the caller's log only).
+    pub async fn register_node(&self, node: &NodeRow, live_after_ms: i64) -> Result<Registration, StoreError> {
+        let before = self.node(&node.node).await?;
+        let mut attempts = 0;
+        loop {
+            let won = sqlx::query(
+                "INSERT INTO fleet_nodes (node, fleet, address, version, started_ms, heartbeat_ms, state, \
+                 state_since_ms, requests_served, in_flight, teams, host, instance) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'online', $7, 0, 0, $8, $9, $10) \
+                 ON CONFLICT (node) DO UPDATE SET fleet = $2, address = $3, version = $4, started_ms = $5, \
+                 heartbeat_ms = $6, state = 'online', state_since_ms = $7, requests_served = 0, in_flight = 0, \
+                 teams = $8, host = $9, instance = $10 \
+                 WHERE fleet_nodes.state <> 'online' OR fleet_nodes.heartbeat_ms < $11 \
+                 OR (fleet_nodes.address = $3 AND fleet_nodes.host = $9) \
+                 RETURNING node",
+            )
+            .bind(&node.node)
+            .bind(&node.fleet)
+            .bind(&node.address)
+            .bind(&node.version)
+            .bind(node.started_ms)
+            .bind(node.heartbeat_ms)
+            .bind(node.state_since_ms)
+            .bind(&node.teams)
+            .bind(&node.host)
+            .bind(&node.instance)
+            .bind(live_after_ms)
+            .fetch_optional(self.pool())
+            .await?;
+            if won.is_some() {
+                return Ok(Registration::Registered(before));
+            }
+            // The row that refused it, to name in the refusal. It may have changed since (its run stopped just
+            // then): then the upsert decides again, a few times at most.
+            attempts += 1;
+            match self.node(&node.node).await? {
+                Some(row) if attempts >= 3 || live_twin(&row, node, live_after_ms) => {
+                    return Ok(Registration::Refused(row))
+                }
+                _ => {}
+            }
+        }
     }
 
-    /// A heartbeat: the node is alive at `now_ms` with these figures. A node declared offline meanwhile comes
-    /// back online (returns true then).
+    /// The row of `node`, when it ever registered.
+    pub async fn node(&self, node: &str) -> Result<Option<NodeRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM fleet_nodes WHERE node = $1");
+        let row = sqlx::query(&sql).bind(node).fetch_optional(self.pool()).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// A heartbeat of the run `instance` of `node`: it is alive at `now_ms` with these figures. A node declared
+    /// offline meanwhile comes back online. Nothing is written when the row belongs to another run.
     pub async fn heartbeat(
         &self,
         node: &str,
+        instance: &str,
         now_ms: i64,
         requests_served: i64,
         in_flight: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Beat, StoreError> {
         let back = sqlx::query(
-            "UPDATE fleet_nodes SET state = 'online', state_since_ms = $2 WHERE node = $1 AND state <> 'online'",
+            "UPDATE fleet_nodes SET state = 'online', state_since_ms = $2 \
+             WHERE node = $1 AND instance = $3 AND state <> 'online'",
         )
         .bind(node)
         .bind(now_ms)
+        .bind(instance)
         .execute(self.pool())
         .await?;
-        sqlx::query("UPDATE fleet_nodes SET heartbeat_ms = $2, requests_served = $3, in_flight = $4 WHERE node = $1")
-            .bind(node)
-            .bind(now_ms)
-            .bind(requests_served)
-            .bind(in_flight)
-            .execute(self.pool())
-            .await?;
-        Ok(back.rows_affected() > 0)
+        let sent = sqlx::query(
+            "UPDATE fleet_nodes SET heartbeat_ms = $2, requests_served = $3, in_flight = $4 \
+             WHERE node = $1 AND instance = $5",
+        )
+        .bind(node)
+        .bind(now_ms)
+        .bind(requests_served)
+        .bind(in_flight)
+        .bind(instance)
+        .execute(self.pool())
+        .await?;
+        Ok(match (sent.rows_affected(), back.rows_affected()) {
+            (0, _) => Beat::Displaced,
+            (_, 0) => Beat::Sent,
+            _ => Beat::Back,
+        })
     }
 
     /// Declares offline every online node of `fleet` whose last heartbeat is older than `cutoff_ms`, and
@@ -152,14 +233,15 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
-    /// The node stopped cleanly.
-    pub async fn stop_node(&self, node: &str, now_ms: i64) -> Result<(), StoreError> {
+    /// The run `instance` of `node` stopped cleanly (nothing is written when the row belongs to another run).
+    pub async fn stop_node(&self, node: &str, instance: &str, now_ms: i64) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE fleet_nodes SET state = 'stopped', state_since_ms = $2, heartbeat_ms = $2, in_flight = 0 \
-             WHERE node = $1",
+             WHERE node = $1 AND instance = $3",
         )
         .bind(node)
         .bind(now_ms)
+        .bind(instance)
         .execute(self.pool())
         .await?;
         Ok(())

@@ -162,8 +162,10 @@ async fn the_fleet_announces_each_of_its_health_transitions_once() {
             requests_served: 0,
             in_flight: 0,
             teams: "{}".into(),
+            host: "h".into(),
+            instance: name.into(),
         };
-        s.register_node(&row).await.unwrap();
+        s.register_node(&row, 0).await.unwrap();
     }
     let judged =
         |node: &'static str, state: &'static str| async move { s.health_judged("f", node, "d1", state).await.unwrap() };

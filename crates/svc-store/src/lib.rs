@@ -21,7 +21,7 @@ mod teams;
 mod wal;
 
 pub use file::sqlite_path;
-pub use fleet::{NodeRow, NodeState};
+pub use fleet::{Beat, NodeRow, NodeState, Registration};
 pub use keys::{KeyChanges, KeyRow};
 pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};

@@ -348,9 +348,8 @@ async fn outbox_claims(s: &Store) {
     assert!(s.outbox_claim("webhook:x", "n2", 9_500, 3_003).await.unwrap(), "claims are per destination");
 }
 
-/// Nodes register, beat, are declared offline once per outage (whoever asks), and stop cleanly.
-async fn fleet_nodes(s: &Store) {
-    let node = |name: &str, at: i64| NodeRow {
+fn node_row(name: &str, at: i64, host: &str, instance: &str) -> NodeRow {
+    NodeRow {
         node: name.into(),
         fleet: "f".into(),
         address: format!("http://{name}:4000"),
@@ -362,10 +361,21 @@ async fn fleet_nodes(s: &Store) {
         requests_served: 0,
         in_flight: 0,
         teams: "{}".into(),
+        host: host.into(),
+        instance: instance.into(),
+    }
+}
+
+/// Nodes register, beat, are declared offline once per outage (whoever asks), and stop cleanly.
+async fn fleet_nodes(s: &Store) {
+    let node = |name: &str, at: i64| node_row(name, at, "h", &format!("{name}@{at}"));
+    let registered = |r: Registration| match r {
+        Registration::Registered(before) => before,
+        Registration::Refused(row) => panic!("refused by {row:?}"),
     };
-    assert!(s.register_node(&node("a", 1_000)).await.unwrap().is_none());
-    assert!(s.register_node(&node("b", 1_000)).await.unwrap().is_none());
-    assert!(!s.heartbeat("a", 5_000, 10, 2).await.unwrap());
+    assert!(registered(s.register_node(&node("a", 1_000), 0).await.unwrap()).is_none());
+    assert!(registered(s.register_node(&node("b", 1_000), 0).await.unwrap()).is_none());
+    assert_eq!(s.heartbeat("a", "a@1000", 5_000, 10, 2).await.unwrap(), Beat::Sent);
     // b went silent: of two monitors asking at once, one gets it.
     let (x, y) = tokio::join!(s.declare_offline("f", 4_000, 6_000), s.declare_offline("f", 4_000, 6_000));
     let mut gone: Vec<String> = x.unwrap().into_iter().chain(y.unwrap()).map(|n| n.node).collect();
@@ -373,15 +383,80 @@ async fn fleet_nodes(s: &Store) {
     assert_eq!(gone, ["b"]);
     assert!(s.declare_offline("f", 4_500, 6_100).await.unwrap().is_empty(), "announced once");
     // b comes back by itself (a heartbeat) or by a restart; a clean stop is not an outage.
-    assert!(s.heartbeat("b", 7_000, 0, 0).await.unwrap());
-    let before = s.register_node(&node("b", 8_000)).await.unwrap().unwrap();
-    assert_eq!(before.state, NodeState::Online);
-    s.stop_node("a", 9_000).await.unwrap();
+    assert_eq!(s.heartbeat("b", "b@1000", 7_000, 0, 0).await.unwrap(), Beat::Back);
+    let before = registered(s.register_node(&node("b", 8_000), 0).await.unwrap()).unwrap();
+    assert_eq!((before.state, before.instance.as_str()), (NodeState::Online, "b@1000"), "same host and address");
+    s.stop_node("a", "a@1000", 9_000).await.unwrap();
     assert!(s.declare_offline("f", 100_000, 100_000).await.unwrap().iter().all(|n| n.node != "a"));
     let nodes = s.list_nodes("f").await.unwrap();
     let states: Vec<(&str, NodeState)> = nodes.iter().map(|n| (n.node.as_str(), n.state)).collect();
     assert_eq!(states, [("a", NodeState::Stopped), ("b", NodeState::Offline)]);
     assert_eq!((nodes[0].requests_served, nodes[0].in_flight), (10, 0));
+}
+
+/// A node name belongs to one run at a time: a live row from another host or address refuses a registration
+/// (of two racing, exactly one wins); the same host and address take it over (a restart after a crash); an
+/// aged, stopped or offline row is taken over from anywhere; the displaced run's heartbeats and stop write
+/// nothing.
+async fn node_names_are_unique(s: &Store) {
+    let on = |host: &str, port: u16, at: i64, instance: &str| {
+        let mut row = node_row("a", at, host, instance);
+        row.address = format!("http://10.0.0.1:{port}");
+        row
+    };
+    let refused = |r: Registration| match r {
+        Registration::Refused(row) => row,
+        Registration::Registered(_) => panic!("a live twin was overwritten"),
+    };
+    let first = on("h1", 4000, 1_000, "r1");
+    assert_eq!(s.register_node(&first, 0).await.unwrap(), Registration::Registered(None));
+    // Live (heartbeat at 1 000, cutoff 500): another port, or the same address on another host, is refused.
+    for twin in [on("h1", 4001, 1_200, "r2"), on("h2", 4000, 1_200, "r2")] {
+        let live = refused(s.register_node(&twin, 500).await.unwrap());
+        assert_eq!(
+            (live.address.as_str(), live.host.as_str(), live.heartbeat_ms),
+            (first.address.as_str(), "h1", 1_000)
+        );
+    }
+    // The same host and address: the node itself, started again after a crash.
+    let again = on("h1", 4000, 1_300, "r3");
+    assert!(
+        matches!(s.register_node(&again, 500).await.unwrap(), Registration::Registered(Some(b)) if b.instance == "r1")
+    );
+    // The old run's heartbeats and stop leave the row alone; the new run's are recorded.
+    assert_eq!(s.heartbeat("a", "r1", 1_400, 5, 5).await.unwrap(), Beat::Displaced);
+    s.stop_node("a", "r1", 1_450).await.unwrap();
+    assert_eq!(s.heartbeat("a", "r3", 1_500, 1, 0).await.unwrap(), Beat::Sent);
+    let row = s.node("a").await.unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.heartbeat_ms, row.requests_served, row.instance.as_str()),
+        (NodeState::Online, 1_500, 1, "r3")
+    );
+    // Its heartbeat older than the cutoff: another host takes the name over.
+    let other = on("h2", 4000, 9_000, "r4");
+    assert!(
+        matches!(s.register_node(&other, 2_000).await.unwrap(), Registration::Registered(Some(b)) if b.instance == "r3")
+    );
+    // Stopped cleanly, or declared offline: taken over at once, whatever the heartbeat's age.
+    s.stop_node("a", "r4", 9_100).await.unwrap();
+    assert!(matches!(s.register_node(&on("h1", 4000, 9_200, "r5"), 0).await.unwrap(), Registration::Registered(_)));
+    assert_eq!(s.declare_offline("f", 9_300, 9_300).await.unwrap().len(), 1);
+    assert!(matches!(s.register_node(&on("h2", 4000, 9_400, "r6"), 0).await.unwrap(), Registration::Registered(_)));
+    // Two runs of a new name registering at once (on two connections): exactly one gets the row.
+    for round in 0..10 {
+        let name = format!("race{round}");
+        let (mut x, mut y) = (on("hx", 4000, 20_000, "x"), on("hy", 4000, 20_000, "y"));
+        (x.node, y.node) = (name.clone(), name.clone());
+        let (rx, ry) = tokio::join!(s.register_node(&x, 10_000), s.register_node(&y, 10_000));
+        let (rx, ry) = (rx.unwrap(), ry.unwrap());
+        let won = |r: &Registration| matches!(r, Registration::Registered(_));
+        assert!(won(&rx) != won(&ry), "exactly one wins: {rx:?} {ry:?}");
+        let row = s.node(&name).await.unwrap().unwrap();
+        let winner = if won(&rx) { "x" } else { "y" };
+        assert_eq!(row.instance, winner);
+        let loser = if won(&rx) { ry } else { rx };
+        assert_eq!(loser, Registration::Refused(row), "the refusal names the winner");
+    }
 }
 
 both_backends!(
@@ -393,7 +468,8 @@ both_backends!(
     spend_sums_are_exact_and_rows_bounded,
     outbox_claims,
     fleet_nodes,
-    response_owners
+    response_owners,
+    node_names_are_unique
 );
 
 /// Steady load through `write` (a steady writer; its argument numbers the batch's rows), as the checkpointer

@@ -47,7 +47,7 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     };
     let database = config.server.database_url.clone();
     let from_env = config.server.master_key.is_some();
-    let state = AppState::new(config, store, Some(&master)).await?;
+    let state = AppState::serving(config, store, Some(&master), local.port()).await?;
     if demo {
         tracing::warn!("running the built-in demo configuration: the four aliases are served by the `mock` provider (no accounts, no network)");
         if from_env {

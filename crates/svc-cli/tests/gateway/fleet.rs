@@ -1,5 +1,5 @@
 //! Fleet mode (issue 11): three real `svc serve` processes on one fresh PostgreSQL database hold one budget and
-//! one rate limit (events and nodes: `fleet_events.rs`).
+//! one rate limit; a second process with a live node's name is refused (events and nodes: `fleet_events.rs`).
 
 use crate::harness::*;
 use futures::future::join_all;
@@ -42,12 +42,14 @@ impl Fleet {
         let started = join_all(dirs.iter().zip(&configs).map(|(d, c)| Gateway::start_in(d.clone(), c))).await;
         f.nodes = started.into_iter().map(Some).collect();
         f.dirs = dirs;
-        f.configs = configs;
+        // A node restarts on the port it had, as a service manager restarts it where it ran: only there is a
+        // start while its last heartbeat is still fresh the same node (README, "Fleet mode").
+        f.configs = configs.iter().zip(&f.nodes).map(|(c, g)| on_port_of(c, g.as_ref().unwrap())).collect();
         f.wait_online(3).await;
         f
     }
 
-    /// Waits until `n` nodes are registered online (a node registers just after it starts listening).
+    /// Waits until `n` nodes are registered online (each registered before it listened; this sees them all).
     pub(crate) async fn wait_online(&self, n: usize) {
         for _ in 0..200 {
             let nodes = admin_get(self.live()[0], "/fleet/nodes").await;
@@ -113,6 +115,12 @@ impl Fleet {
         }
         last
     }
+}
+
+/// `config` (of a gateway on port 0) on the port `g` listens on.
+pub(crate) fn on_port_of(config: &str, g: &Gateway) -> String {
+    let port = g.addr().rsplit(':').next().unwrap();
+    config.replacen("  port: 0\n", &format!("  port: {port}\n"), 1)
 }
 
 fn capped() -> Value {
@@ -410,6 +418,70 @@ async fn an_operator_releases_what_a_node_that_never_comes_back_holds() {
     let (code, stderr) = forget("n9").await;
     assert_eq!(code, Some(1));
     assert!(stderr.contains("no node `n9` in fleet `ci`"), "{stderr}");
+}
+
+/// The row of `node` in `GET /fleet/nodes`, as `g` answers.
+async fn node_row(g: &Gateway, node: &str) -> Value {
+    let nodes = admin_get(g, "/fleet/nodes").await;
+    nodes["nodes"].as_array().and_then(|a| a.iter().find(|n| n["node"] == node)).cloned().unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_second_process_with_a_live_nodes_name_is_refused() {
+    let up = Upstream::start().await.unwrap();
+    let db = svc_testkit::postgres::fresh_database().await;
+    let config = node_config(&config_for(&up.base_url, ""), &db, "twin", "");
+    let first = Gateway::start(&config).await;
+    assert_eq!(node_row(&first, "twin").await["address"], json!(first.url), "registered before it listens");
+    // The same `fleet.node` on another port (and its own journal folder, as on another machine): refused.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("svc.yaml");
+    std::fs::write(&path, &config).unwrap();
+    let mut second = svc();
+    second.args(["serve", "--config"]).arg(&path).current_dir(dir.path()).kill_on_drop(true);
+    second.env("SVC_HOOKS_FILE", dir.path().join("hooks.json"));
+    let out =
+        tokio::time::timeout(Duration::from_secs(30), second.output()).await.expect("the second start ends").unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let refusal = stderr
+        .lines()
+        .find(|l| l.starts_with("svc: node `twin` is already running at "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        refusal.starts_with(&format!("svc: node `twin` is already running at {} on host `", first.url)),
+        "{refusal}"
+    );
+    // The live node's last heartbeat (RFC 3339, and how long ago), and what to do.
+    let heartbeat = refusal.split("last heartbeat ").nth(1).and_then(|r| r.split(',').next()).unwrap_or_default();
+    let at = chrono::DateTime::parse_from_rfc3339(heartbeat).unwrap_or_else(|e| panic!("{e}: {refusal}"));
+    assert!((chrono::Utc::now() - at.to_utc()).num_seconds() <= 3, "{refusal}");
+    for part in [" s ago): stop it, or if it is dead wait ", " s until it counts as offline", "another `fleet.node`"] {
+        assert!(refusal.contains(part), "{refusal}");
+    }
+    assert!(!stderr.contains("listening on"), "{stderr}");
+    // The first serves on, its row untouched and its heartbeats still recorded.
+    let row = node_row(&first, "twin").await;
+    assert_eq!((&row["address"], &row["state"]), (&json!(first.url), &json!("online")), "{row}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while node_row(&first, "twin").await["last_heartbeat"] == row["last_heartbeat"] {
+        assert!(tokio::time::Instant::now() < deadline, "the first node's heartbeats stopped being recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let key = first.key(json!({"team_id": "executor"})).await;
+    assert_eq!(post_chat(&first, &key, &chat("openai/gpt-4.1-mini")).await.0, 200);
+    // kill -9: its row still says online with a fresh heartbeat. Started again on the same address at once, it
+    // is the same node after an unclean stop.
+    let (url, config) = (first.url.clone(), on_port_of(&config, &first));
+    let again = Gateway::start_in(first.kill().await, &config).await;
+    assert_eq!(again.url, url);
+    assert!(
+        eventually(5, || again.log_text().contains("node started again after an unclean stop")).await,
+        "{}",
+        again.log_text()
+    );
+    let row = node_row(&again, "twin").await;
+    assert_eq!((&row["address"], &row["state"]), (&json!(url), &json!("online")), "{row}");
 }
 
 pub(crate) fn with_receivers(base: String, ntfy: &NtfyServer, hook: &WebhookReceiver) -> String {
