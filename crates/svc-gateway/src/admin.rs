@@ -35,6 +35,43 @@ impl AdminError {
     }
 }
 
+/// The longest key alias, in bytes (it may label metrics: `server.metrics_key_labels`).
+pub const MAX_KEY_ALIAS_BYTES: usize = 128;
+/// The longest agent role, in bytes (it is the `agent` of the events the key posts).
+pub const MAX_AGENT_ROLE_BYTES: usize = 128;
+/// The longest `user_id`, in bytes.
+pub const MAX_USER_ID_BYTES: usize = 256;
+/// The most `metadata` a key holds, in bytes of JSON text (`user_id` included).
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+/// The most entries of a key's `models` list.
+pub const MAX_KEY_MODELS: usize = 256;
+/// The most entries of a key's `events` list.
+pub const MAX_KEY_EVENTS: usize = 64;
+
+/// 400 naming `param` when `text` is longer than `max` bytes: what a key record holds is bounded (README,
+/// "Limits"), and what is over its bound is refused, never cut.
+fn at_most(text: &str, max: usize, param: &str) -> Result<(), AdminError> {
+    if text.len() > max {
+        return Err(AdminError::invalid(format!("`{param}` is {} bytes long; at most {max}", text.len()), param));
+    }
+    Ok(())
+}
+
+/// 400 naming `param` when `list` has more than `max` entries.
+fn at_most_entries<T>(list: &[T], max: usize, param: &str) -> Result<(), AdminError> {
+    if list.len() > max {
+        return Err(AdminError::invalid(format!("`{param}` has {} entries; at most {max}", list.len()), param));
+    }
+    Ok(())
+}
+
+/// The metadata as stored: its JSON text, at most [`MAX_METADATA_BYTES`].
+fn metadata_text(metadata: Map<String, Value>) -> Result<String, AdminError> {
+    let text = Value::Object(metadata).to_string();
+    at_most(&text, MAX_METADATA_BYTES, "metadata")?;
+    Ok(text)
+}
+
 /// Body of `POST /key/generate` (LiteLLM's names; `duration` is accepted for `expires`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,6 +222,7 @@ fn parse_duration(text: &str, param: &str) -> Result<BudgetDuration, AdminError>
 /// A key's `events`: each an event pattern that takes at least one kind a virtual key may post (the kinds only
 /// the gateway emits are never posted with a virtual key, whatever its list says).
 fn check_events(events: &[String]) -> Result<(), AdminError> {
+    at_most_entries(events, MAX_KEY_EVENTS, "events")?;
     for e in events {
         if let Some(why) = svc_config::event_pattern_error(e) {
             return Err(AdminError::invalid(format!("`events`: {why}"), "events"));
@@ -217,6 +255,7 @@ impl Admin<'_> {
     }
 
     fn check_models(&self, team_id: &str, models: &[String]) -> Result<(), AdminError> {
+        at_most_entries(models, MAX_KEY_MODELS, "models")?;
         let Some(team) = self.config.team(team_id) else {
             let known: Vec<&str> = self.config.gateway.teams.iter().map(|t| t.team_id.as_str()).collect();
             return Err(AdminError::invalid(
@@ -246,6 +285,9 @@ impl Admin<'_> {
         self.check_models(&team_id, &models)?;
         let events = req.events.unwrap_or_default();
         check_events(&events)?;
+        at_most(req.key_alias.as_deref().unwrap_or_default(), MAX_KEY_ALIAS_BYTES, "key_alias")?;
+        at_most(req.agent_role.as_deref().unwrap_or_default(), MAX_AGENT_ROLE_BYTES, "agent_role")?;
+        at_most(req.user_id.as_deref().unwrap_or_default(), MAX_USER_ID_BYTES, "user_id")?;
         let now = Utc::now();
         let max_budget = req.max_budget.as_ref().map(|n| parse_money(n, "max_budget")).transpose()?;
         if let Some(d) = &req.budget_duration {
@@ -256,6 +298,7 @@ impl Admin<'_> {
         if let Some(u) = req.user_id {
             metadata.insert("user_id".into(), Value::String(u));
         }
+        let metadata = metadata_text(metadata)?;
         let secret = generate_secret();
         let row = KeyRow {
             id: uuid::Uuid::new_v4().to_string(),
@@ -270,7 +313,7 @@ impl Admin<'_> {
             budget_duration: req.budget_duration,
             rpm_limit: req.rpm_limit.map(i64::from),
             tpm_limit: req.tpm_limit.and_then(|v| i64::try_from(v).ok()),
-            metadata: Value::Object(metadata).to_string(),
+            metadata,
             expires_ms,
             revoked_ms: None,
             created_ms: now.timestamp_millis(),
@@ -304,9 +347,11 @@ impl Admin<'_> {
             row.events = events;
         }
         if let Some(a) = req.key_alias {
+            at_most(&a, MAX_KEY_ALIAS_BYTES, "key_alias")?;
             row.key_alias = Some(a).filter(|a| !a.is_empty());
         }
         if let Some(r) = req.agent_role {
+            at_most(&r, MAX_AGENT_ROLE_BYTES, "agent_role")?;
             row.agent_role = Some(r).filter(|r| !r.is_empty());
         }
         if let Some(b) = &req.max_budget {
@@ -326,7 +371,7 @@ impl Admin<'_> {
             row.expires_ms = Some(expiry(&e, Utc::now())?);
         }
         if let Some(m) = req.metadata {
-            row.metadata = Value::Object(m).to_string();
+            row.metadata = metadata_text(m)?;
         }
         if let Some(blocked) = req.blocked {
             row.revoked_ms = if blocked { row.revoked_ms.or(Some(now_ms())) } else { None };

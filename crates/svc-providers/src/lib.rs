@@ -30,4 +30,4 @@ pub use error::ProviderError;
 pub use mock::Mock;
 pub use openai::OpenAi;
 pub use provider::{ChunkStream, Deployment, Reply, Upstream};
-pub use request::{ChatRequest, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS};
+pub use request::{model_name, ChatRequest, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS, MAX_MODEL_BYTES};

@@ -5,6 +5,7 @@ mod harness;
 mod raw;
 
 mod agent_apis;
+mod bounds;
 mod budgets;
 mod cli;
 mod config;

@@ -102,21 +102,16 @@ pub struct Translated {
     pub continues: Option<String>,
 }
 
-/// A client body that must be a JSON object with a non-empty string `model` (400 otherwise): the object and
-/// the model.
+/// A client body that must be a JSON object with a `model` the pipeline takes (a non-empty string of at most
+/// [`svc_providers::MAX_MODEL_BYTES`]; 400 naming it otherwise): the object and the model.
 fn object_with_model(body: &[u8]) -> Result<(Map<String, Value>, String), ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
     let Value::Object(req) = value else {
         return Err(ApiError::bad_request("request body must be a JSON object", None));
     };
-    match req.get("model") {
-        Some(Value::String(m)) if !m.is_empty() => {
-            let model = m.clone();
-            Ok((req, model))
-        }
-        _ => Err(ApiError::bad_request("`model` must be a non-empty string", Some("model".into()))),
-    }
+    let model = svc_providers::model_name(req.get("model"))?.to_string();
+    Ok((req, model))
 }
 
 /// A stream translated from chat chunks to another API's events.
@@ -179,8 +174,10 @@ pub struct Caller {
     pub session: Option<String>,
 }
 
-/// The longest client or session name kept.
-const MAX_NAME: usize = 64;
+/// The longest client family kept, in bytes (a `User-Agent`'s product name: `claude-cli`, `codex_exec`).
+pub const MAX_CLIENT_BYTES: usize = 64;
+/// The longest session id kept, in bytes (the agents send UUIDs, 36 bytes).
+pub const MAX_SESSION_BYTES: usize = 128;
 
 /// Where agents name their session: Claude Code, Codex, and the generic name.
 const SESSION_HEADERS: [HeaderName; 3] = [
@@ -190,26 +187,37 @@ const SESSION_HEADERS: [HeaderName; 3] = [
 ];
 
 impl Caller {
-    /// Reads the caller from request headers; values that are not short printable text are not kept.
-    pub fn from_headers(headers: &HeaderMap) -> Caller {
-        let text = |name: &HeaderName| {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+    /// Reads the caller from request headers. A value that is not printable text is not kept; one longer than
+    /// its bound ([`MAX_CLIENT_BYTES`], [`MAX_SESSION_BYTES`]) is refused with 400 naming the header: it is
+    /// stored with every spend record, so it is never cut silently into something that looks like another.
+    pub fn from_headers(headers: &HeaderMap) -> Result<Caller, ApiError> {
+        let printable = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
+        let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+        let bounded = |name: &HeaderName, value: &str, max: usize| {
+            if value.len() > max {
+                return Err(ApiError::bad_request(
+                    format!("`{name}` is {} bytes long; at most {max} are kept", value.len()),
+                    Some(name.as_str().to_string()),
+                ));
+            }
+            Ok(printable(value).then(|| value.to_string()))
         };
-        let client = text(&axum::http::header::USER_AGENT).map(client_family).filter(|c| !c.is_empty());
-        let session = SESSION_HEADERS.iter().find_map(text).map(|s| s.chars().take(MAX_NAME).collect());
-        Caller { client, session }
+        let client = match text(&axum::http::header::USER_AGENT).map(client_family) {
+            Some(family) => bounded(&axum::http::header::USER_AGENT, family, MAX_CLIENT_BYTES)?,
+            None => None,
+        };
+        let session = match SESSION_HEADERS.iter().find_map(|h| Some((h, text(h)?))) {
+            Some((name, value)) => bounded(name, value, MAX_SESSION_BYTES)?,
+            None => None,
+        };
+        Ok(Caller { client, session })
     }
 }
 
-/// The product name of a `User-Agent`: its first token up to `/` (`claude-cli/2.1 (external)` →
-/// `claude-cli`), at most [`MAX_NAME`] characters.
-fn client_family(user_agent: &str) -> String {
+/// The product name of a `User-Agent`: its first token up to `/` (`claude-cli/2.1 (external)` → `claude-cli`).
+fn client_family(user_agent: &str) -> &str {
     let first = user_agent.split_whitespace().next().unwrap_or_default();
-    first.split('/').next().unwrap_or_default().chars().take(MAX_NAME).collect()
+    first.split('/').next().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -223,13 +231,35 @@ mod tests {
         h.insert("user-agent", HeaderValue::from_static("claude-cli/2.1.330 (external, sdk-cli)"));
         h.insert("x-claude-code-session-id", HeaderValue::from_static("5f0c-session"));
         assert_eq!(
-            Caller::from_headers(&h),
-            Caller { client: Some("claude-cli".into()), session: Some("5f0c-session".into()) }
+            Caller::from_headers(&h).ok(),
+            Some(Caller { client: Some("claude-cli".into()), session: Some("5f0c-session".into()) })
         );
         let mut h = HeaderMap::new();
         h.insert("user-agent", HeaderValue::from_static("codex_exec/0.169.0 (Debian 12; x86_64)"));
         h.insert("session-id", HeaderValue::from_static("0199-abc"));
-        assert_eq!(Caller::from_headers(&h).client.as_deref(), Some("codex_exec"));
-        assert_eq!(Caller::from_headers(&HeaderMap::new()), Caller::default());
+        assert_eq!(Caller::from_headers(&h).ok().and_then(|c| c.client).as_deref(), Some("codex_exec"));
+        assert_eq!(Caller::from_headers(&HeaderMap::new()).ok(), Some(Caller::default()));
+    }
+
+    #[test]
+    fn a_caller_string_is_kept_whole_up_to_its_bound_and_refused_past_it() {
+        let at = |name: &'static str, value: String| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("")));
+            Caller::from_headers(&h)
+        };
+        let session = "s".repeat(MAX_SESSION_BYTES);
+        assert_eq!(at("x-session-id", session.clone()).ok().and_then(|c| c.session), Some(session));
+        let e = at("x-session-id", "s".repeat(MAX_SESSION_BYTES + 1)).err().map(|e| e.body());
+        assert_eq!(e.as_ref().map(|b| b["error"]["param"].clone()), Some("x-session-id".into()));
+        let client = "c".repeat(MAX_CLIENT_BYTES);
+        assert_eq!(at("user-agent", format!("{client}/1.0 (x)")).ok().and_then(|c| c.client), Some(client));
+        let e = at("user-agent", format!("{}/1.0", "c".repeat(MAX_CLIENT_BYTES + 1))).err().map(|e| e.status());
+        assert_eq!(e.map(|s| s.as_u16()), Some(400));
+        // A long User-Agent with a short product name is fine; unprintable values are not kept.
+        assert!(at("user-agent", format!("Mozilla/5.0 ({})", "x".repeat(500))).is_ok());
+        let mut h = HeaderMap::new();
+        h.insert("x-session-id", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap_or(HeaderValue::from_static("")));
+        assert_eq!(Caller::from_headers(&h).ok(), Some(Caller::default()));
     }
 }

@@ -42,9 +42,17 @@ async fn run(
     api: Api,
 ) -> Response {
     let RequestId(request_id, started) = id;
-    let inbound = Inbound { api, caller: Caller::from_headers(headers), headers: api_headers(headers) };
+    // A caller header past its bound is refused, after the request line has what could be read.
+    let (caller, refused) = match Caller::from_headers(headers) {
+        Ok(c) => (c, None),
+        Err(e) => (Caller::default(), Some(e)),
+    };
+    let inbound = Inbound { api, caller, headers: api_headers(headers) };
     let mut alias = String::new();
     let result: Result<Response, ApiError> = async {
+        if let Some(e) = refused {
+            return Err(e);
+        }
         let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
         pipeline::handle(&state, principal.clone(), request_id.to_string(), &bytes, started, &inbound, &mut alias).await
     }

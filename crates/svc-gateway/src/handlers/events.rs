@@ -15,6 +15,39 @@ use serde::Deserialize;
 use serde_json::Value;
 use svc_events::{EmitError, EventKind, Meta, PushOverrides, Source};
 
+/// The largest `data` of a posted event, in bytes of JSON text (it is stored in the outbox and delivered to
+/// every destination; a push message holds a few KiB).
+pub const MAX_DATA_BYTES: usize = 16 * 1024;
+/// The longest `agent`, `meta.swarm` and `meta.build`, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+/// The longest `title`, in bytes.
+pub const MAX_TITLE_BYTES: usize = 256;
+
+impl PostedEvent {
+    /// 400 naming the field that is over its bound (README, "Limits"): an event is stored whole.
+    fn check_bounds(&self) -> Result<(), ApiError> {
+        let meta = self.meta.as_ref();
+        let names = [
+            ("agent", self.agent.as_deref(), MAX_NAME_BYTES),
+            ("meta.swarm", meta.and_then(|m| m.swarm.as_deref()), MAX_NAME_BYTES),
+            ("meta.build", meta.and_then(|m| m.build.as_deref()), MAX_NAME_BYTES),
+            ("title", self.title.as_deref(), MAX_TITLE_BYTES),
+        ];
+        for (param, text, max) in names {
+            if let Some(t) = text.filter(|t| t.len() > max) {
+                let message = format!("`{param}` is {} bytes long; at most {max}", t.len());
+                return Err(ApiError::bad_request(message, Some(param.into())));
+            }
+        }
+        let data = serde_json::to_string(&self.data).map_or(0, |t| t.len());
+        if data > MAX_DATA_BYTES {
+            let message = format!("`data` is {data} bytes of JSON; at most {MAX_DATA_BYTES}");
+            return Err(ApiError::bad_request(message, Some("data".into())));
+        }
+        Ok(())
+    }
+}
+
 /// The body of `POST /events`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,6 +76,7 @@ pub async fn post(
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, s.config.server.max_request_body_bytes).await?;
     let posted: PostedEvent = parse_json(&bytes)?;
+    posted.check_bounds()?;
     let kind =
         EventKind::parse(&posted.event).map_err(|e| ApiError::bad_request(e.to_string(), Some("event".into())))?;
     let origin = crate::events::poster(&p, kind)?;

@@ -157,13 +157,28 @@ fn millis(d: Duration) -> line::Field<'static> {
     line::Field::Fixed { value: i64::try_from(d.as_micros()).unwrap_or(i64::MAX), scale: 3 }
 }
 
+/// The longest path a request line holds, in bytes: a request's URI may be 64 KiB, and a client must not make
+/// every line of the log that long (README, "Limits").
+pub const MAX_LOGGED_PATH: usize = 256;
+/// The longest method a request line holds, in bytes.
+const MAX_LOGGED_METHOD: usize = 16;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// The line of a request that is not a model request (admin API, health, metrics, a refused key).
 pub fn log_other(request_id: &str, method: &str, path: &str, status: u16, latency: Duration) {
     use line::Field::{Str, Uint};
     line::emit(&[
         ("request_id", Some(Str(request_id))),
-        ("method", Some(Str(method))),
-        ("path", Some(Str(path))),
+        ("method", Some(Str(cut(method, MAX_LOGGED_METHOD)))),
+        ("path", Some(Str(cut(path, MAX_LOGGED_PATH)))),
         ("status", Some(Uint(u64::from(status)))),
         ("latency_ms", Some(millis(latency))),
     ]);

@@ -201,10 +201,10 @@ impl ClientBody {
 
     /// The checks of [`super::ChatRequest::check`], in its order and with its messages, on the raw fields.
     fn check(mut self, messages: Messages) -> Result<(ClientBody, Facts), RequestError> {
-        match self.object.value("model") {
-            Some(Value::String(m)) if !m.is_empty() => self.model = m,
-            Some(_) => return Err(bad("`model` must be a non-empty string", "model")),
-            None => return Err(bad("missing required field `model`", "model")),
+        let model = self.object.value("model");
+        super::model_name(model.as_ref())?;
+        if let Some(Value::String(m)) = model {
+            self.model = m;
         }
         let mut parts = messages.parts;
         match self.raw("messages") {

@@ -17,6 +17,23 @@ use std::borrow::Cow;
 pub const MAX_COMPLETION_TOKENS: u64 = 16_777_216;
 /// The most choices (`n`) a request may ask for, as OpenAI allows.
 pub const MAX_CHOICES: u64 = 128;
+/// The longest model name a request may give, in bytes. A wildcard alias serves any name it matches, and the
+/// name goes upstream, into the spend record and the request line: a client must not be able to make it
+/// large (providers' model ids are well under 100 bytes).
+pub const MAX_MODEL_BYTES: usize = 256;
+
+/// The request's `model`: a non-empty string of at most [`MAX_MODEL_BYTES`] (400 naming `model` otherwise).
+pub fn model_name(model: Option<&Value>) -> Result<&str, RequestError> {
+    match model {
+        Some(Value::String(m)) if m.len() > MAX_MODEL_BYTES => Err(bad(
+            format!("`model` is {} bytes long; a model name is at most {MAX_MODEL_BYTES} bytes", m.len()),
+            "model",
+        )),
+        Some(Value::String(m)) if !m.is_empty() => Ok(m),
+        Some(_) => Err(bad("`model` must be a non-empty string", "model")),
+        None => Err(bad("missing required field `model`", "model")),
+    }
+}
 
 /// A validated chat-completions request body.
 #[derive(Debug, Clone)]
@@ -151,11 +168,7 @@ impl ChatRequest {
 
     /// Checks a request body already parsed (a front end's translation into chat completions).
     pub fn check(body: Map<String, Value>) -> Result<ChatRequest, RequestError> {
-        match body.get("model") {
-            Some(Value::String(m)) if !m.is_empty() => {}
-            Some(_) => return Err(bad("`model` must be a non-empty string", "model")),
-            None => return Err(bad("missing required field `model`", "model")),
-        }
+        model_name(body.get("model"))?;
         match body.get("messages") {
             Some(Value::Array(ms)) if !ms.is_empty() => {
                 for (i, m) in ms.iter().enumerate() {
