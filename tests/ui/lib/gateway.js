@@ -109,11 +109,11 @@ export async function admin(url, path, body) {
   return { data, headers: resp.headers };
 }
 
-/** One chat completion with `key`; resolves to the response. */
-export function chat(url, key, model = 'openai/gpt-4.1-mini', content = 'Plan the next step of the release.') {
+/** One chat completion with `key` (and extra request `headers`, e.g. `x-session-id`); resolves to the response. */
+export function chat(url, key, model = 'openai/gpt-4.1-mini', content = 'Plan the next step of the release.', headers = {}) {
   return fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', 'User-Agent': 'dashboard-test/1.0' },
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', 'User-Agent': 'dashboard-test/1.0', ...headers },
     body: JSON.stringify({ model, messages: [{ role: 'user', content }] }),
   });
 }

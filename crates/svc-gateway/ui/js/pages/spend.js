@@ -14,13 +14,27 @@ function localInput(unixSecs) {
   return d.toISOString().slice(0, 16);
 }
 
-/** The rows as CSV text (RFC 4180 quoting). */
+/** A first character that makes a spreadsheet read a cell as a formula (OWASP's CSV injection list: `=`, `+`,
+ * `-`, `@`, tab, CR; and LF and the full-width `＝＋－＠`, which some spreadsheets and locales treat alike). */
+const FORMULA_START = /^[=+\-@\t\r\n\uFF1D\uFF0B\uFF0D\uFF20]/;
+
+/** One CSV cell. A finite number (the counts and spend the dashboard writes) is written as it is: its text is a
+ * number literal (`12`, `0.0042`, `1e-7`, and `-3` if one were ever negative), which a spreadsheet reads as a
+ * number and never as a formula. Any other value is text, and may be a client's or a key holder's (a session id,
+ * a client name, a key alias, a model): one starting with a character of FORMULA_START gets a single quote in
+ * front, so it is shown as text and never run (`=HYPERLINK(…)` → `'=HYPERLINK(…)`). A cell with `"`, `,`, `;`,
+ * tab, CR or LF is then quoted (RFC 4180, `"` doubled): `;` and tab too, so a spreadsheet that splits on them
+ * (a locale's default) cannot start a new cell inside one either. */
+export function csvCell(v) {
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v);
+  let s = v == null ? '' : String(v);
+  if (FORMULA_START.test(s)) s = `'${s}`;
+  return /[",;\t\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+/** The rows as CSV text: cells as `csvCell` writes them, lines ended by CRLF. */
 export function csv(header, rows) {
-  const cell = (v) => {
-    const s = v == null ? '' : String(v);
-    return /[",\n\r]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
-  };
-  return [header, ...rows].map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
+  return [header, ...rows].map((r) => r.map(csvCell).join(',')).join('\r\n') + '\r\n';
 }
 
 export default {
