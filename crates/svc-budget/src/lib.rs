@@ -4,9 +4,11 @@
 //! Nothing here does IO or reads a clock: callers pass `now`, so every rule is testable with an injected time.
 
 mod account;
+mod bill;
 mod duration;
 mod money;
 
+pub use bill::{Cost, LongContext, Prices};
 pub use account::{Account, Notice, NoticeKind, Refusal, Slice};
 pub use duration::{BudgetDuration, DurationError, Period};
 pub use money::{affordable_completion_tokens, Money, MoneyError, Price, Usage};

@@ -31,6 +31,12 @@ pub struct Usage {
     /// Of the input tokens, those read from the upstream's prompt cache.
     #[serde(default)]
     pub cache_read_tokens: u64,
+    /// Of the cache-creation tokens, those written for an hour (Anthropic's `ephemeral_1h_input_tokens`).
+    #[serde(default)]
+    pub cache_creation_1h_tokens: u64,
+    /// Server-side tool uses the provider bills per use (web searches).
+    #[serde(default)]
+    pub tool_uses: u64,
 }
 
 /// A decimal text that cannot be an amount or a price.
@@ -198,29 +204,6 @@ impl Usage {
         cost(self, input, output)
     }
 
-    /// The cost with prompt-cache prices: cache-creation tokens at `cache_write`, cache-read tokens at
-    /// `cache_read`, the other input tokens at `input` (each `None`: the input price), rounded up once.
-    pub fn cost_cached(
-        self,
-        input: Price,
-        output: Price,
-        cache_write: Option<Price>,
-        cache_read: Option<Price>,
-    ) -> Money {
-        let (cw, cr) = (cache_write.unwrap_or(input), cache_read.unwrap_or(input));
-        let written = self.cache_creation_tokens.min(self.prompt_tokens);
-        let read = self.cache_read_tokens.min(self.prompt_tokens - written);
-        let plain = self.prompt_tokens - written - read;
-        let picos = i128::from(plain)
-            .saturating_mul(i128::from(input.0))
-            .saturating_add(i128::from(written).saturating_mul(i128::from(cw.0)))
-            .saturating_add(i128::from(read).saturating_mul(i128::from(cr.0)))
-            .saturating_add(i128::from(self.completion_tokens).saturating_mul(i128::from(output.0)))
-            .max(0);
-        let nanos = picos / PICOS_PER_NANO + i128::from(picos % PICOS_PER_NANO != 0);
-        Money::from_nanos_i128(nanos)
-    }
-
     /// prompt + completion, saturating at `u64::MAX` (counts come from upstreams and are not trusted).
     pub fn total_tokens(self) -> u64 {
         self.prompt_tokens.saturating_add(self.completion_tokens)
@@ -314,18 +297,6 @@ mod tests {
 
     #[test]
     fn cost_is_exact_and_rounds_up() {
-        let cached =
-            Usage { prompt_tokens: 1110, completion_tokens: 5, cache_creation_tokens: 100, cache_read_tokens: 1000 };
-        let p = |s: &str| Price::parse(s).unwrap_or_default();
-        let cost = cached.cost_cached(p("0.000003"), p("0.000015"), Some(p("0.00000375")), Some(p("0.0000003")));
-        assert_eq!(cost.nanos(), 780_000);
-        assert_eq!(cached.cost_cached(p("0.000003"), p("0"), None, None), cached.cost(p("0.000003"), p("0")));
-        let odd = Usage { prompt_tokens: 5, completion_tokens: 0, cache_creation_tokens: 9, cache_read_tokens: 9 };
-        assert_eq!(
-            odd.cost_cached(p("1"), p("0"), Some(p("2")), Some(p("0"))).nanos(),
-            10_000_000_000,
-            "cache counts never exceed the prompt"
-        );
         let usage = Usage { prompt_tokens: 1000, completion_tokens: 500, ..Usage::default() };
         let c =
             usage.cost(Price::parse("0.0000004").unwrap_or_default(), Price::parse("0.0000016").unwrap_or_default());

@@ -11,6 +11,7 @@ mod load;
 mod load_limits;
 mod load_models;
 mod load_notify;
+mod load_prices;
 mod load_server;
 mod node;
 mod reader;
@@ -23,4 +24,4 @@ pub use load_notify::{load_push_builtin, load_push_file, load_push_str, valid_to
 pub use load_server::demo_store_path;
 pub use types::*;
 
-pub use svc_budget::{BudgetDuration, Money, Price};
+pub use svc_budget::{BudgetDuration, Money, Price, Prices};

@@ -336,7 +336,7 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
         models
             .iter()
             .filter(|m| m.alias == alias)
-            .all(|m| m.input_cost_per_token.is_zero() && m.output_cost_per_token.is_zero())
+            .all(|m| m.prices.input.is_zero() && m.prices.output.is_zero())
     };
     let unpriced =
         |alias: &str| format!("model `{alias}` has no prices, so its use costs 0 against this team's budget");

@@ -7,7 +7,6 @@ use crate::node::{Node, Value};
 use crate::reader::{Fields, Key, Reader};
 use crate::types::*;
 use std::time::Duration;
-use svc_budget::Price;
 
 /// The valid entries of `model_list`, and the aliases of the entries that have errors.
 pub(crate) struct Models {
@@ -102,10 +101,7 @@ struct Params {
     api_base: Option<String>,
     api_key: Option<Secret>,
     timeout: u64,
-    input: Price,
-    output: Price,
-    cache_write: Option<Price>,
-    cache_read: Option<Price>,
+    priced: crate::load_prices::Priced,
     max_output_tokens: Option<u32>,
 }
 
@@ -137,17 +133,11 @@ fn params(r: &mut Reader, node: &Node, p: &Fields) -> Params {
         }
     }
     Params {
-        upstream,
+        upstream: upstream.clone(),
         api_base,
         api_key: r.string(p, "api_key").map(Secret::new),
         timeout: r.int::<u64>(p, "timeout_seconds").unwrap_or(600),
-        input: price(r, p, "input_cost_per_token"),
-        output: price(r, p, "output_cost_per_token"),
-        cache_write: p
-            .get("cache_creation_input_token_cost")
-            .is_some()
-            .then(|| price(r, p, "cache_creation_input_token_cost")),
-        cache_read: p.get("cache_read_input_token_cost").is_some().then(|| price(r, p, "cache_read_input_token_cost")),
+        priced: crate::load_prices::prices(r, node, p, upstream.as_ref().map(|(kind, _)| *kind)),
         max_output_tokens: r.int(p, "max_output_tokens"),
     }
 }
@@ -166,10 +156,6 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
         ("api_base", &["base_url"]),
         ("api_key", &[]),
         ("timeout_seconds", &["timeout"]),
-        ("input_cost_per_token", &[]),
-        ("output_cost_per_token", &[]),
-        ("cache_creation_input_token_cost", &[]),
-        ("cache_read_input_token_cost", &[]),
         ("max_output_tokens", &["max_tokens"]),
     ];
     const INFO: &[Key] = &[("id", &[])];
@@ -179,7 +165,7 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
         r.error(node, format!("{path}: missing `model_name`"));
     }
     let params = match f.get("params") {
-        Some(n) => match r.fields(n, &f.child("params"), PARAMS) {
+        Some(n) => match r.fields(n, &f.child("params"), &[PARAMS, crate::load_prices::PRICE_KEYS].concat()) {
             Some(p) => Some(params(r, n, &p)),
             None => {
                 if matches!(n.value, Value::Null) {
@@ -208,10 +194,8 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
             api_base: p.api_base,
             api_key: p.api_key,
             timeout: Duration::from_secs(p.timeout.max(1)),
-            input_cost_per_token: p.input,
-            output_cost_per_token: p.output,
-            cache_creation_input_token_cost: p.cache_write,
-            cache_read_input_token_cost: p.cache_read,
+            prices: p.priced.prices,
+            max_input_tokens: p.priced.max_input_tokens,
             max_output_tokens: p.max_output_tokens,
             owned_by: owned_by.unwrap_or_else(|| match alias.split_once('/') {
                 Some((prefix, _)) => prefix.to_string(),
@@ -233,19 +217,4 @@ pub(crate) fn did_you_mean<'k>(name: &str, known: impl Iterator<Item = &'k str>)
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(k, _)| format!(" (did you mean `{k}`?)"))
         .unwrap_or_default()
-}
-
-fn price(r: &mut Reader, f: &Fields, key: &str) -> Price {
-    let Some((text, _)) = r.decimal(f, key) else {
-        return Price::ZERO;
-    };
-    match Price::parse(&text) {
-        Ok(p) => p,
-        Err(e) => {
-            if let Some(n) = f.get(key) {
-                r.error(n, format!("{}: {e}", f.child(key)));
-            }
-            Price::ZERO
-        }
-    }
 }

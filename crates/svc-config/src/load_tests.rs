@@ -60,7 +60,7 @@ fn loads_litellm_shaped_config() {
     assert_eq!(m.api_base.as_deref(), Some("http://127.0.0.1:9/v1"));
     assert_eq!(m.owned_by, "openai");
     assert_eq!(m.deployment_id, "openai/gpt-4.1-mini");
-    assert_eq!(m.input_cost_per_token, Price::from_picos(400_000));
+    assert_eq!(m.prices.input, Price::from_picos(400_000));
     assert_eq!(c.gateway.budget_duration, BudgetDuration::Months(1));
     assert_eq!(c.gateway.teams[0].budget_limit, Some(Money::from_nanos(50_000_000_000)));
 }

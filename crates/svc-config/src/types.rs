@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::time::Duration;
-use svc_budget::{BudgetDuration, Money, Price};
+use svc_budget::{BudgetDuration, Money};
 
 /// The whole validated configuration.
 #[derive(Debug, Clone)]
@@ -177,15 +177,10 @@ pub struct ModelEntry {
     pub api_key: Option<Secret>,
     /// `params.timeout_seconds` (default 600).
     pub timeout: Duration,
-    /// `params.input_cost_per_token` (default 0).
-    pub input_cost_per_token: Price,
-    /// `params.output_cost_per_token` (default 0).
-    pub output_cost_per_token: Price,
-    /// `params.cache_creation_input_token_cost`: the price of a prompt token written to the upstream's cache
-    /// (default: the input price).
-    pub cache_creation_input_token_cost: Option<Price>,
-    /// `params.cache_read_input_token_cost`: the price of a prompt token read from it (default: the input price).
-    pub cache_read_input_token_cost: Option<Price>,
+    /// Its prices (`params.input_cost_per_token` and the rest: README, "Configuration").
+    pub prices: svc_budget::Prices,
+    /// `params.max_input_tokens`: the model's context window, the most input tokens a call can be billed.
+    pub max_input_tokens: Option<u64>,
     /// `params.max_output_tokens`.
     pub max_output_tokens: Option<u32>,
     /// `owned_by` in `GET /models`: the entry's `owned_by`, else the alias's provider prefix.

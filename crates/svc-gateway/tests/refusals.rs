@@ -145,6 +145,15 @@ async fn a_stored_response_of_another_key_is_a_404_as_if_unknown() {
         client: None,
         session_id: None,
         response_id: Some("resp_mine".into()),
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        tool_uses: 0,
+        input_cost: 0,
+        output_cost: 0,
+        cache_read_cost: 0,
+        cache_write_cost: 0,
+        tool_cost: 0,
+        basis: None,
     };
     store.insert_spend_batch(&[record]).await.unwrap();
     for (method, uri) in [

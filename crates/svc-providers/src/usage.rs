@@ -22,7 +22,10 @@ pub enum Reported {
     Malformed(String),
 }
 
-/// Reads an OpenAI `usage` value (`prompt_tokens`, `completion_tokens`; `total_tokens` is ignored).
+/// Reads an OpenAI `usage` value: `prompt_tokens`, `completion_tokens` (`total_tokens` is ignored), and what a
+/// provider bills apart when it says so: `prompt_tokens_details.cached_tokens` (read from the prompt cache),
+/// LiteLLM's `cache_creation_input_tokens` (written to it) and `cache_creation_1h_input_tokens` (of those, for an
+/// hour), and `server_tool_use.web_search_requests`.
 pub fn read(usage: Option<&Value>) -> Reported {
     let fields = match usage {
         None | Some(Value::Null) => return Reported::Missing,
@@ -35,11 +38,31 @@ pub fn read(usage: Option<&Value>) -> Reported {
             Some(v) => v.as_u64().ok_or_else(|| format!("`usage.{key}` is not a whole number from 0: {}", short(v))),
         }
     };
-    match (count("prompt_tokens"), count("completion_tokens")) {
-        (Ok(prompt_tokens), Ok(completion_tokens)) => {
-            Reported::Counts(Usage { prompt_tokens, completion_tokens, ..Usage::default() })
+    let optional = |path: &[&str]| -> Result<u64, String> {
+        let mut v = Some(fields.get(path[0]));
+        for key in &path[1..] {
+            v = v.map(|v| v.and_then(|v| v.get(*key)));
         }
-        (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
+        match v.flatten() {
+            None | Some(Value::Null) => Ok(0),
+            Some(n) => n
+                .as_u64()
+                .ok_or_else(|| format!("`usage.{}` is not a whole number from 0: {}", path.join("."), short(n))),
+        }
+    };
+    let read = || -> Result<Usage, String> {
+        Ok(Usage {
+            prompt_tokens: count("prompt_tokens")?,
+            completion_tokens: count("completion_tokens")?,
+            cache_read_tokens: optional(&["prompt_tokens_details", "cached_tokens"])?,
+            cache_creation_tokens: optional(&["cache_creation_input_tokens"])?,
+            cache_creation_1h_tokens: optional(&["cache_creation_1h_input_tokens"])?,
+            tool_uses: optional(&["server_tool_use", "web_search_requests"])?,
+        })
+    };
+    match read() {
+        Ok(u) => Reported::Counts(u),
+        Err(e) => Reported::Malformed(e),
     }
 }
 
@@ -55,6 +78,18 @@ pub fn read_text(usage: Option<&str>) -> Reported {
         prompt_tokens: Option<&'a RawValue>,
         #[serde(borrow)]
         completion_tokens: Option<&'a RawValue>,
+        prompt_tokens_details: Option<Details>,
+        cache_creation_input_tokens: Option<u64>,
+        cache_creation_1h_input_tokens: Option<u64>,
+        server_tool_use: Option<Tools>,
+    }
+    #[derive(Deserialize)]
+    struct Details {
+        cached_tokens: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    struct Tools {
+        web_search_requests: Option<u64>,
     }
     let Some(text) = usage else { return Reported::Missing };
     let count = |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<u64>(r.get()).ok());
@@ -64,7 +99,14 @@ pub fn read_text(usage: Option<&str>) -> Reported {
         if let (Some(prompt_tokens), Some(completion_tokens)) =
             (count(counts.prompt_tokens), count(counts.completion_tokens))
         {
-            return Reported::Counts(Usage { prompt_tokens, completion_tokens, ..Usage::default() });
+            return Reported::Counts(Usage {
+                prompt_tokens,
+                completion_tokens,
+                cache_read_tokens: counts.prompt_tokens_details.and_then(|d| d.cached_tokens).unwrap_or(0),
+                cache_creation_tokens: counts.cache_creation_input_tokens.unwrap_or(0),
+                cache_creation_1h_tokens: counts.cache_creation_1h_input_tokens.unwrap_or(0),
+                tool_uses: counts.server_tool_use.and_then(|t| t.web_search_requests).unwrap_or(0),
+            });
         }
     }
     match serde_json::from_str::<Value>(text) {
@@ -118,6 +160,12 @@ mod tests {
             "null",
             r#"{"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}"#,
             r#"{"prompt_tokens":3,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0}}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":20}}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":-1}}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"prompt_tokens_details":null}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"cache_creation_input_tokens":9,"cache_creation_1h_input_tokens":3}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"server_tool_use":{"web_search_requests":2}}"#,
+            r#"{"prompt_tokens":30,"completion_tokens":4,"server_tool_use":{"web_search_requests":"2"}}"#,
             r#"{"prompt_tokens": 3, "completion_tokens": 18446744073709551615}"#,
             r#"{"prompt_tokens": 3, "completion_tokens": 18446744073709551616}"#,
             r#"{"prompt_tokens": 3, "completion_tokens": 4, "prompt_tokens": 5}"#,

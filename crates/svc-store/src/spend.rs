@@ -56,6 +56,34 @@ pub struct SpendRecord {
     /// it is the record's key (see [`Store::response_owner`]).
     #[serde(default)]
     pub response_id: Option<String>,
+    /// Of the input tokens, those read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: i64,
+    /// Of the input tokens, those written to the prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: i64,
+    /// Server-side tool uses billed (web searches).
+    #[serde(default)]
+    pub tool_uses: i64,
+    /// The part of `cost` for input tokens neither read from nor written to the cache, nano-units.
+    #[serde(default)]
+    pub input_cost: i64,
+    /// The part for output tokens.
+    #[serde(default)]
+    pub output_cost: i64,
+    /// The part for prompt-cache reads.
+    #[serde(default)]
+    pub cache_read_cost: i64,
+    /// The part for prompt-cache writes.
+    #[serde(default)]
+    pub cache_write_cost: i64,
+    /// The part for server-side tool uses.
+    #[serde(default)]
+    pub tool_cost: i64,
+    /// What the cost rests on: `billed`, `over_reservation`, `estimated` or `reservation` (`None`: a record
+    /// written before the basis was kept).
+    #[serde(default)]
+    pub basis: Option<String>,
 }
 
 /// Who created a stored response and which deployment holds it, from its spend record.
@@ -182,24 +210,74 @@ pub const MAX_RECORD_COST: i64 = 1_000_000_000_000_000;
 /// records can overflow the database's 64-bit integers, and put together in `i128`.
 const NANOS: i64 = 1_000_000_000;
 
+/// A record's numbers, each in the range the store accepts: prompt and completion tokens, cost, latency, then
+/// cache-read, cache-write tokens, tool uses, and the five cost parts.
+pub(crate) type Sane = (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64);
+
 impl SpendRecord {
-    /// The record with every number in the range the store accepts: tokens in `0..=MAX_RECORD_TOKENS`, cost
-    /// in `0..=MAX_RECORD_COST`, latency at least 0. Returns whether anything had to change.
+    /// The record with every number in the range the store accepts: tokens and tool uses in
+    /// `0..=MAX_RECORD_TOKENS`, costs in `0..=MAX_RECORD_COST`, latency at least 0. Returns whether anything had
+    /// to change.
     pub fn clamp(&mut self) -> bool {
-        let before = (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms);
+        let before = self.numbers();
         let sane = self.in_range();
-        (self.prompt_tokens, self.completion_tokens, self.cost, self.latency_ms) = sane;
+        (
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost,
+            self.latency_ms,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.tool_uses,
+            self.input_cost,
+            self.output_cost,
+            self.cache_read_cost,
+            self.cache_write_cost,
+            self.tool_cost,
+        ) = sane;
         before != sane
     }
 
-    /// Prompt tokens, completion tokens, cost and latency, each clamped into the range the store accepts.
-    pub fn in_range(&self) -> (i64, i64, i64, i64) {
+    fn numbers(&self) -> Sane {
         (
-            self.prompt_tokens.clamp(0, MAX_RECORD_TOKENS),
-            self.completion_tokens.clamp(0, MAX_RECORD_TOKENS),
-            self.cost.clamp(0, MAX_RECORD_COST),
-            self.latency_ms.max(0),
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.cost,
+            self.latency_ms,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+            self.tool_uses,
+            self.input_cost,
+            self.output_cost,
+            self.cache_read_cost,
+            self.cache_write_cost,
+            self.tool_cost,
         )
+    }
+
+    /// Every number, clamped into the range the store accepts (in [`Sane`]'s order).
+    pub(crate) fn in_range(&self) -> Sane {
+        let tokens = |n: i64| n.clamp(0, MAX_RECORD_TOKENS);
+        let money = |n: i64| n.clamp(0, MAX_RECORD_COST);
+        (
+            tokens(self.prompt_tokens),
+            tokens(self.completion_tokens),
+            money(self.cost),
+            self.latency_ms.max(0),
+            tokens(self.cache_read_tokens),
+            tokens(self.cache_write_tokens),
+            tokens(self.tool_uses),
+            money(self.input_cost),
+            money(self.output_cost),
+            money(self.cache_read_cost),
+            money(self.cache_write_cost),
+            money(self.tool_cost),
+        )
+    }
+
+    /// Whether every number is in range already.
+    pub(crate) fn is_sane(&self) -> bool {
+        self.numbers() == self.in_range()
     }
 }
 
@@ -269,7 +347,7 @@ impl<'f> Where<'f> {
 }
 
 /// The values of one spend row ([`bind_all`]), in the column order of [`insert_spend_sql`].
-const SPEND_COLUMNS: usize = 19;
+const SPEND_COLUMNS: usize = 28;
 
 /// The text of a spend INSERT of `rows` rows (a power of two up to 512), made once per backend and row count.
 fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
@@ -280,7 +358,9 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
     slot.get_or_init(|| {
         let mut sql = String::from(
             "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
-             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, response_id) VALUES ",
+             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, response_id, \
+             cache_read_tokens, cache_write_tokens, tool_uses, input_cost, output_cost, cache_read_cost, cache_write_cost, \
+             tool_cost, basis) VALUES ",
         );
         crate::push_values(&mut sql, backend, rows, SPEND_COLUMNS);
         sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
@@ -293,7 +373,7 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
 fn bind_all<'q>(
     args: &mut AnyArguments<'q>,
     r: &'q SpendRecord,
-    sane: (i64, i64, i64, i64),
+    sane: Sane,
 ) -> Result<(), BoxDynError> {
     args.add(r.record_id.as_str())?;
     args.add(r.node.as_deref())?;
@@ -313,7 +393,11 @@ fn bind_all<'q>(
     args.add(r.api.as_deref())?;
     args.add(r.client.as_deref())?;
     args.add(r.session_id.as_deref())?;
-    args.add(r.response_id.as_deref())
+    args.add(r.response_id.as_deref())?;
+    for n in [sane.4, sane.5, sane.6, sane.7, sane.8, sane.9, sane.10, sane.11] {
+        args.add(n)?;
+    }
+    args.add(r.basis.as_deref())
 }
 
 /// The exact sum of a cost column summed in two parts (`units`, `rest`).
@@ -353,7 +437,7 @@ impl Store {
             for r in chunk {
                 let r: &SpendRecord = r.borrow();
                 let sane = r.in_range();
-                if sane != (r.prompt_tokens, r.completion_tokens, r.cost, r.latency_ms) {
+                if !r.is_sane() {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,
                         cost = r.cost, "a spend record out of range was clamped before it was stored");
                 }
@@ -399,7 +483,8 @@ impl Store {
         let sql = format!(
             "SELECT COALESCE(record_id, CAST(id AS TEXT)) AS record_id, node, request_id, ts_ms, key_id, team_id, agent_role, \
              model_alias, upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, \
-             response_id FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
+             response_id, cache_read_tokens, cache_write_tokens, tool_uses, input_cost, output_cost, cache_read_cost, \
+             cache_write_cost, tool_cost, basis FROM spend_log{} ORDER BY ts_ms DESC, id DESC LIMIT ${n} OFFSET ${}",
             w.sql,
             n + 1
         );
@@ -426,6 +511,15 @@ impl Store {
                     client: r.try_get("client")?,
                     session_id: r.try_get("session_id")?,
                     response_id: r.try_get("response_id")?,
+                    cache_read_tokens: r.try_get("cache_read_tokens")?,
+                    cache_write_tokens: r.try_get("cache_write_tokens")?,
+                    tool_uses: r.try_get("tool_uses")?,
+                    input_cost: r.try_get("input_cost")?,
+                    output_cost: r.try_get("output_cost")?,
+                    cache_read_cost: r.try_get("cache_read_cost")?,
+                    cache_write_cost: r.try_get("cache_write_cost")?,
+                    tool_cost: r.try_get("tool_cost")?,
+                    basis: r.try_get("basis")?,
                 })
             })
             .collect()

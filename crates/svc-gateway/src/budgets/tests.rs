@@ -96,6 +96,15 @@ async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
         client: None,
         session_id: None,
         response_id: None,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        tool_uses: 0,
+        input_cost: 0,
+        output_cost: 0,
+        cache_read_cost: 0,
+        cache_write_cost: 0,
+        tool_cost: 0,
+        basis: None,
     };
     store.insert_spend_batch(&[r]).await.unwrap();
 }

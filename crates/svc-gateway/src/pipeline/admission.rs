@@ -47,9 +47,9 @@ pub fn route_cap(route: &Route, asked: Option<u64>) -> u64 {
 }
 
 /// What a request asks of its budgets over the deployments it may try: the conservative prompt estimate,
-/// the largest completion cap of any of them and the dearest prices, so that any attempt, retry or fallback
-/// stays within what is reserved.
-pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -> Ask {
+/// the largest completion cap of any of them and the dearest prices (1-hour cache writes when the request asks
+/// for them: `hour_cache`), so that any attempt, retry or fallback stays within what is reserved.
+pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64, hour_cache: bool) -> Ask {
     let asked = req.max_tokens();
     let mut ask = Ask {
         prompt_tokens: prompt_estimate,
@@ -60,9 +60,11 @@ pub fn ask(candidates: &[Arc<Route>], req: &ChatRequest, prompt_estimate: u64) -
     };
     for r in candidates {
         ask.completion_tokens = ask.completion_tokens.max(route_cap(r, asked));
-        // A prompt written to the upstream's cache may cost more than a plain one.
-        ask.input = ask.input.max(r.input_price).max(r.cache_write_price.unwrap_or(r.input_price));
-        ask.output = ask.output.max(r.output_price);
+        // A prompt written to the upstream's cache may cost more than a plain one; past a long-context
+        // threshold every token costs the tier's price.
+        let (input, output) = r.prices.dearest(prompt_estimate, hour_cache);
+        ask.input = ask.input.max(input);
+        ask.output = ask.output.max(output);
     }
     ask
 }

@@ -8,7 +8,7 @@
 //! before answering), never after. Every attempt's outcome goes to its deployment's health.
 
 use super::admission::{self, Ticket};
-use super::meter::Meter;
+use super::meter::{self, Meter};
 use super::routing::{self, Failure, InFlight, Plan, Route};
 use super::settlement::Settle;
 use super::upstream::{self, Source};
@@ -111,7 +111,12 @@ impl Call<'_> {
             }
             let route = attempt.route.clone();
             let told = self.told_cap(&route);
-            let meter = Meter { upstream_cap: told, ..self.meter };
+            let meter = Meter {
+                upstream_cap: told,
+                input_bound: route.max_input_tokens.unwrap_or(meter::UNKNOWN_CONTEXT),
+                model_cap: route.max_output_tokens.map(u64::from),
+                ..self.meter
+            };
             let in_flight = InFlight::new(route.clone());
             let t0 = Instant::now();
             tries += 1;
@@ -250,7 +255,7 @@ impl Call<'_> {
             Err((route, err, waited, tries)) => {
                 let err = ApiError::from(err);
                 let settle = self.settle(&route, InFlight::new(route.clone()), ticket, reservation, tries, waited);
-                settle.finish(Usage::default(), err.status().as_u16()).await;
+                settle.failed(err.status().as_u16()).await;
                 (err.into_response(), route, waited)
             }
         };

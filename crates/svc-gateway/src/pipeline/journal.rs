@@ -24,7 +24,7 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
     use crate::json_text::{push_int, push_str};
     let s = &r.record;
-    let texts: [(&str, Option<&str>); 13] = [
+    let texts: [(&str, Option<&str>); 14] = [
         ("record_id", Some(&s.record_id)),
         ("node", s.node.as_deref()),
         ("request_id", Some(&s.request_id)),
@@ -38,6 +38,7 @@ fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
         ("client", s.client.as_deref()),
         ("session_id", s.session_id.as_deref()),
         ("response_id", s.response_id.as_deref()),
+        ("basis", s.basis.as_deref()),
     ];
     let numbers = [
         ("ts_ms", s.ts_ms),
@@ -46,6 +47,14 @@ fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
         ("cost", s.cost),
         ("status", s.status),
         ("latency_ms", s.latency_ms),
+        ("cache_read_tokens", s.cache_read_tokens),
+        ("cache_write_tokens", s.cache_write_tokens),
+        ("tool_uses", s.tool_uses),
+        ("input_cost", s.input_cost),
+        ("output_cost", s.output_cost),
+        ("cache_read_cost", s.cache_read_cost),
+        ("cache_write_cost", s.cache_write_cost),
+        ("tool_cost", s.tool_cost),
     ];
     let key = |line: &mut Vec<u8>, key: &str| {
         line.extend_from_slice(if line.last() == Some(&b'{') { b"\"" } else { b",\"" });
@@ -293,6 +302,8 @@ mod tests {
         full.record.client = Some("claude-cli".into());
         full.record.session_id = Some("s-😀".into());
         full.record.response_id = Some("resp_\u{7f}".into());
+        full.record.basis = Some("over_reservation".into());
+        (full.record.cache_read_tokens, full.record.tool_cost, full.record.input_cost) = (9, i64::MAX, -3);
         (full.record.ts_ms, full.record.cost, full.record.status) = (i64::MAX, i64::MIN, -1);
         full.charges.push(svc_store::Charge { scope: "key:k".into(), period: -5, limit: 0 });
         let mut bare = record("b");

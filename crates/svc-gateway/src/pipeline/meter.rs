@@ -1,46 +1,116 @@
-//! Metering: which token counts a call is charged for. An upstream's `usage` is believed only when it is
-//! well-formed and plausible for the request; otherwise the gateway's conservative estimate
-//! (`svc_providers::estimate`) takes its place and the upstream is logged as at fault.
+//! Metering: which token counts a call is charged for, and what it is charged. The provider's usage is its
+//! bill: its counts are believed as reported, whatever the request's body held (a provider bills state it
+//! keeps, input it adds itself, and tiers the body does not show). Only counts no real call can produce are
+//! not believed: malformed ones (`{}`, negative, fractional or text), input above the model's context window
+//! (`max_input_tokens`, else [`UNKNOWN_CONTEXT`]), output above the model's output cap times `n` (else the cap
+//! the upstream was told), tool uses above [`MAX_TOOL_USES`].
 //!
-//! - Missing usage (the upstream does not count): the estimate, no fault.
-//! - Malformed usage (`{}`, negative, fractional or text counts): the estimate, a fault.
-//! - Prompt tokens above what the request could produce (`estimate::prompt_bound`): the prompt estimate, a
-//!   fault. Completion tokens above the cap the upstream was given (`max_tokens` times `n`; without a cap,
-//!   the largest a request may ask for): the completion estimate, a fault.
+//! What a call is charged ([`charge`]):
+//! - believed counts: their bill, part by part. A bill above the reservation (its bound was too low) is charged
+//!   as billed and flagged (`over_reservation`: a log line and a metric), never cut: the flag is how a wrong
+//!   bound gets found;
+//! - no counts at all (the upstream does not count): the conservative estimate's bill, never above the
+//!   reservation;
+//! - counts that cannot be right: the reservation, the most the call could legitimately cost (unbudgeted: the
+//!   estimate's bill), flagged.
 //!
-//! What this file does not do: price usage or cap a charge at the reservation (settlement does both), or cut
-//! a stream (the stream stage does, at [`Meter::cut_after`]).
+//! What this file does not do: price usage (`svc_budget::Prices`), settle budgets (settlement does), or cut a
+//! stream (the stream stage does, at [`Meter::cut_after`]).
 
-use svc_budget::Usage;
+use svc_budget::{Cost, Money, Usage};
 use svc_providers::usage::Reported;
 use svc_providers::MAX_COMPLETION_TOKENS;
+
+/// The context window assumed for a model without `max_input_tokens`: more input than any model takes.
+pub const UNKNOWN_CONTEXT: u64 = 10_000_000;
+/// The most server-side tool uses (web searches) believed of one call.
+pub const MAX_TOOL_USES: u64 = 10_000;
 
 /// What the gateway knows of a request for metering it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meter {
     /// The conservative prompt estimate (what was reserved for the prompt).
     pub prompt_estimate: u64,
-    /// The most prompt tokens the request could cost.
-    pub prompt_bound: u64,
+    /// The most input tokens a call can be billed: the model's context window.
+    pub input_bound: u64,
     /// The completion cap per choice the reservation pays for.
     pub completion_cap: u64,
     /// The completion cap per choice the upstream was told (`max_tokens`), when it was told one.
     pub upstream_cap: Option<u64>,
+    /// The model's own completion cap (`max_output_tokens`), when configured.
+    pub model_cap: Option<u64>,
     /// `n`.
     pub choices: u64,
     /// Whether a budget holds a reservation for the request (then a stream is cut at the cap).
     pub budgeted: bool,
 }
 
-/// The counts to charge, and why the upstream's own were not believed.
+/// How the counts of a call were arrived at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The upstream's own counts, believed: its bill.
+    Billed,
+    /// The upstream reported no usage: the gateway's conservative estimate.
+    Estimated,
+    /// The upstream's counts cannot be right: the call is charged its reservation.
+    Unbelievable,
+}
+
+/// The counts to charge and show, and why the upstream's own were not believed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metered {
-    /// The counts.
+    /// The counts (the upstream's when believed, else the estimate).
     pub usage: Usage,
-    /// Whether these are the upstream's counts as reported (else the client is shown these instead).
-    pub as_reported: bool,
+    /// How they were arrived at.
+    pub basis: Basis,
     /// What was wrong with the upstream's counts, when something was (a provider fault, logged).
     pub fault: Option<String>,
+}
+
+impl Metered {
+    /// Whether these are the upstream's counts as reported (else the client is shown these instead).
+    pub fn as_reported(&self) -> bool {
+        self.basis == Basis::Billed
+    }
+}
+
+/// On what a spend record's cost rests (stored with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeBasis {
+    /// The provider's bill.
+    Billed,
+    /// The provider's bill, above what was reserved for the call (flagged: a bound was too low).
+    OverReservation,
+    /// The gateway's estimate (the upstream reported no usage).
+    Estimated,
+    /// The call's reservation (the upstream's counts could not be right, or a stream ran past its cap).
+    Reservation,
+}
+
+impl ChargeBasis {
+    /// As stored and shown (`/spend/logs` `basis`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChargeBasis::Billed => "billed",
+            ChargeBasis::OverReservation => "over_reservation",
+            ChargeBasis::Estimated => "estimated",
+            ChargeBasis::Reservation => "reservation",
+        }
+    }
+}
+
+/// What a call whose counts came out as `basis` and cost `bill` is charged, part by part, when a budget holds
+/// `held` for it (`None`: no budget). The parts always add up to the charge; the charge is above `held` only
+/// when it is flagged [`ChargeBasis::OverReservation`].
+pub fn charge(bill: Cost, basis: Basis, held: Option<Money>) -> (Cost, ChargeBasis) {
+    match (basis, held) {
+        (Basis::Billed, Some(h)) if bill.total() > h => (bill, ChargeBasis::OverReservation),
+        (Basis::Billed, _) => (bill, ChargeBasis::Billed),
+        (Basis::Estimated, Some(h)) if bill.total() > h => (bill.scaled_to(h), ChargeBasis::Estimated),
+        (Basis::Estimated, _) => (bill, ChargeBasis::Estimated),
+        (Basis::Unbelievable, Some(h)) => (bill.scaled_to(h), ChargeBasis::Reservation),
+        (Basis::Unbelievable, None) => (bill, ChargeBasis::Reservation),
+    }
 }
 
 impl Meter {
@@ -50,45 +120,49 @@ impl Meter {
     }
 
     /// The counts to charge for what the upstream `reported`, with `completion_estimate` (the conservative
-    /// estimate of what it generated; computed only when needed) in place of a count that cannot be believed.
+    /// estimate of what it generated; computed only when needed) in place of counts that cannot be believed.
     pub fn judge(&self, reported: Reported, completion_estimate: impl FnOnce() -> u64) -> Metered {
-        if let Reported::Counts(u) = reported {
-            if u.prompt_tokens <= self.prompt_bound && u.completion_tokens <= self.completion_bound() {
-                return Metered { usage: u, as_reported: true, fault: None };
-            }
-        }
-        let estimate = Usage {
+        let estimate = |completion: u64| Usage {
             prompt_tokens: self.prompt_estimate,
-            completion_tokens: completion_estimate().min(self.completion_bound()),
+            completion_tokens: completion.min(self.completion_bound()),
             ..Usage::default()
         };
         match reported {
-            Reported::Missing => Metered { usage: estimate, as_reported: false, fault: None },
-            Reported::Malformed(why) => {
-                Metered { usage: estimate, as_reported: false, fault: Some(format!("malformed usage: {why}")) }
-            }
-            Reported::Counts(u) => {
-                let mut usage = u;
-                let mut faults = Vec::new();
-                if u.prompt_tokens > self.prompt_bound {
-                    faults.push(format!(
-                        "{} prompt tokens reported for a request that could cost at most {}",
-                        u.prompt_tokens, self.prompt_bound
-                    ));
-                    usage.prompt_tokens = estimate.prompt_tokens;
+            Reported::Counts(u) => match self.impossible(&u) {
+                None => Metered { usage: u, basis: Basis::Billed, fault: None },
+                Some(why) => {
+                    Metered { usage: estimate(completion_estimate()), basis: Basis::Unbelievable, fault: Some(why) }
                 }
-                if u.completion_tokens > self.completion_bound() {
-                    faults.push(format!(
-                        "{} completion tokens reported beyond the cap of {}",
-                        u.completion_tokens,
-                        self.completion_bound()
-                    ));
-                    usage.completion_tokens = estimate.completion_tokens;
-                }
-                let fault = (!faults.is_empty()).then(|| faults.join("; "));
-                Metered { usage, as_reported: fault.is_none(), fault }
-            }
+            },
+            Reported::Missing => Metered { usage: estimate(completion_estimate()), basis: Basis::Estimated, fault: None },
+            Reported::Malformed(why) => Metered {
+                usage: estimate(completion_estimate()),
+                basis: Basis::Unbelievable,
+                fault: Some(format!("malformed usage: {why}")),
+            },
         }
+    }
+
+    /// Why counts `u` cannot be right, when they cannot.
+    fn impossible(&self, u: &Usage) -> Option<String> {
+        let mut faults = Vec::new();
+        if u.prompt_tokens > self.input_bound {
+            faults.push(format!(
+                "{} input tokens reported, above the model's context window of {}",
+                u.prompt_tokens, self.input_bound
+            ));
+        }
+        if u.completion_tokens > self.completion_bound() {
+            faults.push(format!(
+                "{} output tokens reported, above the {} the call could write",
+                u.completion_tokens,
+                self.completion_bound()
+            ));
+        }
+        if u.tool_uses > MAX_TOOL_USES {
+            faults.push(format!("{} tool uses reported, above {MAX_TOOL_USES}", u.tool_uses));
+        }
+        (!faults.is_empty()).then(|| faults.join("; "))
     }
 
     /// The estimated generated tokens (by [`svc_providers::estimate::text_tokens`], not doubled) past which a
@@ -99,21 +173,26 @@ impl Meter {
         self.budgeted.then(|| limit.saturating_add(limit / 4).saturating_add(16))
     }
 
-    /// The most completion tokens believed: what the upstream was told, else the largest cap a request may ask.
+    /// The most output tokens believed: the model's cap, else what the upstream was told, else the largest cap
+    /// a request may ask; times `n`.
     fn completion_bound(&self) -> u64 {
-        self.upstream_cap.unwrap_or(MAX_COMPLETION_TOKENS).saturating_mul(self.choices.max(1))
+        let cap = self.model_cap.or(self.upstream_cap).unwrap_or(MAX_COMPLETION_TOKENS);
+        cap.saturating_mul(self.choices.max(1))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use svc_budget::{Price, Prices};
 
     const METER: Meter = Meter {
         prompt_estimate: 100,
-        prompt_bound: 5_000,
+        input_bound: 200_000,
         completion_cap: 50,
         upstream_cap: Some(50),
+        model_cap: None,
         choices: 2,
         budgeted: true,
     };
@@ -123,41 +202,103 @@ mod tests {
     }
 
     #[test]
-    fn believable_counts_are_charged_as_reported() {
-        let m = METER.judge(counts(40, 100), || 7);
-        assert_eq!(
-            (m.usage, m.as_reported, m.fault),
-            (Usage { prompt_tokens: 40, completion_tokens: 100, ..Usage::default() }, true, None)
-        );
+    fn the_providers_counts_are_its_bill_whatever_the_body_held() {
+        // 1,234 input tokens for a request the gateway estimated at 100: a tool-use system prompt, say.
+        let m = METER.judge(counts(1_234, 100), || 7);
+        assert_eq!((m.usage, m.basis, m.fault), (counts_usage(1_234, 100), Basis::Billed, None));
+        assert!(m.as_reported());
+    }
+
+    fn counts_usage(p: u64, c: u64) -> Usage {
+        Usage { prompt_tokens: p, completion_tokens: c, ..Usage::default() }
     }
 
     #[test]
     fn missing_and_malformed_counts_are_estimated() {
         let m = METER.judge(Reported::Missing, || 30);
-        assert_eq!((m.usage, m.fault), (Usage { prompt_tokens: 100, completion_tokens: 30, ..Usage::default() }, None));
+        assert_eq!((m.usage, m.basis, m.fault), (counts_usage(100, 30), Basis::Estimated, None));
         let m = METER.judge(Reported::Malformed("`usage.prompt_tokens` is missing".into()), || 300);
-        assert_eq!(
-            m.usage,
-            Usage { prompt_tokens: 100, completion_tokens: 100, ..Usage::default() },
-            "estimate capped at n × cap"
-        );
+        assert_eq!(m.usage, counts_usage(100, 100), "estimate capped at n × cap");
+        assert_eq!(m.basis, Basis::Unbelievable);
         assert!(m.fault.is_some_and(|f| f.contains("malformed")));
     }
 
     #[test]
-    fn absurd_counts_are_replaced_one_by_one() {
-        let m = METER.judge(counts(40, u64::MAX), || 12);
-        assert_eq!(m.usage, Usage { prompt_tokens: 40, completion_tokens: 12, ..Usage::default() });
-        let m = METER.judge(counts(1 << 40, 3), || 12);
-        assert_eq!(m.usage, Usage { prompt_tokens: 100, completion_tokens: 3, ..Usage::default() });
-        assert!(!m.as_reported && m.fault.is_some());
+    fn only_counts_no_call_can_produce_are_not_believed() {
+        let m = METER.judge(counts(200_001, 3), || 12);
+        assert_eq!((m.usage, m.basis), (counts_usage(100, 12), Basis::Unbelievable));
+        assert!(m.fault.is_some_and(|f| f.contains("context window")));
+        assert_eq!(METER.judge(counts(200_000, 100), || 1).basis, Basis::Billed, "the window itself");
+        assert_eq!(METER.judge(counts(40, 101), || 1).basis, Basis::Unbelievable, "past the told cap × n");
+        let model = Meter { model_cap: Some(32_000), ..METER };
+        assert_eq!(model.judge(counts(40, 64_000), || 1).basis, Basis::Billed, "the model's cap × n");
+        assert_eq!(model.judge(counts(40, 64_001), || 1).basis, Basis::Unbelievable);
         let uncapped = Meter { upstream_cap: None, ..METER };
-        assert!(uncapped.judge(counts(40, 10_000), || 1).fault.is_none(), "no cap told: a long answer is believed");
+        assert_eq!(uncapped.judge(counts(40, 10_000), || 1).basis, Basis::Billed, "no cap: a long answer");
+        let tools = Reported::Counts(Usage { tool_uses: MAX_TOOL_USES + 1, ..counts_usage(1, 1) });
+        assert_eq!(METER.judge(tools, || 1).basis, Basis::Unbelievable);
     }
 
     #[test]
     fn budgeted_streams_are_cut_a_quarter_past_the_cap() {
         assert_eq!(METER.cut_after(), Some(100 + 25 + 16));
         assert_eq!(Meter { budgeted: false, ..METER }.cut_after(), None);
+    }
+
+    fn cost(nanos: [i64; 5]) -> Cost {
+        let m = Money::from_nanos;
+        Cost { input: m(nanos[0]), output: m(nanos[1]), cache_read: m(nanos[2]), cache_write: m(nanos[3]), tools: m(nanos[4]) }
+    }
+
+    #[test]
+    fn a_bill_above_its_reservation_is_charged_and_flagged_an_unbelievable_one_is_charged_the_reservation() {
+        let bill = cost([600, 300, 0, 100, 0]);
+        let held = Some(Money::from_nanos(500));
+        assert_eq!(charge(bill, Basis::Billed, held), (bill, ChargeBasis::OverReservation));
+        assert_eq!(charge(bill, Basis::Billed, Some(Money::from_nanos(1_000))), (bill, ChargeBasis::Billed));
+        assert_eq!(charge(bill, Basis::Billed, None), (bill, ChargeBasis::Billed));
+        let (c, basis) = charge(bill, Basis::Unbelievable, held);
+        assert_eq!((c.total(), basis), (Money::from_nanos(500), ChargeBasis::Reservation));
+        let (c, basis) = charge(bill, Basis::Estimated, held);
+        assert_eq!((c.total(), basis), (Money::from_nanos(500), ChargeBasis::Estimated));
+        let (c, _) = charge(cost([1, 0, 0, 0, 0]), Basis::Unbelievable, held);
+        assert_eq!(c.total(), Money::from_nanos(500), "the reservation, even above the estimate's bill");
+    }
+
+    proptest! {
+        /// For any usage, prices and reservation: the parts of what is charged add up to it, and it is above the
+        /// reservation only when flagged as over it.
+        #[test]
+        fn charged_parts_add_up_and_stay_within_the_reservation_unless_flagged(
+            prompt in 0u64..5_000_000, completion in 0u64..500_000, read in 0u64..5_000_000,
+            written in 0u64..5_000_000, hour in 0u64..5_000_000, tools in 0u64..100,
+            prices in proptest::array::uniform6(0i64..50_000_000), held in proptest::option::of(0i64..100_000_000_000),
+            basis in prop_oneof![Just(Basis::Billed), Just(Basis::Estimated), Just(Basis::Unbelievable)],
+        ) {
+            let p = |i: usize| Price::from_picos(prices[i]);
+            let prices = Prices {
+                input: p(0), output: p(1), cache_read: Some(p(2)), cache_write: Some(p(3)), cache_write_1h: Some(p(4)),
+                long: None, per_tool_use: Money::from_nanos(prices[5]),
+            };
+            let usage = Usage {
+                prompt_tokens: prompt, completion_tokens: completion, cache_read_tokens: read,
+                cache_creation_tokens: written, cache_creation_1h_tokens: hour, tool_uses: tools,
+            };
+            let bill = usage.bill(&prices);
+            let held = held.map(Money::from_nanos);
+            let (charged, flag) = charge(bill, basis, held);
+            let parts = [charged.input, charged.output, charged.cache_read, charged.cache_write, charged.tools];
+            prop_assert_eq!(parts.iter().fold(Money::ZERO, |a, b| a.plus(*b)), charged.total());
+            prop_assert!(parts.iter().all(|p| *p >= Money::ZERO));
+            if let Some(h) = held {
+                prop_assert!(charged.total() <= h || flag == ChargeBasis::OverReservation);
+                if basis == Basis::Unbelievable {
+                    prop_assert_eq!(charged.total(), h);
+                }
+            }
+            if basis == Basis::Billed {
+                prop_assert_eq!(charged, bill, "a bill is charged as billed");
+            }
+        }
     }
 }

@@ -92,7 +92,7 @@ pub async fn handle(
         None => None,
     };
     let (plan, first) = plan(&state.models, state.events.as_ref(), alias, home.as_ref())?;
-    let (grant, meter) = admit(state, &principal, &plan, &req, body.len()).await?;
+    let (grant, meter) = admit(state, &principal, &plan, &req, body).await?;
     let call = Call {
         state,
         principal,
@@ -167,14 +167,18 @@ async fn admit(
     principal: &Principal,
     plan: &Plan,
     req: &ChatRequest,
-    body_bytes: usize,
+    body: &[u8],
 ) -> Result<(Grant, Meter), ApiError> {
     let prompt_estimate = estimate::prompt_tokens(req);
-    let ask = admission::ask(plan.candidates(), req, prompt_estimate);
+    // A prompt cache entry kept for an hour (`"ttl": "1h"` on a block) is written at its own, dearer price.
+    let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
+    let ask = admission::ask(plan.candidates(), req, prompt_estimate, hour_cache);
     let grant = admission::admit(&state.rates, &state.budgets, &state.config, principal, &ask).await?;
     let meter = Meter {
         prompt_estimate,
-        prompt_bound: estimate::prompt_bound(req, body_bytes),
+        // The deployment's own bounds are set per attempt.
+        input_bound: meter::UNKNOWN_CONTEXT,
+        model_cap: None,
         completion_cap: grant.completion_tokens,
         upstream_cap: None,
         choices: ask.choices,

@@ -17,7 +17,7 @@ use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_budget::Price;
+use svc_budget::Prices;
 use svc_config::{Config, ProviderKind};
 use svc_events::RetryPolicy;
 use svc_providers::{Anthropic, Deployment, Mock, OpenAi, ProviderError, Upstream};
@@ -29,14 +29,10 @@ pub struct Route {
     pub alias: String,
     /// The provider side.
     pub deployment: Deployment,
-    /// Price per input token.
-    pub input_price: Price,
-    /// Price per output token.
-    pub output_price: Price,
-    /// Price per prompt token written to the upstream's cache (`None`: the input price).
-    pub cache_write_price: Option<Price>,
-    /// Price per prompt token read from the upstream's cache (`None`: the input price).
-    pub cache_read_price: Option<Price>,
+    /// What it charges for (every part a provider bills).
+    pub prices: Prices,
+    /// The model's context window, when configured.
+    pub max_input_tokens: Option<u64>,
     /// The model's output cap (for reservations).
     pub max_output_tokens: Option<u32>,
     /// Requests now in flight on it.
@@ -150,10 +146,8 @@ impl ModelTable {
                     max_response_bytes: config.gateway.streams.max_response_bytes,
                     upstream,
                 },
-                input_price: m.input_cost_per_token,
-                output_price: m.output_cost_per_token,
-                cache_write_price: m.cache_creation_input_token_cost,
-                cache_read_price: m.cache_read_input_token_cost,
+                prices: m.prices,
+                max_input_tokens: m.max_input_tokens,
                 max_output_tokens: m.max_output_tokens,
                 in_flight: AtomicUsize::new(0),
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
@@ -349,9 +343,10 @@ impl Route {
         }
     }
 
-    /// What `usage` costs on this deployment, prompt-cache tokens at their own prices.
-    pub fn cost(&self, usage: svc_budget::Usage) -> svc_budget::Money {
-        usage.cost_cached(self.input_price, self.output_price, self.cache_write_price, self.cache_read_price)
+    /// What `usage` costs on this deployment, part by part (prompt-cache tokens, the long-context tier and
+    /// server tool uses at their own prices).
+    pub fn cost(&self, usage: svc_budget::Usage) -> svc_budget::Cost {
+        usage.bill(&self.prices)
     }
 
     /// The upstream model id for a request that asked for `name`: the configured one, with a `*` in it
@@ -378,10 +373,8 @@ impl Route {
         Route {
             alias: alias.to_string(),
             deployment,
-            input_price: self.input_price,
-            output_price: self.output_price,
-            cache_write_price: self.cache_write_price,
-            cache_read_price: self.cache_read_price,
+            prices: self.prices,
+            max_input_tokens: self.max_input_tokens,
             max_output_tokens: self.max_output_tokens,
             in_flight: AtomicUsize::new(0),
             health: self.health.clone(),

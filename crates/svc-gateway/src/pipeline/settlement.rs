@@ -12,7 +12,8 @@ use crate::pipeline::stored;
 use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_budget::{Money, Usage};
+use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
+use svc_budget::{Cost, Money, Usage};
 use svc_store::{ChargedRecord, SpendRecord};
 
 /// Everything needed to settle one call, held from routing until settlement.
@@ -57,27 +58,31 @@ impl Settle {
         self.response_id = Some(id.to_string());
     }
 
-    /// Records the call's spend at the cost of `usage` (never more than the budgets hold for it: the excess
-    /// of an upstream's count over the reservation is logged, not charged) and settles its reservation.
-    /// Returns what was charged.
-    pub async fn finish(self, usage: Usage, status: u16) -> Money {
-        let cost = self.route.cost(usage);
-        let held = self.reservation.held();
-        let charged = if self.reservation.is_budgeted() && cost > held {
-            tracing::warn!(request_id = %self.request_id, deployment = %self.route.deployment.id, cost = %cost, reserved = %held,
-                "the call cost more than its reservation: charged the reservation");
-            held
-        } else {
-            cost
-        };
-        self.record(usage, charged, status).await
+    /// Records the call's spend for what the meter made of its usage ([`meter::charge`]: the provider's bill,
+    /// flagged when above the reservation; the reservation for counts that cannot be right) and settles its
+    /// reservation. Returns what was charged.
+    pub async fn finish(self, metered: &Metered, status: u16) -> Money {
+        let held = self.reservation.is_budgeted().then(|| self.reservation.held());
+        let (cost, basis) = meter::charge(self.route.cost(metered.usage), metered.basis, held);
+        if basis == ChargeBasis::OverReservation {
+            tracing::warn!(request_id = %self.request_id, deployment = %self.route.deployment.id,
+                billed = %cost.total(), reserved = %held.unwrap_or_default(),
+                "the call was billed more than was reserved for it: charged as billed (a bound on its cost was too low)");
+        }
+        self.record(metered.usage, cost, basis, status).await
+    }
+
+    /// Records a call that failed: nothing is charged.
+    pub async fn failed(self, status: u16) -> Money {
+        self.record(Usage::default(), Cost::default(), ChargeBasis::Billed, status).await
     }
 
     /// Records the call's spend at exactly what was reserved (a stream cut at its completion cap), showing
-    /// `usage` in the record. Without a budget, the cost of `usage`.
+    /// `usage` in the record. Without a budget (never cut), the cost of `usage`.
     pub async fn finish_reserved(self, usage: Usage, status: u16) -> Money {
-        let charged = if self.reservation.is_budgeted() { self.reservation.held() } else { self.route.cost(usage) };
-        self.record(usage, charged, status).await
+        let held = self.reservation.is_budgeted().then(|| self.reservation.held());
+        let (cost, basis) = meter::charge(self.route.cost(usage), Basis::Unbelievable, held);
+        self.record(usage, cost, basis, status).await
     }
 
     /// Boxed: held inline, recording (the spend record, the request line and the journal's append, about
@@ -86,13 +91,18 @@ impl Settle {
     fn record(
         self,
         usage: Usage,
-        charged: Money,
+        cost: Cost,
+        basis: ChargeBasis,
         status: u16,
     ) -> std::pin::Pin<Box<impl std::future::Future<Output = Money> + Send>> {
-        Box::pin(self.record_now(usage, charged, status))
+        Box::pin(self.record_now(usage, cost, basis, status))
     }
 
-    async fn record_now(mut self, usage: Usage, charged: Money, status: u16) -> Money {
+    async fn record_now(mut self, usage: Usage, cost: Cost, basis: ChargeBasis, status: u16) -> Money {
+        let charged = cost.total();
+        if matches!(basis, ChargeBasis::OverReservation | ChargeBasis::Reservation) {
+            self.state.metrics.flagged(&self.route.deployment.id, basis.as_str());
+        }
         // Budgets first: the next request's admission must see the actual cost, not the reservation.
         let charges = self.reservation.settle(charged);
         self.state.node.served();
@@ -138,6 +148,15 @@ impl Settle {
             client: self.caller.client.clone(),
             session_id: self.caller.session.clone(),
             response_id: self.response_id.take(),
+            cache_read_tokens: tokens(usage.cache_read_tokens),
+            cache_write_tokens: tokens(usage.cache_creation_tokens),
+            tool_uses: tokens(usage.tool_uses),
+            input_cost: cost.input.nanos(),
+            output_cost: cost.output.nanos(),
+            cache_read_cost: cost.cache_read.nanos(),
+            cache_write_cost: cost.cache_write.nanos(),
+            tool_cost: cost.tools.nanos(),
+            basis: Some(basis.as_str().to_string()),
         };
         if !self.state.spend.record(ChargedRecord { record, charges }).await {
             tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");

@@ -397,6 +397,15 @@ pub(crate) mod tests {
             client: None,
             session_id: None,
             response_id: None,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            tool_uses: 0,
+            input_cost: 0,
+            output_cost: 0,
+            cache_read_cost: 0,
+            cache_write_cost: 0,
+            tool_cost: 0,
+            basis: None,
         }
     }
 

@@ -45,7 +45,7 @@ fn usage_json(u: Usage) -> Value {
 fn log_fault(settle: &Settle, metered: &Metered) {
     if let Some(fault) = &metered.fault {
         tracing::warn!(request_id = %settle.request_id, deployment = %settle.route.deployment.id, %fault,
-            "the upstream reported usage that cannot be right: charged the gateway's estimate");
+            "the upstream reported usage that cannot be right: charged the call's reservation");
     }
 }
 
@@ -62,11 +62,11 @@ pub async fn reply(settle: Settle, meter: Meter, reply: Reply, api: Api) -> Resu
     let completion = || body.get("choices").map(estimate::completion_tokens).unwrap_or(0);
     let metered = meter.judge(usage::read(body.get("usage")), completion);
     log_fault(&settle, &metered);
-    if !metered.as_reported {
+    if !metered.as_reported() {
         body.insert("usage".into(), usage_json(metered.usage));
     }
     body.insert("model".into(), Value::String(settle.route.alias.clone()));
-    settle.finish(metered.usage, 200).await;
+    settle.finish(&metered, 200).await;
     serde_json::to_vec(&api.render(body)).map(Bytes::from).map_err(|_| ApiError::internal("cannot encode the response"))
 }
 
@@ -94,7 +94,7 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
     }
     let alias = serde_json::to_vec(&settle.route.alias).map_err(|_| bad())?;
     let out = if chat {
-        let usage = if metered.as_reported { None } else { serde_json::to_vec(&usage_json(metered.usage)).ok() };
+        let usage = if metered.as_reported() { None } else { serde_json::to_vec(&usage_json(metered.usage)).ok() };
         let mut set: Vec<(&str, &[u8])> = vec![("model", &alias)];
         if let Some(usage) = &usage {
             set.push(("usage", usage));
@@ -103,7 +103,7 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
     } else {
         body.write(|k| (k == "model").then_some(Cow::Borrowed(&alias[..])))
     };
-    settle.finish(metered.usage, 200).await;
+    settle.finish(&metered, 200).await;
     Ok(Bytes::from(out))
 }
 
@@ -211,7 +211,7 @@ impl Forward {
             UsageEdit::Remove
         } else if is_usage_chunk {
             let metered = self.metered();
-            if metered.as_reported {
+            if metered.as_reported() {
                 UsageEdit::Keep
             } else {
                 // What the client is shown is what is charged.
@@ -326,7 +326,7 @@ impl Forward {
                 log_fault(&settle, &metered);
                 // A stream broken mid-way counts against the deployment's health.
                 settle.in_flight.broken();
-                settle.finish(metered.usage, err.status().as_u16()).await;
+                settle.finish(&metered, err.status().as_u16()).await;
                 tracing::warn!(error = %err.message(), "upstream stream failed mid-way");
                 match &mut self.encoder {
                     Some(encoder) => encoder.error(&err),
@@ -345,7 +345,7 @@ impl Drop for Forward {
             let metered = self.metered();
             let tasks = settle.state.tasks.clone();
             tasks.spawn(async move {
-                settle.finish(metered.usage, 499).await;
+                settle.finish(&metered, 499).await;
             });
         }
     }
@@ -422,7 +422,7 @@ pub fn stream_body(
                     let metered = st.metered();
                     if let Some(settle) = st.settle.take() {
                         log_fault(&settle, &metered);
-                        settle.finish(metered.usage, 200).await;
+                        settle.finish(&metered, 200).await;
                     }
                     let done = st.done(metered.usage);
                     return Some((Ok(done), st));

@@ -14,8 +14,12 @@ use serde_json::{json, Map, Value};
 pub(super) struct Usage {
     input: Option<u64>,
     cache_creation: u64,
+    /// Of `cache_creation`, the tokens written for an hour (`cache_creation.ephemeral_1h_input_tokens`).
+    cache_creation_1h: u64,
     cache_read: u64,
     output: Option<u64>,
+    /// Server-side web searches (`server_tool_use.web_search_requests`).
+    web_searches: u64,
     malformed: Option<String>,
 }
 
@@ -24,26 +28,33 @@ impl Usage {
     /// `message_start` carries the input counts and `message_delta` the cumulative output count.
     pub(super) fn update(&mut self, usage: Option<&Value>) {
         let Some(usage) = usage else { return };
-        let mut count = |key: &str| match usage.get(key) {
-            None | Some(Value::Null) => None,
-            Some(v) => {
-                let n = v.as_u64();
-                if n.is_none() {
-                    self.malformed = Some(format!("`usage.{key}` is not a whole number from 0: {v}"));
+        let mut count = |path: &[&str]| {
+            let found = path.iter().try_fold(usage, |v, key| v.get(key));
+            match found {
+                None | Some(Value::Null) => None,
+                Some(v) => {
+                    let n = v.as_u64();
+                    if n.is_none() {
+                        self.malformed = Some(format!("`usage.{}` is not a whole number from 0: {v}", path.join(".")));
+                    }
+                    n
                 }
-                n
             }
         };
         let (input, cache_creation, cache_read, output) = (
-            count("input_tokens"),
-            count("cache_creation_input_tokens"),
-            count("cache_read_input_tokens"),
-            count("output_tokens"),
+            count(&["input_tokens"]),
+            count(&["cache_creation_input_tokens"]),
+            count(&["cache_read_input_tokens"]),
+            count(&["output_tokens"]),
         );
+        let hour = count(&["cache_creation", "ephemeral_1h_input_tokens"]);
+        let searches = count(&["server_tool_use", "web_search_requests"]);
         self.input = input.or(self.input);
         self.cache_creation = cache_creation.unwrap_or(self.cache_creation);
+        self.cache_creation_1h = hour.unwrap_or(self.cache_creation_1h);
         self.cache_read = cache_read.unwrap_or(self.cache_read);
         self.output = output.or(self.output);
+        self.web_searches = searches.unwrap_or(self.web_searches);
     }
 
     /// Raises the output count to at least `tokens` (an estimate for a stream cut before its count came);
@@ -66,12 +77,26 @@ impl Usage {
             return Value::Null;
         };
         let prompt = input.saturating_add(self.cache_creation).saturating_add(self.cache_read);
-        json!({
+        let mut usage = json!({
             "prompt_tokens": prompt,
             "completion_tokens": output,
             "total_tokens": prompt.saturating_add(output),
             "prompt_tokens_details": { "cached_tokens": self.cache_read },
-        })
+        });
+        // What chat completions has no field for, in LiteLLM's names: what was written to the prompt cache (and
+        // of it, for an hour) and the server-side web searches, each billed at its own price.
+        if let Value::Object(u) = &mut usage {
+            if self.cache_creation > 0 {
+                u.insert("cache_creation_input_tokens".into(), json!(self.cache_creation));
+            }
+            if self.cache_creation_1h > 0 {
+                u.insert("cache_creation_1h_input_tokens".into(), json!(self.cache_creation_1h));
+            }
+            if self.web_searches > 0 {
+                u.insert("server_tool_use".into(), json!({ "web_search_requests": self.web_searches }));
+            }
+        }
+        usage
     }
 }
 
@@ -168,11 +193,14 @@ mod tests {
     #[test]
     fn usage_adds_cache_tokens_to_the_prompt_and_keeps_missing_counts() {
         let mut u = Usage::default();
-        u.update(Some(&json!({"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 20, "output_tokens": 1})));
+        u.update(Some(&json!({"input_tokens": 10, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 20,
+            "output_tokens": 1, "cache_creation": {"ephemeral_5m_input_tokens": 3, "ephemeral_1h_input_tokens": 2},
+            "server_tool_use": {"web_search_requests": 4}})));
         u.update(Some(&json!({"output_tokens": 7})));
         assert_eq!(
             u.to_openai(),
-            json!({"prompt_tokens": 35, "completion_tokens": 7, "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 20}})
+            json!({"prompt_tokens": 35, "completion_tokens": 7, "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 20},
+                "cache_creation_input_tokens": 5, "cache_creation_1h_input_tokens": 2, "server_tool_use": {"web_search_requests": 4}})
         );
     }
 
