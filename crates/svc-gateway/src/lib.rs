@@ -177,6 +177,7 @@ pub async fn serve(
     }
     node.spawn(state.events.clone(), &tasks, stop.clone());
     state.budgets.spawn_upkeep(&tasks, stop.clone());
+    spawn_auth_sweeper(state.clone(), &tasks, stop.clone());
     if let Some(rates) = state.rates.fleet() {
         rates.clone().spawn(state.config.fleet.heartbeat, &tasks, stop.clone());
     }
@@ -198,6 +199,25 @@ pub async fn serve(
         budgets::Leases::stop(&store, &node).await;
     }
     result
+}
+
+/// Drops the stale addresses of the failed-authentication limit every minute until shutdown, so that a table
+/// an attack filled empties once the attack is over.
+fn spawn_auth_sweeper(
+    state: AppState,
+    tasks: &tokio_util::task::TaskTracker,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = tick.tick() => state.auth_failures.sweep(),
+            }
+        }
+    });
 }
 
 /// Serves `GET /metrics` without a key on `server.metrics_address` until shutdown.

@@ -47,6 +47,8 @@ pub struct Inner {
     pub budgets: Arc<Budgets>,
     /// Rate limiters.
     pub rates: RateLimits,
+    /// Failed authentications per client address.
+    pub auth_failures: crate::auth::limit::AuthFailures,
     /// Where gateway events go.
     pub events: Arc<dyn EventSink>,
     /// Stores events in the outbox and wakes its worker.
@@ -210,6 +212,7 @@ impl AppState {
             ))),
             svc_store::Backend::Sqlite => RateLimits::default(),
         };
+        let auth_failures = crate::auth::limit::AuthFailures::new(&config.server, &metrics);
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
         let node = Arc::new(crate::fleet::FleetNode::new(
             config.fleet.clone(),
@@ -232,6 +235,7 @@ impl AppState {
             started: chrono::Utc::now().timestamp(),
             budgets,
             rates,
+            auth_failures,
             events,
             outbox,
             shutdown,
