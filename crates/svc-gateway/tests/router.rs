@@ -2,7 +2,7 @@
 //! router writes without a handler's help (wrong method, unknown path, a query string that does not fit)
 //! have the OpenAI shape, as every other error does, except on the Messages API, whose every error is in
 //! Anthropic's shape; and the 429 of a client address past its limit of failed authentications, on every API
-//! (the address given as the accept loop gives it, a `Peer` in the request's extensions).
+//! (the peer's address given as the accept loop gives it, by `App::with_peer`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use axum::body::Body;
@@ -205,11 +205,12 @@ async fn post_from(
     if let Some(f) = forwarded {
         req = req.header("x-forwarded-for", f);
     }
-    let mut req = req.body(Body::from(body.to_string())).unwrap();
-    if let Some(p) = peer {
-        req.extensions_mut().insert(svc_gateway::auth::client::Peer(p.parse().unwrap()));
-    }
-    let resp = app(state.clone()).oneshot(req).await.unwrap();
+    let req = req.body(Body::from(body.to_string())).unwrap();
+    let app = match peer {
+        Some(p) => app(state.clone()).with_peer(p.parse().unwrap()),
+        None => app(state.clone()),
+    };
+    let resp = app.oneshot(req).await.unwrap();
     let status = resp.status();
     let retry = resp.headers().get(header::RETRY_AFTER).map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();

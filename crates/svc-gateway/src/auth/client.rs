@@ -1,5 +1,5 @@
 //! Where a request comes from, for the limit on failed authentications (`limit.rs`): the TCP peer's address,
-//! which the accept loop puts in every request's extensions as [`Peer`]; or, when the peer is one of
+//! which every request carries in its [`RequestId`] (the accept loop gives it); or, when the peer is one of
 //! `server.trusted_proxies`, the right-most `X-Forwarded-For` address that is not itself a trusted proxy (each
 //! proxy appends the address it was reached from, so that is the address the first trusted proxy saw; what lies
 //! left of it the client wrote itself). Addresses are counted by their [`Slot`]: an IPv4 address alone, an
@@ -8,6 +8,7 @@
 //! What this file does not do: read `X-Forwarded-For` from a peer that is not a trusted proxy (a client writes
 //! whatever it likes there), read RFC 7239's `Forwarded`, or count anything.
 
+use crate::RequestId;
 use axum::http::{Extensions, HeaderMap, HeaderName};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,11 +16,6 @@ use svc_config::IpBlock;
 
 /// `X-Forwarded-For`.
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-/// The address of the TCP peer a request came from, put in the request's extensions by the accept loop.
-/// (A request handed to the router in process, as the router tests do, has none.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer(pub IpAddr);
 
 /// A request's headers and extensions: enough to find its client's address, which is read only when a failed
 /// authentication needs it (a valid key's request never does).
@@ -37,7 +33,7 @@ impl<'a> Origin<'a> {
 
     /// The client's address, through `trusted` proxies ([`client_ip`]).
     pub fn client_ip(&self, trusted: &[IpBlock]) -> IpAddr {
-        client_ip(self.extensions.get::<Peer>().map(|p| p.0), self.headers, trusted)
+        client_ip(self.extensions.get::<RequestId>().and_then(|r| r.2), self.headers, trusted)
     }
 }
 

@@ -1,6 +1,6 @@
-//! Authentication (spec 5): every route but the health probes passes through [`authenticate`], which
-//! resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a [`Principal`] or
-//! answers 401. Secrets are compared as SHA-256 digests; the master key in constant time. Failed
+//! Authentication (the README's Authentication section): every route but the health probes passes through
+//! [`authenticate`], which resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a
+//! [`Principal`] or answers 401. Secrets are compared as SHA-256 digests; the master key in constant time. Failed
 //! authentications are limited per client address (`limit.rs`, the address by `client.rs`): past the limit
 //! they are answered 429, and so are the master key and a key this node does not hold, while a valid virtual
 //! key is never slowed.
@@ -80,7 +80,8 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
 }
 
 /// Resolves a request's headers to a principal. A failure counts against the request's client address
-/// (`extensions` hold its peer), which may turn its 401 into a 429; a valid virtual key takes nothing from it.
+/// (its `RequestId`, in `extensions`, has the peer), which may turn its 401 into a 429; a valid virtual key
+/// takes nothing from it.
 pub async fn resolve(state: &AppState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
     let from = Origin::new(headers, extensions);
     let failures = &state.auth_failures;

@@ -41,7 +41,7 @@ async fn run(
     body: Body,
     api: Api,
 ) -> Response {
-    let RequestId(request_id, started) = id;
+    let RequestId(request_id, started, _) = id;
     let inbound = Inbound { api, caller: Caller::from_headers(headers), headers: api_headers(headers) };
     let mut alias = String::new();
     let result: Result<Response, ApiError> = async {

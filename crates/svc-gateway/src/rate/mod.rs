@@ -6,7 +6,7 @@
 //! completion tokens after the call: as many as the bucket holds are taken, down to an empty bucket, so the
 //! next request waits for the refill (a call is never cut short for them, and a completion larger than what is
 //! left is not let off whole, as a single all-or-nothing `check_n` would). The master key is never limited
-//! (spec 8.2).
+//! (README: Authentication).
 //!
 //! In fleet mode the limits hold across the fleet: see [`fleet`].
 //!

@@ -22,7 +22,6 @@
 
 use super::io::Watched;
 use super::Limits;
-use crate::auth::client::Peer;
 use crate::App;
 use axum::body::Body;
 use bytes::Bytes;
@@ -195,11 +194,10 @@ pub(super) struct Stop {
     pub close: CancellationToken,
 }
 
-/// Serves one connection from `peer` until it ends, times out or is told to close. `_permit` is its place
-/// among `max_connections`, given back when this returns.
+/// Serves one connection until it ends, times out or is told to close. `_permit` is its place among
+/// `max_connections`, given back when this returns.
 pub(super) async fn serve(
     tcp: TcpStream,
-    peer: Peer,
     app: App,
     http: auto::Builder<TokioExecutor>,
     limits: Limits,
@@ -212,10 +210,8 @@ pub(super) async fn serve(
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let guard = requests.begin();
         let app = app.clone();
-        let mut req = req.map(Body::new);
-        req.extensions_mut().insert(peer);
         async move {
-            let response = app.handle(req).await;
+            let response = app.handle(req.map(Body::new)).await;
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _guard: guard }))
         }
     });
