@@ -1,6 +1,6 @@
 //! A fake Anthropic Messages API for tests: `POST /v1/messages` (JSON, or SSE with `event:` lines when the
-//! request says `stream: true`) answered from programmable [`Canned`] answers, and `GET /v1/models` for
-//! probes. It records every request with its headers, checks `x-api-key` and `anthropic-version` as the real
+//! request says `stream: true`) answered from programmable [`Canned`] answers, `POST /v1/messages/count_tokens`
+//! (always [`COUNTED_TOKENS`]) and `GET /v1/models` for probes. It records every request with its headers, checks `x-api-key` and `anthropic-version` as the real
 //! API does (401 / 400 in Anthropic's error shape), and rejects bodies without `model`, `max_tokens` or
 //! well-formed `messages`.
 //!
@@ -52,6 +52,9 @@ impl SseEvent {
         out
     }
 }
+
+/// What `POST /v1/messages/count_tokens` answers as `input_tokens`, whatever the request.
+pub const COUNTED_TOKENS: u64 = 42;
 
 /// A programmed answer to `POST /v1/messages`.
 #[derive(Debug, Clone)]
@@ -131,6 +134,7 @@ impl FakeAnthropic {
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/models", get(models))
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -355,6 +359,18 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         // Unwrapped by the loop above.
         Canned::Delayed(..) => error_response(500, "api_error", "unreachable"),
     }
+}
+
+/// Token counting: the real API's header checks and `model` and `messages` required (no `max_tokens`).
+async fn count_tokens(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = record(&shared, "POST", "/v1/messages/count_tokens", &headers, &body);
+    if let Some(rejected) = check_headers(&shared, &headers) {
+        return rejected;
+    }
+    if !body.get("model").is_some_and(Value::is_string) || !body.get("messages").is_some_and(Value::is_array) {
+        return error_response(400, "invalid_request_error", "model, messages: Field required");
+    }
+    axum::Json(json!({ "input_tokens": COUNTED_TOKENS })).into_response()
 }
 
 fn sse(events: Vec<SseEvent>, gap: Duration) -> Response {

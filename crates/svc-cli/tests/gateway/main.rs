@@ -5,6 +5,7 @@ mod harness;
 mod raw;
 
 mod agent_apis;
+mod auth_limits;
 mod bounds;
 mod budgets;
 mod cli;
