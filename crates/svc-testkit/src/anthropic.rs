@@ -5,8 +5,10 @@
 //! well-formed `messages`.
 //!
 //! What it does not do: imitate the model. Answers are exactly what a test queued ([`FakeAnthropic::push`]),
-//! else the fallback ([`FakeAnthropic::set_fallback`], by default [`text_message`]). It binds 127.0.0.1 on an
-//! ephemeral port and stops when its handle is dropped.
+//! else the fallback ([`FakeAnthropic::set_fallback`], by default [`text_message`]); an endless stream
+//! ([`Canned::Endless`], a misbehaving upstream that ignores `max_tokens`) runs until the client goes away,
+//! which is counted ([`FakeAnthropic::streams_cancelled`]). It binds 127.0.0.1 on an ephemeral port and stops
+//! when its handle is dropped.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -18,6 +20,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -70,6 +73,8 @@ pub enum Canned {
     Raw { status: u16, content_type: String, body: String },
     /// The inner answer, after a delay.
     Delayed(Duration, Box<Canned>),
+    /// 200 `text/event-stream`: `head`, then `repeat` again and again, `gap` apart, until the client goes away.
+    Endless { head: Vec<SseEvent>, repeat: SseEvent, gap: Duration },
 }
 
 impl Canned {
@@ -113,6 +118,8 @@ struct Shared {
     recorded: Mutex<Vec<Recorded>>,
     /// Off for benchmarks (the list would grow with every request).
     recording: std::sync::atomic::AtomicBool,
+    /// Endless streams whose client went away.
+    streams_cancelled: AtomicUsize,
 }
 
 /// Locks, ignoring poisoning (a panicking test must not hide the state from the next assertion).
@@ -131,6 +138,7 @@ impl FakeAnthropic {
             fallback: Mutex::new(Canned::Message(text_message("Hello from the fake Anthropic server."))),
             recorded: Mutex::new(Vec::new()),
             recording: std::sync::atomic::AtomicBool::new(true),
+            streams_cancelled: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
@@ -167,6 +175,11 @@ impl FakeAnthropic {
     /// Every request received so far, in order (rejected ones included).
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.recorded).clone()
+    }
+
+    /// How many endless streams ([`Canned::Endless`]) were dropped by their client.
+    pub fn streams_cancelled(&self) -> usize {
+        self.shared.streams_cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -356,6 +369,7 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
         }
+        Canned::Endless { head, repeat, gap } => endless(shared, head, repeat, gap),
         // Unwrapped by the loop above.
         Canned::Delayed(..) => error_response(500, "api_error", "unreachable"),
     }
@@ -371,6 +385,32 @@ async fn count_tokens(State(shared): State<Arc<Shared>>, headers: HeaderMap, bod
         return error_response(400, "invalid_request_error", "model, messages: Field required");
     }
     axum::Json(json!({ "input_tokens": COUNTED_TOKENS })).into_response()
+}
+
+/// Counts an endless stream as cancelled when its body is dropped (it never ends by itself).
+struct Cancelled(Arc<Shared>);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        self.0.streams_cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn endless(shared: Arc<Shared>, head: Vec<SseEvent>, repeat: SseEvent, gap: Duration) -> Response {
+    let head = Bytes::from(head.iter().map(SseEvent::encode).collect::<String>());
+    let repeat = Bytes::from(repeat.encode());
+    let guard = Cancelled(shared);
+    let body = futures::stream::unfold((Some(head), repeat, guard), move |(head, repeat, guard)| async move {
+        if let Some(head) = head {
+            return Some((Ok::<_, Infallible>(head), (None, repeat, guard)));
+        }
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
+        Some((Ok(repeat.clone()), (None, repeat, guard)))
+    });
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
+        .into_response()
 }
 
 fn sse(events: Vec<SseEvent>, gap: Duration) -> Response {

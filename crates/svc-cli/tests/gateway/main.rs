@@ -26,4 +26,5 @@ mod passthrough;
 mod proxy;
 mod routing;
 mod store;
+mod stream_caps;
 mod streaming;
