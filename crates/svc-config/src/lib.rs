@@ -7,6 +7,7 @@
 
 mod diagnostics;
 mod event_pattern;
+mod ip_block;
 mod load;
 mod load_limits;
 mod load_models;
@@ -19,6 +20,7 @@ mod types;
 
 pub use diagnostics::{Diagnostic, Severity};
 pub use event_pattern::{event_pattern_error, event_pattern_matches};
+pub use ip_block::IpBlock;
 pub use load::{find_config, load_builtin, load_file, load_str, ConfigError, ConfigSource, BUILTIN_YAML};
 pub use load_notify::{load_push_builtin, load_push_file, load_push_str, valid_topic};
 pub use load_server::demo_store_path;

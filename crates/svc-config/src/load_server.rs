@@ -7,6 +7,7 @@
 use crate::node::Node;
 use crate::reader::{Fields, Key, Reader};
 use crate::types::*;
+use crate::IpBlock;
 use percent_encoding::{utf8_percent_encode, AsciiSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -31,6 +32,9 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         ("metrics_address", &[]),
         ("metrics_key_labels", &[]),
         ("log_format", &[]),
+        ("trusted_proxies", &[]),
+        ("auth_failures_burst", &[]),
+        ("auth_failures_per_minute", &[]),
     ];
     let f = node.and_then(|n| r.fields(n, "server", KEYS));
     let mut s = ServerConfig {
@@ -48,6 +52,9 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         metrics_address: None,
         metrics_key_labels: false,
         log_format: LogFormat::Text,
+        trusted_proxies: Vec::new(),
+        auth_failures_burst: 20,
+        auth_failures_per_minute: 20,
     };
     if let Some(f) = f {
         if let Some(v) = r.string(&f, "host") {
@@ -94,6 +101,7 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
             s.shutdown_timeout = Duration::from_secs(v);
         }
         metrics(r, &f, &mut s);
+        clients(r, &f, &mut s);
     }
     if let Some(base) = base {
         s.database_url = resolve_sqlite(&s.database_url, base);
@@ -132,6 +140,22 @@ fn metrics(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
                 r.error(n, format!("server.log_format: `{other}` is not one of `text`, `json`"));
             }
         }
+    }
+}
+
+/// `trusted_proxies`, `auth_failures_burst` and `auth_failures_per_minute`.
+fn clients(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
+    for (i, (text, node)) in r.strings(f, "trusted_proxies").unwrap_or_default().into_iter().enumerate() {
+        match IpBlock::parse(&text) {
+            Ok(block) => s.trusted_proxies.push(block),
+            Err(why) => r.error(&node, format!("{}[{i}]: {why}", f.child("trusted_proxies"))),
+        }
+    }
+    if let Some(v) = r.int(f, "auth_failures_burst") {
+        s.auth_failures_burst = v;
+    }
+    if let Some(v) = r.int(f, "auth_failures_per_minute") {
+        s.auth_failures_per_minute = v;
     }
 }
 

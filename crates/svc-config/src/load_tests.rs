@@ -484,3 +484,38 @@ fn relative_store_paths_are_taken_from_the_config_files_folder() {
     let c = load_at("server:\n  database_url: postgres://u@h/db\n");
     assert_eq!(c.server.database_url, "postgres://u@h/db");
 }
+
+#[test]
+fn trusted_proxies_and_the_failed_authentication_limit_are_read_and_checked() {
+    let c = load("server:\n  port: 0\n", &[]).unwrap_or_else(|e| panic!("{e}"));
+    let s = &c.server;
+    assert_eq!((s.trusted_proxies.len(), s.auth_failures_burst, s.auth_failures_per_minute), (0, 20, 20));
+    let text = "\
+server:
+  trusted_proxies: [10.0.0.0/8, 192.168.1.7, 'fd00::/8']
+  auth_failures_burst: 5
+  auth_failures_per_minute: 0
+";
+    let c = load(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let s = &c.server;
+    let shown: Vec<String> = s.trusted_proxies.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["10.0.0.0/8", "192.168.1.7", "fd00::/8"]);
+    assert_eq!((s.auth_failures_burst, s.auth_failures_per_minute), (5, 0));
+    let text = "\
+server:
+  trusted_proxies:
+    - 10.0.0.1/8
+    - lb.internal
+  auth_failures_burst: -1
+  auth_failures_per_minut: 3
+";
+    assert_eq!(
+        errors(text),
+        vec![
+            "svc.yaml:3:7: server.trusted_proxies[0]: `10.0.0.1/8` has bits set past its prefix length (did you mean `10.0.0.0/8`?)",
+            "svc.yaml:4:7: server.trusted_proxies[1]: `lb.internal` is not an IP address or a CIDR block (such as `10.0.0.0/8` or `fd00::/8`)",
+            "svc.yaml:5:24: server.auth_failures_burst: expected a whole number of the right size, found `-1`",
+            "svc.yaml:6:3: server: unknown field `auth_failures_per_minut` (did you mean `auth_failures_per_minute`?)",
+        ]
+    );
+}

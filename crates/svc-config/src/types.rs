@@ -89,6 +89,15 @@ pub struct ServerConfig {
     pub metrics_key_labels: bool,
     /// How log lines are written (`server.log_format`: `text`, the default, or `json`).
     pub log_format: LogFormat,
+    /// Reverse proxies in front of the gateway (`server.trusted_proxies`, default none): a connection from one
+    /// of them is taken to come from the right-most `X-Forwarded-For` address that is not one of them.
+    pub trusted_proxies: Vec<crate::IpBlock>,
+    /// Failed authentications a client address may make at once (`server.auth_failures_burst`, default 20);
+    /// 0 turns the limit off.
+    pub auth_failures_burst: u32,
+    /// Failed authentications a client address gets back per minute once its burst is spent
+    /// (`server.auth_failures_per_minute`, default 20); 0 turns the limit off.
+    pub auth_failures_per_minute: u32,
 }
 
 /// `server.log_format`.

@@ -49,6 +49,8 @@ pub struct Inner {
     pub budgets: Arc<Budgets>,
     /// Rate limiters.
     pub rates: RateLimits,
+    /// Failed authentications per client address.
+    pub auth_failures: crate::auth::limit::AuthFailures,
     /// Where gateway events go.
     pub events: Arc<dyn EventSink>,
     /// Stores events in the outbox and wakes its worker.
@@ -264,6 +266,7 @@ impl AppState {
             ))),
             svc_store::Backend::Sqlite => RateLimits::default(),
         };
+        let auth_failures = crate::auth::limit::AuthFailures::new(&config.server, &metrics);
         let state = AppState(Arc::new(Inner {
             in_flight,
             node,
@@ -278,6 +281,7 @@ impl AppState {
             started: chrono::Utc::now().timestamp(),
             budgets,
             rates,
+            auth_failures,
             events,
             outbox,
             shutdown,

@@ -7,11 +7,15 @@
 //!
 //! Where a consumer needs the whole chunk (a translation to another client API, a test), [`Chunk::map`]
 //! parses it once.
+//!
+//! A translation may also yield a count-only chunk ([`Chunk::count_only`]): output the upstream generated that
+//! chat completions has no form for (an Anthropic thinking block, a signature, a delta type not known
+//! today). It is never sent to a client, but its tokens count toward the stream's completion cap like any
+//! chunk's.
 
-use crate::estimate::{self, text_tokens};
-use crate::raw::{self, Key};
+use crate::generated::{self, Rule};
+use crate::raw;
 use crate::usage;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
@@ -22,6 +26,8 @@ pub struct Chunk {
     raw: Option<raw::Object>,
     /// The whole chunk: built, or parsed from `raw` on first use.
     parsed: OnceLock<Map<String, Value>>,
+    /// Set on a count-only chunk: the generated tokens of the output it stands for.
+    count_only: Option<u64>,
 }
 
 /// What to do with a chunk's `usage` when it is written again.
@@ -37,14 +43,25 @@ pub enum UsageEdit<'a> {
 
 impl From<Map<String, Value>> for Chunk {
     fn from(map: Map<String, Value>) -> Chunk {
-        Chunk { raw: None, parsed: OnceLock::from(map) }
+        Chunk { raw: None, parsed: OnceLock::from(map), count_only: None }
     }
 }
 
 impl Chunk {
     /// A chunk as an upstream wrote it.
     pub fn raw(object: raw::Object) -> Chunk {
-        Chunk { raw: Some(object), parsed: OnceLock::new() }
+        Chunk { raw: Some(object), parsed: OnceLock::new(), count_only: None }
+    }
+
+    /// A count-only chunk: `tokens` of generated output a translation could not put in a chunk. Its map is
+    /// empty; it is counted ([`Chunk::generated_tokens`]) and never sent.
+    pub fn count_only(tokens: u64) -> Chunk {
+        Chunk { raw: None, parsed: OnceLock::from(Map::new()), count_only: Some(tokens) }
+    }
+
+    /// Whether this is a count-only chunk, to be counted and not sent.
+    pub fn is_count_only(&self) -> bool {
+        self.count_only.is_some()
     }
 
     /// The whole chunk (parsed on first use when it came raw).
@@ -92,16 +109,16 @@ impl Chunk {
         (field("id"), field("created"))
     }
 
-    /// [`estimate::text_tokens`] of every generated string in `choices` ([`estimate::visit_generated`]'s).
+    /// The estimated tokens of every generated string in `choices` ([`Rule::Choices`]), or those a count-only
+    /// chunk stands for.
     pub fn generated_tokens(&self) -> u64 {
+        if let Some(tokens) = self.count_only {
+            return tokens;
+        }
         if self.raw.is_some() {
-            return self.text("choices").map_or(0, generated_text_tokens);
+            return self.text("choices").map_or(0, |t| generated::json_tokens(t, Rule::Choices));
         }
-        let mut tokens = 0u64;
-        if let Some(choices) = self.map().get("choices") {
-            estimate::visit_generated(choices, &mut |text| tokens = tokens.saturating_add(text_tokens(text)));
-        }
-        tokens
+        self.map().get("choices").map_or(0, |choices| generated::value_tokens(choices, Rule::Choices))
     }
 
     /// Whether this is a usage chunk: `choices` empty and `usage` set.
@@ -180,87 +197,6 @@ fn is_empty_array(t: &str) -> bool {
         .is_some_and(|inside| inside.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')))
 }
 
-/// [`estimate::visit_generated`]'s count over the JSON text of `choices`, read once without building it: every
-/// string counted except the values of the keys that function skips. A key given twice in one object is
-/// counted each time (a parsed map would keep the last): an upstream that repeats keys is charged more, never
-/// less. Text that does not read (a number out of range, nesting too deep) is counted whole.
-pub fn generated_text_tokens(json: &str) -> u64 {
-    let mut tokens = 0u64;
-    let mut de = serde_json::Deserializer::from_str(json);
-    let read = Generated(&mut tokens).deserialize(&mut de).and_then(|()| de.end());
-    if read.is_ok() {
-        tokens
-    } else {
-        text_tokens(json)
-    }
-}
-
-/// Adds the tokens of the generated strings of one JSON value to its count.
-struct Generated<'c>(&'c mut u64);
-
-impl Generated<'_> {
-    fn count(&mut self, text: &str) {
-        *self.0 = self.0.saturating_add(text_tokens(text));
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Generated<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Generated<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_str<E>(mut self, v: &str) -> Result<(), E> {
-        self.count(v);
-        Ok(())
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Generated(&mut *self.0))?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(Key(key)) = map.next_key()? {
-            if estimate::is_not_generated(&key) {
-                map.next_value::<IgnoredAny>()?;
-            } else {
-                map.next_value_seed(Generated(&mut *self.0))?;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -319,10 +255,33 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_choices_are_counted_whole() {
-        let text = r#"[{"delta":{"content":"abcd"},"x":1e999}]"#;
-        assert_eq!(generated_text_tokens(text), text_tokens(text));
-        assert_eq!(generated_text_tokens(r#"[{"delta":{"content":"abcd"}}]"#), 1);
-        assert_eq!(generated_text_tokens(r#"[{"delta":{"content":"abcd","content":"abcd"}}]"#), 2, "repeats count");
+    fn every_generated_string_of_an_upstream_chunk_counts() {
+        // Each "abcdefgh" is 2 tokens; ids, roles, types, indexes, finish reasons and log probabilities are not
+        // generated. What an OpenAI-compatible upstream streams counts whatever field carries it.
+        let deltas = [
+            json!({"content": "abcdefgh"}),
+            json!({"reasoning_content": "abcdefgh"}),
+            json!({"reasoning": "abcdefgh"}),
+            json!({"refusal": "abcdefgh"}),
+            json!({"audio": {"id": "audio_0123456789", "transcript": "abcdefgh"}}),
+            json!({"tool_calls": [{"index": 0, "id": "call_0123456789", "type": "function", "function": {"arguments": "abcdefgh"}}]}),
+            json!({"x_new_field": {"nested": ["abcdefgh"]}}),
+        ];
+        for delta in deltas {
+            let c = json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
+                "logprobs": {"content": [{"token": "zzzz"}]}, "finish_reason": null}]});
+            assert_eq!(raw(&c).generated_tokens(), 2, "{c}");
+            assert_eq!(Chunk::from(c.as_object().unwrap().clone()).generated_tokens(), 2, "{c}");
+        }
+        let text = r#"{"choices":[{"delta":{"content":"abcd"},"x":1e999}]}"#;
+        let unreadable = Chunk::raw(raw::Object::parse(text.as_bytes()).unwrap());
+        assert!(unreadable.generated_tokens() > 1, "choices that do not read are counted whole");
+    }
+
+    #[test]
+    fn a_count_only_chunk_is_counted_and_empty() {
+        let c = Chunk::count_only(7);
+        assert!(c.is_count_only() && !raw(&json!({"choices": []})).is_count_only());
+        assert_eq!((c.generated_tokens(), c.usage(), c.map().is_empty()), (7, None, true));
     }
 }

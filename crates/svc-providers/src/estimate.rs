@@ -119,34 +119,16 @@ pub fn prompt_bound(req: &ChatRequest, body_bytes: usize) -> u64 {
 }
 
 /// The conservative estimate of the completion tokens of a reply's generated content (chat `choices`,
-/// Messages `content`, Responses `output`: the text, refusals, reasoning and tool-call arguments in it).
+/// Messages `content`, Responses `output`: the text, refusals, reasoning and tool-call arguments in it, by
+/// [`crate::generated::Rule::Choices`]).
 pub fn completion_tokens(choices: &Value) -> u64 {
-    let mut total = 0u64;
-    visit_generated(choices, &mut |s| total = total.saturating_add(conservative(s)));
-    total
+    crate::generated::value_tokens(choices, crate::generated::Rule::Choices).saturating_mul(2)
 }
 
 /// Whether the value of key `key` in `choices` is not generated text: ids, roles, types, finish reasons,
 /// indexes and log probabilities.
 pub fn is_not_generated(key: &str) -> bool {
     matches!(key, "id" | "role" | "type" | "finish_reason" | "index" | "logprobs")
-}
-
-/// Calls `f` with every generated string in a reply's or chunk's `choices`: every string value except ids,
-/// roles, types and finish reasons.
-pub fn visit_generated(value: &Value, f: &mut impl FnMut(&str)) {
-    match value {
-        Value::String(s) => f(s),
-        Value::Array(items) => items.iter().for_each(|v| visit_generated(v, f)),
-        Value::Object(fields) => {
-            for (k, v) in fields {
-                if !is_not_generated(k) {
-                    visit_generated(v, f);
-                }
-            }
-        }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
-    }
 }
 
 #[cfg(test)]

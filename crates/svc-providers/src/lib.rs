@@ -9,6 +9,7 @@ pub mod chunk;
 pub mod client;
 mod error;
 pub mod estimate;
+pub mod generated;
 pub mod http;
 mod mock;
 mod openai;

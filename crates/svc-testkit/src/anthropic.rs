@@ -1,12 +1,14 @@
 //! A fake Anthropic Messages API for tests: `POST /v1/messages` (JSON, or SSE with `event:` lines when the
-//! request says `stream: true`) answered from programmable [`Canned`] answers, and `GET /v1/models` for
-//! probes. It records every request with its headers, checks `x-api-key` and `anthropic-version` as the real
+//! request says `stream: true`) answered from programmable [`Canned`] answers, `POST /v1/messages/count_tokens`
+//! (always [`COUNTED_TOKENS`]) and `GET /v1/models` for probes. It records every request with its headers, checks `x-api-key` and `anthropic-version` as the real
 //! API does (401 / 400 in Anthropic's error shape), and rejects bodies without `model`, `max_tokens` or
 //! well-formed `messages`.
 //!
 //! What it does not do: imitate the model. Answers are exactly what a test queued ([`FakeAnthropic::push`]),
-//! else the fallback ([`FakeAnthropic::set_fallback`], by default [`text_message`]). It binds 127.0.0.1 on an
-//! ephemeral port and stops when its handle is dropped.
+//! else the fallback ([`FakeAnthropic::set_fallback`], by default [`text_message`]); an endless stream
+//! ([`Canned::Endless`], a misbehaving upstream that ignores `max_tokens`) runs until the client goes away,
+//! which is counted ([`FakeAnthropic::streams_cancelled`]). It binds 127.0.0.1 on an ephemeral port and stops
+//! when its handle is dropped.
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -18,6 +20,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -53,6 +56,9 @@ impl SseEvent {
     }
 }
 
+/// What `POST /v1/messages/count_tokens` answers as `input_tokens`, whatever the request.
+pub const COUNTED_TOKENS: u64 = 42;
+
 /// A programmed answer to `POST /v1/messages`.
 #[derive(Debug, Clone)]
 pub enum Canned {
@@ -67,6 +73,8 @@ pub enum Canned {
     Raw { status: u16, content_type: String, body: String },
     /// The inner answer, after a delay.
     Delayed(Duration, Box<Canned>),
+    /// 200 `text/event-stream`: `head`, then `repeat` again and again, `gap` apart, until the client goes away.
+    Endless { head: Vec<SseEvent>, repeat: SseEvent, gap: Duration },
 }
 
 impl Canned {
@@ -110,6 +118,8 @@ struct Shared {
     recorded: Mutex<Vec<Recorded>>,
     /// Off for benchmarks (the list would grow with every request).
     recording: std::sync::atomic::AtomicBool,
+    /// Endless streams whose client went away.
+    streams_cancelled: AtomicUsize,
 }
 
 /// Locks, ignoring poisoning (a panicking test must not hide the state from the next assertion).
@@ -128,9 +138,11 @@ impl FakeAnthropic {
             fallback: Mutex::new(Canned::Message(text_message("Hello from the fake Anthropic server."))),
             recorded: Mutex::new(Vec::new()),
             recording: std::sync::atomic::AtomicBool::new(true),
+            streams_cancelled: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/models", get(models))
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -163,6 +175,11 @@ impl FakeAnthropic {
     /// Every request received so far, in order (rejected ones included).
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.recorded).clone()
+    }
+
+    /// How many endless streams ([`Canned::Endless`]) were dropped by their client.
+    pub fn streams_cancelled(&self) -> usize {
+        self.shared.streams_cancelled.load(Ordering::SeqCst)
     }
 }
 
@@ -352,9 +369,48 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, [(header::CONTENT_TYPE, content_type)], body).into_response()
         }
+        Canned::Endless { head, repeat, gap } => endless(shared, head, repeat, gap),
         // Unwrapped by the loop above.
         Canned::Delayed(..) => error_response(500, "api_error", "unreachable"),
     }
+}
+
+/// Token counting: the real API's header checks and `model` and `messages` required (no `max_tokens`).
+async fn count_tokens(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let body = record(&shared, "POST", "/v1/messages/count_tokens", &headers, &body);
+    if let Some(rejected) = check_headers(&shared, &headers) {
+        return rejected;
+    }
+    if !body.get("model").is_some_and(Value::is_string) || !body.get("messages").is_some_and(Value::is_array) {
+        return error_response(400, "invalid_request_error", "model, messages: Field required");
+    }
+    axum::Json(json!({ "input_tokens": COUNTED_TOKENS })).into_response()
+}
+
+/// Counts an endless stream as cancelled when its body is dropped (it never ends by itself).
+struct Cancelled(Arc<Shared>);
+
+impl Drop for Cancelled {
+    fn drop(&mut self) {
+        self.0.streams_cancelled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn endless(shared: Arc<Shared>, head: Vec<SseEvent>, repeat: SseEvent, gap: Duration) -> Response {
+    let head = Bytes::from(head.iter().map(SseEvent::encode).collect::<String>());
+    let repeat = Bytes::from(repeat.encode());
+    let guard = Cancelled(shared);
+    let body = futures::stream::unfold((Some(head), repeat, guard), move |(head, repeat, guard)| async move {
+        if let Some(head) = head {
+            return Some((Ok::<_, Infallible>(head), (None, repeat, guard)));
+        }
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
+        Some((Ok(repeat.clone()), (None, repeat, guard)))
+    });
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(body))
+        .into_response()
 }
 
 fn sse(events: Vec<SseEvent>, gap: Duration) -> Response {

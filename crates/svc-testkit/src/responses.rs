@@ -1,14 +1,15 @@
 //! The OpenAI Responses API and embeddings of the test upstream ([`crate::upstream`]): `POST /v1/responses`
 //! answers the behaviour's text as one message (or, streamed, as the events OpenAI sends for it, usage in
 //! `response.completed`), `POST /v1/embeddings` a vector of 8 numbers per input with `prompt_tokens` usage.
-//! Both record the request and honour `fail_next` and `delay`.
+//! Both record the request and honour `fail_next` and `delay`; a streamed response is endless with
+//! `endless_event` (counted as cancelled when the client goes away).
 //!
 //! Responses are kept as OpenAI keeps them: each gets its own id (`resp_0001`, …), is stored unless the request
 //! says `store: false`, and can be retrieved, deleted, have its input items listed and, when created with
 //! `background: true` (then left `in_progress`), be cancelled. A `previous_response_id` it does not keep is
 //! answered 404, as OpenAI does.
 
-use crate::upstream::{error, take, Shared};
+use crate::upstream::{error, take, Shared, StreamGuard};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -84,6 +85,10 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     if background || !req.get("stream").and_then(Value::as_bool).unwrap_or(false) {
         return Json(done).into_response();
     }
+    if let Some(event) = b.endless_event.clone() {
+        let created = json!({"type": "response.created", "response": response("in_progress", json!([]), Value::Null)});
+        return endless(s, created, event, b.chunk_delay);
+    }
     let mut events = vec![
         ("response.created", json!({"response": response("in_progress", json!([]), Value::Null)})),
         (
@@ -122,6 +127,29 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(Body::from(body))
+        .unwrap_or_else(|_| error(500, "cannot build response"))
+}
+
+/// A stream of `created`, then `event` again and again, `gap` apart, until the client goes away.
+fn endless(s: Arc<Shared>, created: Value, event: Value, gap: std::time::Duration) -> Response {
+    let sse = |data: &Value| {
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or("message");
+        Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+    };
+    let (first, repeat) = (sse(&created), sse(&event));
+    let guard = StreamGuard { shared: s, finished: false };
+    let body = futures::stream::unfold((Some(first), repeat, guard), move |(first, repeat, guard)| async move {
+        if let Some(first) = first {
+            return Some((Ok::<Bytes, std::io::Error>(first), (None, repeat, guard)));
+        }
+        if !gap.is_zero() {
+            tokio::time::sleep(gap).await;
+        }
+        Some((Ok(repeat.clone()), (None, repeat, guard)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(body))
         .unwrap_or_else(|_| error(500, "cannot build response"))
 }
 

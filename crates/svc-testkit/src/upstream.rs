@@ -54,6 +54,9 @@ pub struct Behaviour {
     /// After the first content chunk, a line of this many bytes with no newline, sent in 64 KiB pieces
     /// `chunk_delay` apart, then nothing more.
     pub long_line: Option<usize>,
+    /// A Responses stream that never ends: `response.created`, then this event's data (its `type` names it)
+    /// again and again, `chunk_delay` apart, ignoring `max_output_tokens`, until the client goes away.
+    pub endless_event: Option<Value>,
 }
 
 impl Default for Behaviour {
@@ -75,6 +78,7 @@ impl Default for Behaviour {
             reply_override: None,
             endless: false,
             long_line: None,
+            endless_event: None,
         }
     }
 }
@@ -296,9 +300,9 @@ fn misbehaving_stream(s: Arc<Shared>, b: Behaviour, model: Value) -> Response {
 }
 
 /// Counts a stream as cancelled unless it reached its end.
-struct StreamGuard {
-    shared: Arc<Shared>,
-    finished: bool,
+pub(crate) struct StreamGuard {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) finished: bool,
 }
 
 impl StreamGuard {

@@ -5,6 +5,7 @@ mod harness;
 mod raw;
 
 mod agent_apis;
+mod auth_limits;
 mod bounds;
 mod budgets;
 mod cli;
@@ -25,4 +26,5 @@ mod passthrough;
 mod proxy;
 mod routing;
 mod store;
+mod stream_caps;
 mod streaming;

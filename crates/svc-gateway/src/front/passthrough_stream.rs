@@ -1,8 +1,17 @@
 //! A passed-through stream: each upstream event is forwarded as the upstream wrote it, parsed only where the
 //! gateway acts on it. The events that carry the model (`message_start`, the `response.*` lifecycle events)
 //! get the client's name in it, spliced into their text; usage is read from `message_start` and
-//! `message_delta` (Messages) or `response.completed` / `response.incomplete` (Responses); the text of
-//! content deltas is counted for the stream's cap. Every other event, unknown types included, passes as bytes.
+//! `message_delta` (Messages) or `response.completed` / `response.incomplete` (Responses). Every other event,
+//! unknown types included, passes as bytes.
+//!
+//! Whatever an event adds to the output counts toward the stream's cap ([`svc_providers::generated`] decides
+//! which strings are generated): every Messages `content_block_delta`'s `delta` and `content_block_start`'s
+//! block, whatever their type; every Responses event whose type ends in `.delta`, by its `delta`; and,
+//! because Responses also sends the output whole (`*.done` texts, `*part.done` parts, `output_item.done`
+//! items, and `*.added` events), those too, each kind on its own [`Level`]. In an honest stream every level
+//! holds the same output once, so the stream's count is its largest level: nothing is counted twice, and a
+//! stream that sends its output by one kind of event only is counted all the same. Events that carry no
+//! output (`ping`, lifecycle, progress such as `response.web_search_call.searching`) are not read for it.
 
 use super::passthrough::{count, messages_usage, reply_usage, write_fields, Fields};
 use super::responses::{new_id, response, usage};
@@ -13,6 +22,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use svc_budget::Usage;
+use svc_providers::estimate::text_tokens;
+use svc_providers::generated::{self, DeltaTokens, Rule, WholeTokens};
 use svc_providers::passthrough::RawEvent;
 use svc_providers::usage::Reported;
 
@@ -30,30 +41,74 @@ pub struct PassStream {
     open_block: Option<u64>,
     /// A Responses stream's id (from `response.created`), until the caller takes it.
     response_id: Option<String>,
+    /// The generated tokens counted so far, by level.
+    output: Output,
 }
 
-/// The parts of a delta event the gateway counts.
+/// The kinds of event that carry output, each holding all of it once in an honest stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Output piece by piece: Messages block starts and deltas, Responses `*.delta` events.
+    Pieces,
+    /// Responses `response.output_item.done`: each output item whole.
+    Items,
+    /// Responses `*part.done` (`content_part`, `reasoning_summary_part`): each part whole.
+    Parts,
+    /// Responses `*.done` of a text (`output_text`, `function_call_arguments`, `refusal`, …): each whole.
+    Done,
+    /// Responses `*.added` (items and parts as they open, annotations): near nothing in an honest stream.
+    Added,
+}
+
+impl Level {
+    /// The level of a Responses event that gives output whole, by its type.
+    fn of_whole(kind: &str) -> Option<Level> {
+        if kind == "response.output_item.done" {
+            Some(Level::Items)
+        } else if kind.ends_with("part.done") {
+            Some(Level::Parts)
+        } else if kind.ends_with(".done") {
+            Some(Level::Done)
+        } else if kind.ends_with(".added") {
+            Some(Level::Added)
+        } else {
+            None
+        }
+    }
+}
+
+/// The generated tokens of a stream, one count per [`Level`]; the stream's count is the largest.
+#[derive(Debug, Default)]
+struct Output([u64; 5]);
+
+impl Output {
+    /// Adds `tokens` at `level`; what the stream's count grew by.
+    fn add(&mut self, level: Level, tokens: u64) -> u64 {
+        let before = self.count();
+        let at = &mut self.0[level as usize];
+        *at = at.saturating_add(tokens);
+        self.count() - before
+    }
+
+    fn count(&self) -> u64 {
+        self.0.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// A delta event, as far as it is counted: its `delta` (text, or an object of any fields).
 #[derive(Deserialize)]
-struct Delta<'a> {
-    #[serde(borrow, default)]
-    delta: Option<DeltaBody<'a>>,
+struct Delta {
+    #[serde(default)]
+    delta: DeltaTokens,
+}
+
+/// A Messages `content_block_start`: the block's index and its initial content.
+#[derive(Deserialize)]
+struct BlockStart {
     #[serde(default)]
     index: Option<u64>,
-}
-
-/// A delta is a text (Responses) or an object of texts (Messages).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum DeltaBody<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Parts {
-        #[serde(borrow, default)]
-        text: Option<Cow<'a, str>>,
-        #[serde(borrow, default)]
-        partial_json: Option<Cow<'a, str>>,
-        #[serde(borrow, default)]
-        thinking: Option<Cow<'a, str>>,
-    },
+    #[serde(default)]
+    content_block: WholeTokens,
 }
 
 impl PassStream {
@@ -67,6 +122,7 @@ impl PassStream {
             reported: None,
             open_block: None,
             response_id: None,
+            output: Output::default(),
         }
     }
 
@@ -105,25 +161,21 @@ impl PassStream {
                 None
             }
             "content_block_start" => {
-                self.open_block = serde_json::from_str::<Delta<'_>>(&ev.data).ok().and_then(|d| d.index);
+                // Text that does not read is counted whole, never as nothing.
+                let (index, tokens) = match serde_json::from_str::<BlockStart>(&ev.data) {
+                    Ok(start) => (start.index, start.content_block.0),
+                    Err(_) => (None, text_tokens(&ev.data)),
+                };
+                self.open_block = index;
+                generated = self.output.add(Level::Pieces, tokens);
                 None
             }
             "content_block_stop" => {
                 self.open_block = None;
                 None
             }
-            "content_block_delta" | "response.output_text.delta" | "response.function_call_arguments.delta" => {
-                if let Ok(Delta { delta: Some(d), .. }) = serde_json::from_str::<Delta<'_>>(&ev.data) {
-                    let texts: [Option<&str>; 3] = match &d {
-                        DeltaBody::Text(t) => [Some(t), None, None],
-                        DeltaBody::Parts { text, partial_json, thinking } => {
-                            [text.as_deref(), partial_json.as_deref(), thinking.as_deref()]
-                        }
-                    };
-                    for t in texts.into_iter().flatten() {
-                        generated = generated.saturating_add(svc_providers::estimate::text_tokens(t));
-                    }
-                }
+            "content_block_delta" => {
+                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data));
                 None
             }
             k @ ("response.created"
@@ -144,7 +196,17 @@ impl PassStream {
                     }
                 })
             }
-            _ => None,
+            k if k.ends_with(".delta") => {
+                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data));
+                None
+            }
+            k => {
+                // Only a few of these a stream (per item and part, not per token): read whole, counted once.
+                if let Some(level) = Level::of_whole(k) {
+                    generated = self.output.add(level, generated::json_tokens(&ev.data, Rule::Whole));
+                }
+                None
+            }
         };
         let data = rewritten.as_deref().unwrap_or(ev.data.as_bytes());
         let mut out = Vec::with_capacity(data.len() + ev.event.len() + 16);
@@ -206,6 +268,11 @@ impl PassStream {
             }
         }
     }
+}
+
+/// The generated tokens of a delta event's `delta`; of the whole text when it does not read.
+fn delta_tokens(data: &str) -> u64 {
+    serde_json::from_str::<Delta>(data).map_or_else(|_| text_tokens(data), |d| d.delta.0)
 }
 
 /// One field of raw fields, parsed.
@@ -279,5 +346,104 @@ mod tests {
         ));
         let want = Usage { prompt_tokens: 3, completion_tokens: 4, cache_creation_tokens: 0, cache_read_tokens: 2 };
         assert_eq!(s.reported(), Some(Reported::Counts(want)));
+    }
+
+    /// The generated tokens `s` counts for each event, in order.
+    fn counts(s: &mut PassStream, events: &[Value]) -> Vec<u64> {
+        events.iter().map(|e| s.event(ev(e["type"].as_str().unwrap_or_default(), e.clone())).1).collect()
+    }
+
+    #[test]
+    fn every_messages_delta_and_block_counts_whatever_its_type() {
+        let mut s = PassStream::new(Api::Messages, "claude-x");
+        let delta = |d: Value| json!({"type": "content_block_delta", "index": 0, "delta": d});
+        let start = |b: Value| json!({"type": "content_block_start", "index": 0, "content_block": b});
+        // "abcdefgh" is 2 tokens; type tags and ids are not output.
+        let events = [
+            delta(json!({"type": "text_delta", "text": "abcdefgh"})),
+            delta(json!({"type": "thinking_delta", "thinking": "abcdefgh"})),
+            delta(json!({"type": "signature_delta", "signature": "abcdefgh"})),
+            delta(json!({"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "abcdefgh",
+                "document_index": 0, "start_char_index": 0, "end_char_index": 8}})),
+            delta(json!({"type": "input_json_delta", "partial_json": "abcdefgh"})),
+            delta(json!({"type": "x_new_delta", "x_new": {"deep": ["abcdefgh"]}})),
+            start(json!({"type": "text", "text": "abcdefgh"})),
+            start(json!({"type": "redacted_thinking", "data": "abcdefgh"})),
+            start(json!({"type": "tool_use", "id": "toolu_0123456789abcdef", "name": "abcdefgh", "input": {}})),
+            start(json!({"type": "x_new", "x_text": "abcdefgh"})),
+            // A server tool's results are its output, billed as input: not counted.
+            start(json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+                "content": [{"type": "web_search_result", "title": "abcdefgh", "encrypted_content": "abcdefgh"}]})),
+        ];
+        assert_eq!(counts(&mut s, &events), [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0]);
+        let broken = RawEvent { event: "content_block_delta".into(), data: "{\"delta\": \"abcdefgh".into() };
+        assert_eq!(s.event(broken).1, text_tokens("{\"delta\": \"abcdefgh"), "text that does not read counts whole");
+        let empty = start(json!({"type": "thinking", "thinking": "", "signature": ""}));
+        assert_eq!(counts(&mut s, &[empty]), [0]);
+        assert_eq!(s.open_block, Some(0), "the block start is still read for its index");
+    }
+
+    #[test]
+    fn every_responses_delta_counts_whatever_its_type() {
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let kinds = [
+            "response.output_text.delta",
+            "response.refusal.delta",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_text.delta",
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+            "response.x_new.delta",
+        ];
+        let events: Vec<Value> = kinds
+            .iter()
+            .map(|k| {
+                json!({"type": k, "item_id": "msg_0123456789abcdef", "output_index": 0, "content_index": 0,
+                "delta": "abcdefgh", "obfuscation": "padding0123", "logprobs": []})
+            })
+            .collect();
+        assert_eq!(counts(&mut s, &events), [2; 7], "the delta alone: not its ids or padding");
+        let object = json!({"type": "response.x_other.delta", "delta": {"type": "x", "text": "abcdefgh"}});
+        assert_eq!(counts(&mut s, &[object]), [2], "a delta that is an object");
+    }
+
+    #[test]
+    fn responses_output_given_whole_counts_once_and_alone_counts_all() {
+        let text = "abcdefgh".repeat(4); // 8 tokens
+        let item = json!({"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]});
+        let part = json!({"type": "output_text", "text": text, "annotations": []});
+        let honest = [
+            json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}}),
+            json!({"type": "response.content_part.added", "item_id": "msg_1", "part": {"type": "output_text", "text": ""}}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "delta": "abcdefgh".repeat(2)}),
+            json!({"type": "response.output_text.delta", "item_id": "msg_1", "delta": "abcdefgh".repeat(2)}),
+            json!({"type": "response.output_text.done", "item_id": "msg_1", "text": text}),
+            json!({"type": "response.content_part.done", "item_id": "msg_1", "part": part}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            json!({"type": "response.web_search_call.searching", "item_id": "ws_1"}),
+        ];
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        assert_eq!(counts(&mut s, &honest), [0, 0, 4, 4, 0, 0, 0, 0], "the text once, by its deltas");
+        // A stream that sends its output only whole is counted all the same, event by event.
+        for whole in [
+            json!({"type": "response.output_item.done", "item": item}),
+            json!({"type": "response.content_part.done", "part": part}),
+            json!({"type": "response.output_text.done", "text": text}),
+            json!({"type": "response.x_new.done", "x_text": text}),
+            json!({"type": "response.output_item.added", "item": item}),
+        ] {
+            let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+            assert_eq!(counts(&mut s, &[whole.clone(), whole.clone(), whole.clone()]), [8, 8, 8], "{whole}");
+        }
+        // Whole items bigger than the deltas (a tool call's name is in the item only) raise the count to them.
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "abcd", "arguments": "abcdefgh"});
+        let events = [
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "abcdefgh"}),
+            json!({"type": "response.output_item.done", "item": call}),
+        ];
+        assert_eq!(counts(&mut s, &events), [2, 1]);
     }
 }

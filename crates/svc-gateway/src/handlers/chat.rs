@@ -41,7 +41,7 @@ async fn run(
     body: Body,
     api: Api,
 ) -> Response {
-    let RequestId(request_id, started) = id;
+    let RequestId(request_id, started, _) = id;
     // A caller header past its bound is refused, after the request line has what could be read.
     let (caller, refused) = match Caller::from_headers(headers) {
         Ok(c) => (c, None),
@@ -84,7 +84,9 @@ async fn run(
 
 /// `POST /messages/count_tokens`: passed through to the alias's first Anthropic deployment; for others the
 /// prompt's tokens by the gateway's plain estimate. The alias must exist and be allowed to the caller, as for a
-/// call; counting is free and not rate limited.
+/// call, and each call counts against the key's and its team's `rpm_limit` as a call does (no tokens: it is
+/// sent upstream with the gateway's own key, so it must not be a way around the limit); counting is free (no
+/// budget is reserved or charged). A revoked (blocked) key never gets here: authentication answers 401.
 pub async fn count_tokens(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -96,6 +98,7 @@ pub async fn count_tokens(
     let req = svc_providers::ChatRequest::from_body(chat);
     let alias = req.model();
     pipeline::access::check(&state.models, &state.config, &principal, alias)?;
+    state.rates.admit(&principal, &state.config, 0).await?;
     let plan = state.models.plan(alias, state.events.as_ref());
     let first = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(Wire::CountTokens));
     let Some(route) = first else {

@@ -49,6 +49,7 @@ pub struct Metrics {
     cooldowns: IntCounterVec,
     spend: CounterVec,
     refusals: IntCounterVec,
+    auth_failures: IntCounterVec,
     events: IntCounterVec,
     deliveries: IntCounterVec,
     hooks: IntCounterVec,
@@ -154,6 +155,12 @@ impl Metrics {
                 "Requests refused before any upstream call: budget, rate_limit, overload.",
                 &["reason", "team"],
             )?,
+            auth_failures: counter(
+                r,
+                "svc_auth_failures_total",
+                "Failed authentications: answered 401 (rejected), or 429 past the limit per client address (limited).",
+                &["outcome"],
+            )?,
             events: counter(r, "svc_events_emitted_total", "Events stored for delivery, by kind.", &["kind"])?,
             deliveries: counter(
                 r,
@@ -241,6 +248,7 @@ impl Metrics {
             Box::new(self.cooldowns.clone()),
             Box::new(self.spend.clone()),
             Box::new(self.refusals.clone()),
+            Box::new(self.auth_failures.clone()),
             Box::new(self.events.clone()),
             Box::new(self.deliveries.clone()),
             Box::new(self.hooks.clone()),
@@ -317,6 +325,11 @@ impl Metrics {
     /// The counter of `deployment`'s cooldowns (held by its route: counting takes no lookup).
     pub fn cooldowns(&self, deployment: &str) -> IntCounter {
         self.cooldowns.with_label_values(&[deployment])
+    }
+
+    /// The counter of failed authentications with `outcome` (`rejected`, `limited`), resolved once by its holder.
+    pub fn auth_failures(&self, outcome: &str) -> IntCounter {
+        self.auth_failures.with_label_values(&[outcome])
     }
 
     /// This gateway's id among the metrics of the process (the per-thread cache's key).

@@ -2,12 +2,13 @@
 //! backlog, the fleet's nodes), then every series in Prometheus's text format (version 0.0.4). Served on the
 //! main listener to the master key or `server.metrics_key`, and without a key on `server.metrics_address`.
 
+use crate::auth::client::Origin;
 use crate::error::ApiError;
 use crate::health::State as Health;
 use crate::keys::hash_secret;
 use crate::state::AppState;
-use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -137,16 +138,22 @@ async fn exposition(state: &AppState) -> Response {
 }
 
 /// `GET /metrics` on the main listener: the master key or `server.metrics_key` (as `Authorization: Bearer`),
-/// else 401.
-pub async fn handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let token = headers
+/// else 401. A wrong key is a failed authentication like any other (`auth::limit`): past the limit of its
+/// address it is answered 429, and so are the right keys from that address (both are chosen by an operator, so
+/// both can be guessed).
+pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
+    let from = Origin::new(req.headers(), req.extensions());
+    let failed = |e: ApiError| state.auth_failures.failed(&from, e).into_response();
+    let token = req
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return ApiError::unauthorized("No api key passed in: /metrics needs the master key or server.metrics_key.")
-            .into_response();
+        return failed(ApiError::unauthorized(
+            "No api key passed in: /metrics needs the master key or server.metrics_key.",
+        ));
     };
     let digest = hash_secret(token);
     let master = state.master_hash.as_ref().is_some_and(|h| bool::from(digest.ct_eq(h)));
@@ -155,7 +162,10 @@ pub async fn handler(State(state): State<AppState>, headers: HeaderMap) -> Respo
         bool::from(digest.ct_eq(&want))
     });
     if !(master || scraper) {
-        return ApiError::unauthorized("/metrics needs the master key or server.metrics_key.").into_response();
+        return failed(ApiError::unauthorized("/metrics needs the master key or server.metrics_key."));
+    }
+    if let Err(limited) = state.auth_failures.refuse_if_limited(&from) {
+        return limited.into_response();
     }
     exposition(&state).await
 }

@@ -6,8 +6,12 @@
 //! `[DONE]`, or, when the client hangs up mid-stream, in a tracked task that still charges what was
 //! generated. Whatever the upstream does, a stream is bounded:
 //!
-//! - a budgeted stream whose generated text passes its reserved completion tokens (`Meter::cut_after`) is cut:
-//!   the client gets `finish_reason: "length"` and a clean `[DONE]`, and the call is charged its reservation;
+//! - a budgeted stream whose generated output passes its reserved completion tokens (`Meter::cut_after`) is
+//!   cut: the client gets its API's ending for a stream at its cap (chat: `finish_reason: "length"` and a
+//!   clean `[DONE]`), and the call is charged its reservation. Whatever the upstream generates counts, sent
+//!   or not: every generated string of a chunk (`Chunk::generated_tokens`), the count-only chunks a
+//!   translation yields for output it has no form for, and a passed-through event's output
+//!   (`PassStream::event`);
 //! - the wait for each next chunk is bounded by `stream_idle_timeout_seconds`, the whole stream by
 //!   `stream_timeout_seconds`; past either, the stream ends with one error event (504), charged what was
 //!   generated;
@@ -166,7 +170,7 @@ struct Forward {
 enum Stop {
     /// The upstream failed.
     Failed(ApiError),
-    /// The generated text passed the reserved completion tokens.
+    /// The generated output passed the reserved completion tokens.
     Cut,
 }
 
@@ -180,6 +184,10 @@ impl Forward {
     /// Adjusts one chunk for the client; `None` drops it.
     fn rewrite(&mut self, item: Item) -> Option<Bytes> {
         let chunk = match (item, &mut self.encoder) {
+            (Item::Chunk(chunk), _) if chunk.is_count_only() => {
+                self.generated = self.generated.saturating_add(chunk.generated_tokens());
+                return None;
+            }
             (Item::Chunk(chunk), _) => chunk,
             (Item::Event(event), Some(Encoder::Pass(pass))) => {
                 let (bytes, generated) = pass.event(event);

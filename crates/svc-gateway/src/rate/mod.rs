@@ -1,11 +1,12 @@
 //! Request and token rate limits (`rpm_limit`, `tpm_limit`) per key and per team, with the GCRA limiters
 //! of the `governor` crate. Over a limit: 429 `rate_limit_exceeded` with `Retry-After`.
 //!
-//! Requests are counted at admission. Tokens are counted in two steps: the prompt estimate at admission
-//! (refused when the bucket cannot hold it), the completion tokens after the call: as many as the bucket
-//! holds are taken, down to an empty bucket, so the next request waits for the refill (a call is never cut
-//! short for them, and a completion larger than what is left is not let off whole, as a single
-//! all-or-nothing `check_n` would). The master key is never limited (spec 8.2).
+//! Requests are counted at admission (a `POST /messages/count_tokens` too, with no tokens). Tokens are
+//! counted in two steps: the prompt estimate at admission (refused when the bucket cannot hold it), the
+//! completion tokens after the call: as many as the bucket holds are taken, down to an empty bucket, so the
+//! next request waits for the refill (a call is never cut short for them, and a completion larger than what is
+//! left is not let off whole, as a single all-or-nothing `check_n` would). The master key is never limited
+//! (README: Authentication).
 //!
 //! In fleet mode the limits hold across the fleet: see [`fleet`].
 //!

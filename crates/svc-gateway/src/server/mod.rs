@@ -6,7 +6,8 @@
 //!    OpenAI-shaped body, then closed (`wire.rs`).
 //! 3. Each connection is served by hyper (HTTP/1.1, and HTTP/2 with prior knowledge) under a watchdog that
 //!    closes it when its headers are too slow or it stays idle too long (`conn.rs`); hyper's own bodiless
-//!    error answers go out as JSON (`io.rs`).
+//!    error answers go out as JSON (`io.rs`). Each request carries the peer's address (in its `RequestId`),
+//!    for the limit on failed authentications.
 //! 4. On shutdown: stop accepting, let the requests under way finish, and close whatever is still open when
 //!    `shutdown_timeout` has passed. The caller then waits for the settlement and outbox tasks, which run on
 //!    their own `TaskTracker` and so finish even for a connection closed here.
@@ -75,10 +76,10 @@ pub(crate) async fn run(
     let mut refused = Refused::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     if !is_connection_error(&e) {
                         // Out of file descriptors, most often: wait for connections to close.
@@ -95,7 +96,8 @@ pub(crate) async fn run(
         let _ = tcp.set_nodelay(true);
         match places.clone().try_acquire_owned() {
             Ok(place) => {
-                connections.spawn(conn::serve(tcp, app.clone(), http.clone(), limits, stop.clone(), place));
+                let app = app.clone().with_peer(peer.ip());
+                connections.spawn(conn::serve(tcp, app, http.clone(), limits, stop.clone(), place));
             }
             Err(_) => {
                 refused.count(limits.max_connections);

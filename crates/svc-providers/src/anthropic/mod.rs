@@ -37,7 +37,8 @@
 //! Text blocks → `message.content` (null when the reply is only tool calls), `tool_use` → `tool_calls`;
 //! `stop_reason` end_turn/stop_sequence → `stop`, max_tokens → `length`, tool_use → `tool_calls`; usage
 //! `prompt_tokens` = input + cache creation + cache read tokens. `id` is the message id, `model` the upstream
-//! model; refusal → `content_filter`; thinking blocks are dropped. A stream always ends with the usage chunk
+//! model; refusal → `content_filter`; thinking blocks are dropped (in a stream, still counted toward its cap
+//! by count-only chunks, see `stream.rs`). A stream always ends with the usage chunk
 //! when `stream_options.include_usage` is set, also when it is cut short by an `error` event (the error follows
 //! the usage chunk; output tokens the upstream had not counted yet are estimated from the characters streamed,
 //! see `stream.rs`). Upstream HTTP errors keep their status (529 too) with `kind` set to Anthropic's error type.

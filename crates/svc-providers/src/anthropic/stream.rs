@@ -7,20 +7,29 @@
 //!    delta with its id and name; a text block emits its initial text, if any.
 //! 3. `content_block_delta`: `text_delta` → content delta; `input_json_delta` → arguments fragment of the
 //!    block's tool call. `content_block_stop` emits nothing.
+//!
+//!    Output with no chat-completions form (thinking blocks and their signatures, citations, server tool
+//!    calls, a block or delta type not known today) is not sent but still counted: each such start or delta
+//!    yields a count-only chunk ([`crate::Chunk::count_only`]) of its generated tokens
+//!    ([`crate::generated`]: every string of a delta but its type; a block's as given whole, a server tool's
+//!    result left out), so the gateway cuts a stream of nothing else at its cap, and a stream cut short is
+//!    charged for it too.
 //! 4. `message_delta`: remember the output tokens; its `stop_reason` emits the final chunk.
 //! 5. `message_stop`: emit the usage chunk (when the request asked for it) and end.
 //! 6. `error`, an unparseable event, a broken or truncated body: emit the usage chunk (when asked) with what
 //!    was counted, then the error, and end. Anthropic counts output tokens only in `message_delta`, so a
 //!    stream cut before it reports at least the conservative estimate of what was streamed
-//!    ([`crate::estimate::conservative`]): what the client received is charged, not the 1 of `message_start`.
+//!    ([`crate::estimate::conservative`]): what the upstream generated (sent to the client or only counted) is
+//!    charged, not the 1 of `message_start`.
 //!
-//! `ping` and unknown event types are skipped (unknown ones with a debug log), as are thinking blocks.
+//! `ping` and unknown event types are skipped (unknown ones with a debug log).
 //! What this file does not do: the `[DONE]` marker (the gateway writes it) or any timeout.
 
 use super::error::stream_error;
 use super::response::{finish_reason, Usage};
+use crate::generated::{self, Rule};
 use crate::sse::SseError;
-use crate::{ChunkStream, ProviderError};
+use crate::{Chunk, ChunkStream, ProviderError};
 use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
@@ -37,7 +46,7 @@ where
     Box::pin(futures::stream::unfold((events, state), |(mut events, mut state)| async move {
         loop {
             if let Some(item) = state.out.pop_front() {
-                return Some((item.map(crate::Chunk::from), (events, state)));
+                return Some((item, (events, state)));
             }
             if state.done {
                 return None;
@@ -75,13 +84,13 @@ pub(super) struct StreamState {
     /// Content blocks seen so far, by their Anthropic index.
     blocks: Vec<(u64, Block)>,
     tool_calls: u64,
-    /// Conservative token estimate of the text and tool arguments sent so far, for a cut stream.
+    /// Conservative token estimate of the output streamed so far (sent or only counted), for a cut stream.
     streamed_tokens: u64,
     /// Whether a `message_delta` reported the output count.
     output_counted: bool,
     finish_sent: bool,
     /// Chunks and errors translated but not yet taken.
-    out: VecDeque<Result<Map<String, Value>, ProviderError>>,
+    out: VecDeque<Result<Chunk, ProviderError>>,
     /// No more events are read once set.
     done: bool,
 }
@@ -188,6 +197,7 @@ impl StreamState {
             }
             other => {
                 tracing::debug!(block = %other, "anthropic: skipped a stream content block with no chat form");
+                self.unsent(block.map_or(0, |b| generated::value_tokens(b, Rule::Whole)));
                 Block::Skipped
             }
         };
@@ -217,9 +227,11 @@ impl StreamState {
                     self.push(json!({ "tool_calls": [call] }), Value::Null);
                 }
             }
-            (Block::Skipped, _) => {}
-            (_, kind) => {
-                tracing::debug!(delta = %kind, "anthropic: skipped a stream delta with no chat form")
+            (block, kind) => {
+                if block != Block::Skipped {
+                    tracing::debug!(delta = %kind, "anthropic: skipped a stream delta with no chat form");
+                }
+                self.unsent(delta.map_or(0, |d| generated::value_tokens(d, Rule::Delta)));
             }
         }
     }
@@ -250,6 +262,14 @@ impl StreamState {
         self.streamed_tokens = self.streamed_tokens.saturating_add(crate::estimate::conservative(streamed));
     }
 
+    /// Output with no chat form, of `tokens` (plain estimate): counted for the cap and the charge, not sent.
+    fn unsent(&mut self, tokens: u64) {
+        if tokens > 0 {
+            self.streamed_tokens = self.streamed_tokens.saturating_add(tokens.saturating_mul(2));
+            self.out.push_back(Ok(Chunk::count_only(tokens)));
+        }
+    }
+
     fn push_finish(&mut self, stop_reason: Option<&str>) {
         self.finish_sent = true;
         self.push(json!({}), json!(finish_reason(stop_reason)));
@@ -258,7 +278,7 @@ impl StreamState {
     fn push(&mut self, delta: Value, finish: Value) {
         let choices = json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }]);
         let usage = self.include_usage.then_some(Value::Null);
-        self.out.push_back(Ok(self.chunk(choices, usage)));
+        self.out.push_back(Ok(Chunk::from(self.chunk(choices, usage))));
     }
 
     /// The usage chunk, when asked for and the upstream reported counts (without them the gateway charges its
@@ -267,7 +287,7 @@ impl StreamState {
         if self.include_usage {
             let usage = self.usage.to_openai();
             if !usage.is_null() {
-                self.out.push_back(Ok(self.chunk(json!([]), Some(usage))));
+                self.out.push_back(Ok(Chunk::from(self.chunk(json!([]), Some(usage)))));
             }
         }
     }
@@ -303,7 +323,58 @@ mod tests {
         for (name, data) in events {
             s.on_event(name, &data.to_string());
         }
-        s.out.into_iter().collect()
+        s.out.into_iter().map(|r| r.map(Chunk::into_map)).collect()
+    }
+
+    #[test]
+    fn output_with_no_chat_form_is_counted_not_sent() {
+        let mut s = StreamState::new("d".into(), "m".into(), 0, true);
+        let start =
+            |index: u64, block: Value| json!({"type": "content_block_start", "index": index, "content_block": block});
+        let delta = |index: u64, delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+        // "abcdefgh" is 2 tokens, "abcd" 1.
+        let events = [
+            json!({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3, "output_tokens": 1}}}),
+            start(0, json!({"type": "thinking", "thinking": "", "signature": ""})),
+            delta(0, json!({"type": "thinking_delta", "thinking": "abcdefgh"})),
+            delta(0, json!({"type": "signature_delta", "signature": "abcdefgh"})),
+            start(1, json!({"type": "text", "text": ""})),
+            delta(1, json!({"type": "text_delta", "text": "abcd"})),
+            delta(
+                1,
+                json!({"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "abcdefgh"}}),
+            ),
+            start(2, json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "abcd", "input": {}})),
+            delta(2, json!({"type": "input_json_delta", "partial_json": "abcdefgh"})),
+            start(
+                3,
+                json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"title": "abcdefgh"}]}),
+            ),
+            start(4, json!({"type": "x_new", "x_text": "abcdefgh"})),
+            delta(4, json!({"type": "x_new_delta", "x_text": "abcdefgh"})),
+            start(5, json!({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})),
+            delta(5, json!({"type": "x_new_delta", "partial": "abcd"})),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ];
+        for e in &events {
+            s.on_event("", &e.to_string());
+        }
+        let out: Vec<_> = s.out.into_iter().collect();
+        let counts: Vec<u64> =
+            out.iter().flatten().filter(|c| c.is_count_only()).map(Chunk::generated_tokens).collect();
+        // Thinking, signature, citation, server tool name, its input, a new block, its delta, a new delta of a
+        // tool call; the search results count nothing.
+        assert_eq!(counts, [2, 2, 2, 1, 2, 2, 2, 1]);
+        let sent: Vec<Map<String, Value>> =
+            out.iter().flatten().filter(|c| !c.is_count_only()).map(|c| c.map().clone()).collect();
+        let text = serde_json::to_string(&sent).unwrap();
+        assert!(!text.contains("abcdefgh"), "nothing of it is sent: {text}");
+        assert!(sent.iter().all(|c| c["object"] == "chat.completion.chunk"));
+        // Cut short by the error: charged the conservative estimate of everything streamed, sent or not
+        // ("abcd" of text, "f" of the tool call, and the 14 tokens above, twice).
+        let usage = &sent.last().unwrap()["usage"];
+        assert_eq!(usage["completion_tokens"], 2 * (1 + 1 + 14), "{usage}");
+        assert!(matches!(out.last(), Some(Err(ProviderError::Status { .. }))), "{:?}", out.last());
     }
 
     #[test]

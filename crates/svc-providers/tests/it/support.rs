@@ -55,7 +55,8 @@ pub fn request(body: &Value) -> ChatRequest {
     ChatRequest::parse(&serde_json::to_vec(body).unwrap()).expect("a valid chat request")
 }
 
-/// Drains a chunk stream: the chunks, then the error that ended it, if any. Nothing may follow an error.
+/// Drains a chunk stream: the chunks (a count-only chunk as `{"count_only": <tokens>}`), then the error that
+/// ended it, if any. Nothing may follow an error.
 pub async fn collect(stream: ChunkStream) -> (Vec<Value>, Option<ProviderError>) {
     let items: Vec<_> = within(stream.collect::<Vec<_>>()).await;
     let mut chunks = Vec::new();
@@ -63,6 +64,7 @@ pub async fn collect(stream: ChunkStream) -> (Vec<Value>, Option<ProviderError>)
     for item in items {
         assert!(error.is_none(), "an item followed the stream's error");
         match item {
+            Ok(chunk) if chunk.is_count_only() => chunks.push(json!({ "count_only": chunk.generated_tokens() })),
             Ok(chunk) => chunks.push(Value::Object(chunk.into_map())),
             Err(e) => error = Some(e),
         }

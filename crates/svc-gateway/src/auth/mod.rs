@@ -1,13 +1,20 @@
-//! Authentication (spec 5): every route but the health probes passes through [`authenticate`], which
-//! resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a [`Principal`] or
-//! answers 401. Secrets are compared as SHA-256 digests; the master key in constant time.
+//! Authentication (the README's Authentication section): every route but the health probes passes through
+//! [`authenticate`], which resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a
+//! [`Principal`] or answers 401. Secrets are compared as SHA-256 digests; the master key in constant time. Failed
+//! authentications are limited per client address (`limit.rs`, the address by `client.rs`): past the limit
+//! they are answered 429, and so are the master key and a key this node does not hold, while a valid virtual
+//! key is never slowed.
+
+pub mod client;
+pub mod limit;
 
 use crate::error::ApiError;
 use crate::keys::{hash_secret, KeyHash, VirtualKey};
 use crate::state::AppState;
 use axum::extract::Request;
-use axum::http::{header, HeaderMap, HeaderName};
+use axum::http::{header, Extensions, HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
+use client::Origin;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
@@ -72,44 +79,68 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
     Err(ApiError::unauthorized("No api key passed in."))
 }
 
-/// Resolves headers to a principal.
-pub async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Principal, ApiError> {
-    let secret = presented(headers)?;
+/// Resolves a request's headers to a principal. A failure counts against the request's client address
+/// (its `RequestId`, in `extensions`, has the peer), which may turn its 401 into a 429; a valid virtual key
+/// takes nothing from it.
+pub async fn resolve(state: &AppState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
+    let from = Origin::new(headers, extensions);
+    let failures = &state.auth_failures;
+    let secret = presented(headers).map_err(|e| failures.failed(&from, e))?;
     let digest = hash_secret(secret);
     if let Some(master) = &state.master_hash {
         if bool::from(digest.ct_eq(master)) {
+            // An operator chose it, so it can be guessed: a limited address may not present it either.
+            failures.refuse_if_limited(&from)?;
             return Ok(Principal::Master);
         }
     }
-    live_key(state, &digest, || ApiError::unauthorized("Invalid API key.")).await.map(Principal::Key)
+    let key = match state.keys.get(&digest) {
+        Some(key) => key,
+        None => {
+            // Before the store is asked: its lookups are rate-limited for the whole process, and a limited
+            // address must not use them up.
+            failures.refuse_if_limited(&from)?;
+            let found = state.keys.resolve(&digest, &state.store).await;
+            found.ok_or_else(|| failures.failed(&from, ApiError::unauthorized("Invalid API key.")))?
+        }
+    };
+    usable(&key).map_err(|e| failures.failed(&from, e))?;
+    Ok(Principal::Key(key))
 }
 
 /// The virtual key with hash `digest` when it may be used: `unknown()` when there is none, 401 when it is
-/// revoked or expired.
+/// revoked or expired. (The dashboard's sign-in, which has a limit of its own.)
 pub(crate) async fn live_key(
     state: &AppState,
     digest: &KeyHash,
     unknown: impl FnOnce() -> ApiError,
 ) -> Result<Arc<VirtualKey>, ApiError> {
     let key = state.keys.resolve(digest, &state.store).await.ok_or_else(unknown)?;
+    usable(&key)?;
+    Ok(key)
+}
+
+/// 401 for a revoked (blocked) or expired key.
+fn usable(key: &VirtualKey) -> Result<(), ApiError> {
     if key.revoked {
         return Err(ApiError::unauthorized("This API key has been revoked."));
     }
     if key.expires.is_some_and(|e| e <= chrono::Utc::now()) {
         return Err(ApiError::unauthorized("Expired key."));
     }
-    Ok(key)
+    Ok(())
 }
 
-/// Puts the [`Principal`] in the request extensions or answers 401. A request without a key may carry a
-/// dashboard session cookie instead (and then, to change anything, its CSRF token: `ui::session`).
+/// Puts the [`Principal`] in the request extensions or answers 401 (429 past the limit of failed
+/// authentications). A request without a key may carry a dashboard session cookie instead (and then, to change
+/// anything, its CSRF token: `ui::session`); the session path is not limited.
 pub async fn authenticate<S>(state: AppState, mut req: Request, next: S) -> Response
 where
     S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>,
 {
     let resolved = match crate::ui::session::principal(&state.ui.sessions, &state.keys, req.method(), req.headers()) {
         Some(by_session) => by_session,
-        None => resolve(&state, req.headers()).await,
+        None => resolve(&state, req.headers(), req.extensions()).await,
     };
     match resolved {
         Ok(p) => {
