@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use svc_budget::{Money, MoneyError, Price, Usage};
+use svc_budget::{Money, MoneyError, Price, Prices, Usage};
 
 fuzz_target!(|data: &[u8]| {
     let (text, rest) = match data.iter().position(|b| *b == 0) {
@@ -58,14 +58,37 @@ fuzz_target!(|data: &[u8]| {
         completion_tokens: usage.completion_tokens.saturating_add(next_count()),
         ..Usage::default()
     };
-    // Cache prices: the same cost at the input price; never negative; cache counts above the prompt's are
-    // capped by it, so they never make a call dearer than its prompt at the dearest price.
-    let cached = Usage { cache_creation_tokens: next_count(), cache_read_tokens: next_count(), ..usage };
-    assert_eq!(cached.cost_cached(input, output, None, None), usage.cost(input, output));
-    let with_cache = cached.cost_cached(input, output, Some(write), Some(read));
-    assert!(with_cache.nanos() >= 0);
+    // Billed part by part: the parts add up to the total; with every dimension at the input price a bill costs
+    // what the plain cost does (each part rounded up on its own: at most four nano-units more); cache counts
+    // above the prompt's are held to it, so they never make a call dearer than its prompt at the dearest price.
+    let hour = next_count();
+    let cached = Usage {
+        cache_creation_tokens: next_count(),
+        cache_read_tokens: next_count(),
+        cache_creation_1h_tokens: hour,
+        ..usage
+    };
+    let flat = cached.bill(&Prices::flat(input, output));
+    let plain = usage.cost(input, output);
+    assert!(
+        flat.total() >= plain && flat.total() <= plain.plus(Money::from_nanos(4)),
+        "{cached:?}: {flat:?} vs {plain:?}"
+    );
+    let prices = Prices {
+        cache_write: Some(write),
+        cache_read: Some(read),
+        cache_write_1h: Some(write),
+        ..Prices::flat(input, output)
+    };
+    let bill = cached.bill(&prices);
+    let parts = [bill.input, bill.output, bill.cache_read, bill.cache_write, bill.tools];
+    assert_eq!(parts.iter().fold(Money::ZERO, |a, b| a.plus(*b)), bill.total());
+    assert!(parts.iter().all(|p| p.nanos() >= 0));
     let dearest = input.max(write).max(read);
-    assert!(with_cache <= usage.cost(dearest, output), "{cached:?} costs more than its prompt at {dearest:?}");
+    assert!(
+        bill.total() <= usage.cost(dearest, output).plus(Money::from_nanos(4)),
+        "{cached:?} costs more than its prompt at {dearest:?}"
+    );
     let cost = usage.cost(input, output);
     assert_eq!(cost, exact_cost(usage, input, output), "{usage:?} at {input:?} and {output:?}");
     assert!(cost.nanos() >= 0);

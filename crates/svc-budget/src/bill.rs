@@ -71,14 +71,21 @@ impl Cost {
     /// the largest part; a bill of nothing puts all of `total` on input.
     pub fn scaled_to(&self, total: Money) -> Cost {
         let total = i128::from(total.at_least_zero().nanos());
-        let parts = [self.input, self.output, self.cache_read, self.cache_write, self.tools].map(|m| i128::from(m.nanos()));
+        let parts =
+            [self.input, self.output, self.cache_read, self.cache_write, self.tools].map(|m| i128::from(m.nanos()));
         let sum: i128 = parts.iter().sum();
         let mut shares = if sum <= 0 { [total, 0, 0, 0, 0] } else { parts.map(|p| p.saturating_mul(total) / sum) };
         let rest = total - shares.iter().sum::<i128>();
         let largest = (0..5).max_by_key(|&i| shares[i]).unwrap_or(0);
         shares[largest] += rest;
         let m = Money::from_nanos_i128;
-        Cost { input: m(shares[0]), output: m(shares[1]), cache_read: m(shares[2]), cache_write: m(shares[3]), tools: m(shares[4]) }
+        Cost {
+            input: m(shares[0]),
+            output: m(shares[1]),
+            cache_read: m(shares[2]),
+            cache_write: m(shares[3]),
+            tools: m(shares[4]),
+        }
     }
 }
 
@@ -240,7 +247,8 @@ mod tests {
 
     #[test]
     fn counts_that_say_more_than_the_input_are_held_to_it() {
-        let u = Usage { cache_creation_tokens: 50, cache_creation_1h_tokens: 80, cache_read_tokens: 90, ..usage(100, 0) };
+        let u =
+            Usage { cache_creation_tokens: 50, cache_creation_1h_tokens: 80, cache_read_tokens: 90, ..usage(100, 0) };
         let c = u.bill(&claude());
         // 50 written (all 1 h), 50 read, nothing plain.
         assert_eq!(c.input, Money::ZERO);

@@ -8,7 +8,7 @@ mod bill;
 mod duration;
 mod money;
 
-pub use bill::{Cost, LongContext, Prices};
 pub use account::{Account, Notice, NoticeKind, Refusal, Slice};
+pub use bill::{Cost, LongContext, Prices};
 pub use duration::{BudgetDuration, DurationError, Period};
 pub use money::{affordable_completion_tokens, Money, MoneyError, Price, Usage};

@@ -333,10 +333,7 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
     // An alias whose entry has errors is known (its entry's errors say what is wrong) but has no prices to judge.
     let models = &all.entries;
     let is_free = |alias: &str| {
-        models
-            .iter()
-            .filter(|m| m.alias == alias)
-            .all(|m| m.prices.input.is_zero() && m.prices.output.is_zero())
+        models.iter().filter(|m| m.alias == alias).all(|m| m.prices.input.is_zero() && m.prices.output.is_zero())
     };
     let unpriced =
         |alias: &str| format!("model `{alias}` has no prices, so its use costs 0 against this team's budget");

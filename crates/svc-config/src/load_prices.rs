@@ -93,26 +93,25 @@ fn warn_unpriced(r: &mut Reader, node: &Node, p: &Fields, provider: Option<Provi
     match provider {
         Some(ProviderKind::Anthropic) => {
             if prices.cache_read.is_none() {
-                missing.push("cache_read_input_token_cost (cache reads are priced at the input price)");
+                missing.push(("cache_read_input_token_cost", "cache reads are priced at the input price"));
             }
             if prices.cache_write.is_none() {
-                missing.push("cache_creation_input_token_cost (cache writes are priced at the input price)");
+                missing.push(("cache_creation_input_token_cost", "cache writes are priced at the input price"));
             }
             if prices.cache_write_1h.is_none() {
-                missing.push(
-                    "cache_creation_input_token_cost_above_1hr (1-hour cache writes are priced as 5-minute ones)",
-                );
+                let why = "1-hour cache writes are priced as 5-minute ones";
+                missing.push(("cache_creation_input_token_cost_above_1hr", why));
             }
         }
         Some(ProviderKind::OpenAi) => {
             if prices.cache_read.is_none() {
-                missing.push("cache_read_input_token_cost (cached input is priced at the input price)");
+                missing.push(("cache_read_input_token_cost", "cached input is priced at the input price"));
             }
         }
         Some(ProviderKind::Mock) | None => {}
     }
-    for m in missing {
-        r.warn(node, format!("{}: no `{m}`", p.path));
+    for (key, why) in missing {
+        r.warn(node, format!("{}: no `{key}`: the provider bills it apart, and {why}", p.path));
     }
 }
 

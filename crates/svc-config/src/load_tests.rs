@@ -37,6 +37,7 @@ model_list:
       api_key: os.environ/TEST_OPENAI
       input_cost_per_token: 0.0000004
       output_cost_per_token: 0.0000016
+      cache_read_input_token_cost: 0.0000001
 litellm_settings:
   budget_duration: 1mo
   teams:
@@ -518,4 +519,47 @@ server:
             "svc.yaml:6:3: server: unknown field `auth_failures_per_minut` (did you mean `auth_failures_per_minute`?)",
         ]
     );
+}
+
+#[test]
+fn every_billed_price_is_read_and_unpriced_cache_dimensions_are_warned_about() {
+    let text = "\
+model_list:
+  - model_name: claude
+    params:
+      model: anthropic/claude-x
+      input_cost_per_token: 0.000003
+      output_cost_per_token: 0.000015
+      cache_creation_input_token_cost_above_1hr: 0.000006
+      input_cost_per_token_above_200k_tokens: 0.000006
+      output_cost_per_token_above_200k_tokens: 0.0000225
+      search_context_cost_per_query: {search_context_size_low: 0.01, search_context_size_medium: 0.02}
+      max_input_tokens: 1000000
+";
+    let c = load(text, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let m = &c.models[0];
+    assert_eq!(m.prices.cache_write_1h, Some(Price::from_picos(6_000_000)));
+    assert_eq!(m.prices.long.map(|l| (l.above_tokens, l.input)), Some((200_000, Price::from_picos(6_000_000))));
+    assert_eq!(m.prices.per_tool_use, Money::from_nanos(20_000_000), "the medium size's price");
+    assert_eq!(m.max_input_tokens, Some(1_000_000));
+    assert_eq!(
+        warnings(text),
+        vec![
+            "svc.yaml:4:7: warning: model_list[0].params: no `cache_read_input_token_cost`: the provider bills it apart, and cache reads are priced at the input price",
+            "svc.yaml:4:7: warning: model_list[0].params: no `cache_creation_input_token_cost`: the provider bills it apart, and cache writes are priced at the input price",
+        ]
+    );
+    let bad = "\
+model_list:
+  - model_name: m
+    params:
+      model: openai/x
+      output_cost_per_token_above_200k_tokens: 0.0000225
+      search_context_cost_per_query: lots
+      max_input_tokens: 0
+";
+    let errs = errors(bad);
+    assert!(errs.iter().any(|e| e.contains("output_cost_per_token_above_200k_tokens: is used only with")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("search_context_cost_per_query")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("max_input_tokens: must be at least 1")), "{errs:?}");
 }

@@ -9,8 +9,7 @@
 //! well-behaved stream short, it counts once and leaves a margin (see the gateway's stream stage).
 //!
 //! A media part (an image, audio or file given by reference) cannot be counted from its bytes; each one is
-//! allowed [`MEDIA_PART_TOKENS`] in an estimate and [`MEDIA_PART_BOUND`] in the bound of what a prompt could
-//! cost ([`prompt_bound`]).
+//! allowed [`MEDIA_PART_TOKENS`] in an estimate.
 //!
 //! What this file does not do: tokenize for real, or decide what a count is used for.
 
@@ -19,8 +18,6 @@ use serde_json::Value;
 
 /// Tokens an estimate allows for one media part (about the most a high-detail image costs).
 pub const MEDIA_PART_TOKENS: u64 = 1_600;
-/// Tokens the prompt bound allows for one media part (a long document given by reference).
-pub const MEDIA_PART_BOUND: u64 = 65_536;
 /// Framing tokens of a chat request, and of each message in it.
 const FRAMING: u64 = 3;
 const PER_MESSAGE: u64 = 4;
@@ -110,14 +107,6 @@ pub(crate) fn json_value_tokens(v: &Value) -> u64 {
     c.tokens()
 }
 
-/// The most prompt tokens a request of `body_bytes` bytes could cost: no tokenizer makes more than one token
-/// of a byte of text, and each media part may add up to [`MEDIA_PART_BOUND`]. An upstream reporting more
-/// is not believed.
-pub fn prompt_bound(req: &ChatRequest, body_bytes: usize) -> u64 {
-    let media = req.prompt_parts().media.saturating_mul(MEDIA_PART_BOUND);
-    (body_bytes as u64).saturating_add(media).saturating_add(1_024)
-}
-
 /// The conservative estimate of the completion tokens of a reply's generated content (chat `choices`,
 /// Messages `content`, Responses `output`: the text, refusals, reasoning and tool-call arguments in it, by
 /// [`crate::generated::Rule::Choices`]).
@@ -165,8 +154,6 @@ mod tests {
             {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
         ]}]}));
         assert!(prompt_tokens(&image) > MEDIA_PART_TOKENS);
-        assert_eq!(prompt_bound(&image, 100), 100 + MEDIA_PART_BOUND + 1_024);
-        assert_eq!(prompt_bound(&plain, 100), 1_124);
     }
 
     #[test]

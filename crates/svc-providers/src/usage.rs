@@ -115,6 +115,23 @@ pub fn read_text(usage: Option<&str>) -> Reported {
     }
 }
 
+/// The web searches an OpenAI Responses `output` (as JSON text) holds: its `web_search_call` items, each billed
+/// as one search. Found by their `"type": "web_search_call"` member without parsing the output (a quote inside a
+/// generated string is escaped, so the member can only be a real one).
+pub fn web_search_calls(output: &str) -> u64 {
+    const VALUE: &[u8] = b"\"web_search_call\"";
+    let bytes = output.as_bytes();
+    let mut calls = 0u64;
+    for at in memchr::memmem::find_iter(bytes, VALUE) {
+        let before = bytes[..at].trim_ascii_end();
+        let Some(before) = before.strip_suffix(b":") else { continue };
+        if before.trim_ascii_end().ends_with(b"\"type\"") {
+            calls = calls.saturating_add(1);
+        }
+    }
+    calls
+}
+
 /// A value as JSON text, at most 64 characters (for a log line).
 fn short(v: &Value) -> String {
     let text = v.to_string();
@@ -184,5 +201,18 @@ mod tests {
             assert_eq!(read_text(Some(text)), read(Some(&value)), "{text}");
         }
         assert_eq!(read_text(None), Reported::Missing);
+    }
+
+    #[test]
+    fn web_search_calls_are_counted_as_items_never_as_text() {
+        let output = json!([
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"type":"web_search_call","id":"ws_2"},
+            {"type": "message", "content": [{"type": "output_text", "text": "a \"type\": \"web_search_call\" in text"}]},
+            {"name": "web_search_call"}
+        ]);
+        assert_eq!(web_search_calls(&output.to_string()), 2);
+        assert_eq!(web_search_calls(r#"[{"type" : "web_search_call"}]"#), 1);
+        assert_eq!(web_search_calls("[]"), 0);
     }
 }

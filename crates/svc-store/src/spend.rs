@@ -370,11 +370,7 @@ fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
 
 /// The [`SPEND_COLUMNS`] values of a spend row, in [`insert_spend_sql`]'s column order, `sane` its numbers in
 /// range. Strings are bound borrowed: no copy per record here (sqlx's worker copies them).
-fn bind_all<'q>(
-    args: &mut AnyArguments<'q>,
-    r: &'q SpendRecord,
-    sane: Sane,
-) -> Result<(), BoxDynError> {
+fn bind_all<'q>(args: &mut AnyArguments<'q>, r: &'q SpendRecord, sane: Sane) -> Result<(), BoxDynError> {
     args.add(r.record_id.as_str())?;
     args.add(r.node.as_deref())?;
     args.add(r.request_id.as_str())?;

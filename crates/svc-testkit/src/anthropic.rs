@@ -221,6 +221,8 @@ pub fn message_events(message: &Value) -> Vec<SseEvent> {
         let mut start_usage = usage.clone();
         if let Value::Object(u) = &mut start_usage {
             u.insert("output_tokens".into(), json!(1));
+            // Server tool uses are counted as they happen: the API gives them with the final counts.
+            u.remove("server_tool_use");
         }
         m.insert("usage".into(), start_usage);
     }
@@ -263,6 +265,10 @@ pub fn message_events(message: &Value) -> Vec<SseEvent> {
         "delta": { "stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence") },
         "usage": { "output_tokens": usage.get("output_tokens").cloned().unwrap_or(json!(0)) },
     });
+    let mut delta = delta;
+    if let (Some(tools), Some(Value::Object(u))) = (usage.get("server_tool_use"), delta.get_mut("usage")) {
+        u.insert("server_tool_use".into(), tools.clone());
+    }
     events.push(SseEvent::json("message_delta", &delta));
     events.push(SseEvent::json("message_stop", &json!({ "type": "message_stop" })));
     events

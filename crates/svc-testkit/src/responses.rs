@@ -62,9 +62,11 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     let id = format!("resp_{:04}", s.stored.last.fetch_add(1, Ordering::Relaxed) + 1);
     let keep = req.get("store").and_then(Value::as_bool) != Some(false);
     let background = req.get("background").and_then(Value::as_bool) == Some(true);
-    let usage = json!({"input_tokens": b.prompt_tokens, "output_tokens": b.completion_tokens,
+    let usage = b.usage_override.clone().unwrap_or_else(|| {
+        json!({"input_tokens": b.prompt_tokens, "output_tokens": b.completion_tokens,
         "total_tokens": b.prompt_tokens + b.completion_tokens, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens_details": {"reasoning_tokens": 0}});
+        "output_tokens_details": {"reasoning_tokens": 0}})
+    });
     let part = json!({"type": "output_text", "text": b.content, "annotations": []});
     let item =
         json!({"type": "message", "id": "msg_test", "status": "completed", "role": "assistant", "content": [part]});
@@ -72,10 +74,11 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         json!({"id": id, "object": "response", "created_at": 1_700_000_000, "status": status, "error": null,
             "model": model, "output": output, "usage": usage, "store": keep, "x_upstream_field": "kept"})
     };
+    let output: Vec<Value> = b.extra_output.iter().cloned().chain(std::iter::once(item.clone())).collect();
     let done = if background {
         response("in_progress", json!([]), Value::Null)
     } else {
-        response("completed", json!([item]), usage.clone())
+        response("completed", Value::Array(output.clone()), usage.clone())
     };
     if keep {
         if let Ok(mut m) = s.stored.by_id.lock() {
@@ -114,7 +117,7 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     ));
     events.push(("response.x_unknown_event", json!({"note": "new event types pass"})));
     events.push(("response.output_item.done", json!({"output_index": 0, "item": item})));
-    events.push(("response.completed", json!({"response": response("completed", json!([item]), usage)})));
+    events.push(("response.completed", json!({"response": response("completed", Value::Array(output), usage)})));
     let body: String = events
         .into_iter()
         .enumerate()

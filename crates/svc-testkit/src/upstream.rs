@@ -57,6 +57,8 @@ pub struct Behaviour {
     /// A Responses stream that never ends: `response.created`, then this event's data (its `type` names it)
     /// again and again, `chunk_delay` apart, ignoring `max_output_tokens`, until the client goes away.
     pub endless_event: Option<Value>,
+    /// Output items put before the message in a Responses answer (a `web_search_call`, say).
+    pub extra_output: Vec<Value>,
 }
 
 impl Default for Behaviour {
@@ -79,6 +81,7 @@ impl Default for Behaviour {
             endless: false,
             long_line: None,
             endless_event: None,
+            extra_output: Vec::new(),
         }
     }
 }

@@ -61,7 +61,9 @@ async fn absurd_usage_does_not_break_the_team_even_after_a_restart() {
     assert!(p > 0 && c <= 100, "the client sees the counts charged, not the upstream's: {usage}");
     let recs = records(&g).await;
     assert_eq!((recs[0].prompt_tokens as u64, recs[0].completion_tokens as u64), (p, c));
-    assert_eq!(recs[0].cost, p as i64 * IN_NANOS + c as i64 * OUT_NANOS);
+    // Charged its reservation: the prompt estimate it shows and the 100 completion tokens asked for.
+    assert_eq!(recs[0].cost, p as i64 * IN_NANOS + 100 * OUT_NANOS);
+    assert_eq!(recs[0].basis.as_deref(), Some("reservation"));
     assert!(g.log.lock().unwrap().iter().any(|l| l.contains("cannot be right")), "logged as a provider fault");
     // After a restart the team's period spend is rebuilt from the records: everything still answers.
     let dir = g.kill().await;
@@ -77,7 +79,7 @@ async fn absurd_usage_does_not_break_the_team_even_after_a_restart() {
 }
 
 #[tokio::test]
-async fn malformed_usage_is_charged_the_estimate_and_shown_as_charged() {
+async fn malformed_usage_is_charged_the_reservation_and_shown_as_estimated() {
     let up = Upstream::start().await.unwrap();
     let g = Gateway::start(&config_for(&up.base_url, "")).await;
     let key = g.key(json!({"team_id": "executor"})).await;
@@ -100,7 +102,8 @@ async fn malformed_usage_is_charged_the_estimate_and_shown_as_charged() {
         assert_eq!(recs.len(), 2 * i + 1, "a reply and a stream per case");
         let rec = &recs[0];
         assert_eq!((rec.prompt_tokens, rec.completion_tokens), (p, c), "{usage}: what is shown is recorded");
-        assert!(rec.cost > 0, "{usage}");
+        assert_eq!(rec.cost, p * IN_NANOS + 100 * OUT_NANOS, "{usage}: charged its reservation");
+        assert_eq!(rec.basis.as_deref(), Some("reservation"), "{usage}");
         // Streams too: the usage chunk shows what was charged.
         let r = stream_chat(&g, &key, mini(100)).await;
         let evs = events(&read_stream(r, 10).await);

@@ -21,6 +21,7 @@ mod hardening;
 mod health;
 mod isolation;
 mod keys;
+mod ledger;
 mod metrics;
 mod passthrough;
 mod proxy;

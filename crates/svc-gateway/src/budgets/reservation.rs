@@ -30,16 +30,17 @@ impl Reservation {
         !self.holds.is_empty()
     }
 
-    /// Replaces the holds by the actual cost and announces crossed thresholds. A cost above what was held is
-    /// charged only up to the hold (the guarantee: a budget never passes its limit); the caller logs it. In
-    /// fleet mode, returns the budgets (scope, period, limit) the spend record is charged to.
+    /// Replaces the holds by the actual cost and announces crossed thresholds. The cost is what the meter
+    /// decided (`pipeline::meter::charge`): above a hold only when the provider billed more than its bound, which
+    /// is charged as billed and flagged by the caller. In fleet mode, returns the budgets (scope, period, limit)
+    /// the spend record is charged to.
     pub fn settle(mut self, actual: Money) -> Vec<Charge> {
         let mut out = Vec::new();
         let Some(budgets) = self.budgets.take() else { return out };
         let now = budgets.now();
         let fleet = budgets.leases.is_some();
         for (scope, cell, held) in std::mem::take(&mut self.holds) {
-            let charged = actual.min(held);
+            let charged = actual;
             let notices = match cell.get().map(|e| e.account.lock()) {
                 Some(Ok(mut a)) => {
                     let notices = a.settle(held, charged, &budgets.thresholds, now);

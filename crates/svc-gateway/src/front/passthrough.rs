@@ -68,18 +68,23 @@ fn messages_prompt(u: Option<&Value>) -> Result<u64, String> {
     Ok(total)
 }
 
-/// A Messages `usage` (input, cache-creation and cache-read tokens) with `completion_tokens`.
+/// A Messages `usage` (input, cache-creation and cache-read tokens, the 1-hour ones among the writes, and the
+/// server-side web searches) with `completion_tokens`.
 pub(crate) fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Result<Usage, String> {
+    let within = |key: &str| u.and_then(|u| u.get(key));
     Ok(Usage {
         prompt_tokens: messages_prompt(u)?,
         completion_tokens,
         cache_creation_tokens: count(u, "cache_creation_input_tokens")?,
         cache_read_tokens: count(u, "cache_read_input_tokens")?,
+        cache_creation_1h_tokens: count(within("cache_creation"), "ephemeral_1h_input_tokens")?,
+        tool_uses: count(within("server_tool_use"), "web_search_requests")?,
     })
 }
 
-/// What a passed-through reply's (or a Responses stream's final) `usage` says was used.
-pub fn reply_usage(api: Api, usage: Option<&Value>) -> Reported {
+/// What a passed-through reply's (or a Responses stream's final) `usage` says was used; for Responses, the web
+/// searches its `output` (JSON text) holds are billed uses too.
+pub fn reply_usage(api: Api, usage: Option<&Value>, output: Option<&str>) -> Reported {
     let Some(u) = usage.filter(|u| !u.is_null()) else { return Reported::Missing };
     let read = || -> Result<Usage, String> {
         Ok(match api {
@@ -90,8 +95,9 @@ pub fn reply_usage(api: Api, usage: Option<&Value>) -> Reported {
             Api::Responses => Usage {
                 prompt_tokens: count(Some(u), "input_tokens")?,
                 completion_tokens: count(Some(u), "output_tokens")?,
-                cache_creation_tokens: 0,
                 cache_read_tokens: count(u.get("input_tokens_details"), "cached_tokens")?,
+                tool_uses: output.map_or(0, svc_providers::usage::web_search_calls),
+                ..Usage::default()
             },
         })
     };
@@ -134,9 +140,9 @@ mod tests {
     fn replies_are_metered_in_their_api() {
         let body = obj(json!({"usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}}));
         assert_eq!(
-            reply_usage(Api::Responses, body.get("usage")),
+            reply_usage(Api::Responses, body.get("usage"), None),
             Reported::Counts(Usage { prompt_tokens: 3, completion_tokens: 4, ..Usage::default() })
         );
-        assert!(matches!(reply_usage(Api::Messages, Some(&json!({"input_tokens": -1}))), Reported::Malformed(_)));
+        assert!(matches!(reply_usage(Api::Messages, Some(&json!({"input_tokens": -1})), None), Reported::Malformed(_)));
     }
 }

@@ -154,9 +154,18 @@ impl PassStream {
                     (false, Some(p)) => p.clone(),
                     (false, None) => Ok(Usage::default()),
                 };
-                self.reported = Some(match (input, count(u, "output_tokens")) {
-                    (Ok(input), Ok(completion_tokens)) => Reported::Counts(Usage { completion_tokens, ..input }),
-                    (Err(e), _) | (_, Err(e)) => Reported::Malformed(e),
+                // Server tool uses come with the final counts.
+                let tools = match u.and_then(|u| u.get("server_tool_use")) {
+                    Some(t) => count(Some(t), "web_search_requests").map(Some),
+                    None => Ok(None),
+                };
+                self.reported = Some(match (input, count(u, "output_tokens"), tools) {
+                    (Ok(input), Ok(completion_tokens), Ok(tools)) => Reported::Counts(Usage {
+                        completion_tokens,
+                        tool_uses: tools.unwrap_or(input.tool_uses),
+                        ..input
+                    }),
+                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
                 });
                 None
             }
@@ -192,7 +201,8 @@ impl PassStream {
                         }
                     }
                     if ends {
-                        s.reported = Some(reply_usage(s.api, field(inner, "usage").as_ref()));
+                        let output = inner.iter().find(|(k, _)| k == "output").map(|(_, v)| v.get());
+                        s.reported = Some(reply_usage(s.api, field(inner, "usage").as_ref(), output));
                     }
                 })
             }
@@ -318,8 +328,13 @@ mod tests {
             "message_delta",
             json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 42}}),
         ));
-        let want =
-            Usage { prompt_tokens: 1110, completion_tokens: 42, cache_creation_tokens: 100, cache_read_tokens: 1000 };
+        let want = Usage {
+            prompt_tokens: 1110,
+            completion_tokens: 42,
+            cache_creation_tokens: 100,
+            cache_read_tokens: 1000,
+            ..Usage::default()
+        };
         assert_eq!(s.reported(), Some(Reported::Counts(want)));
         let (unknown, _) = s.event(RawEvent { event: "brand_new".into(), data: "not json\nat all".into() });
         assert_eq!(
@@ -344,7 +359,13 @@ mod tests {
             json!({"type": "response.completed", "response": {"id": "resp_1", "model": "up",
             "usage": {"input_tokens": 3, "output_tokens": 4, "input_tokens_details": {"cached_tokens": 2}}}}),
         ));
-        let want = Usage { prompt_tokens: 3, completion_tokens: 4, cache_creation_tokens: 0, cache_read_tokens: 2 };
+        let want = Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            cache_creation_tokens: 0,
+            cache_read_tokens: 2,
+            ..Usage::default()
+        };
         assert_eq!(s.reported(), Some(Reported::Counts(want)));
     }
 

@@ -129,6 +129,9 @@ pub async fn logs(
                 "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
                 "spend": Money::from_nanos(r.cost).as_f64(), "spend_nanos": r.cost, "status": r.status, "latency_ms": r.latency_ms,
                 "api": r.api, "client": r.client, "session_id": r.session_id, "response_id": r.response_id,
+                "cache_read_tokens": r.cache_read_tokens, "cache_write_tokens": r.cache_write_tokens, "tool_uses": r.tool_uses,
+                "basis": r.basis, "spend_parts_nanos": {"input": r.input_cost, "output": r.output_cost,
+                    "cache_read": r.cache_read_cost, "cache_write": r.cache_write_cost, "tools": r.tool_cost},
             })
         })
         .collect();

@@ -50,6 +50,7 @@ pub struct Metrics {
     spend: CounterVec,
     refusals: IntCounterVec,
     auth_failures: IntCounterVec,
+    flagged: IntCounterVec,
     events: IntCounterVec,
     deliveries: IntCounterVec,
     hooks: IntCounterVec,
@@ -161,6 +162,12 @@ impl Metrics {
                 "Failed authentications: answered 401 (rejected), or 429 past the limit per client address (limited).",
                 &["outcome"],
             )?,
+            flagged: counter(
+                r,
+                "svc_spend_flagged_total",
+                "Calls charged on a flagged basis: over_reservation (billed above what was reserved), reservation (usage that cannot be right, or a stream cut at its cap).",
+                &["deployment", "basis"],
+            )?,
             events: counter(r, "svc_events_emitted_total", "Events stored for delivery, by kind.", &["kind"])?,
             deliveries: counter(
                 r,
@@ -249,6 +256,7 @@ impl Metrics {
             Box::new(self.spend.clone()),
             Box::new(self.refusals.clone()),
             Box::new(self.auth_failures.clone()),
+            Box::new(self.flagged.clone()),
             Box::new(self.events.clone()),
             Box::new(self.deliveries.clone()),
             Box::new(self.hooks.clone()),
@@ -325,6 +333,19 @@ impl Metrics {
     /// The counter of `deployment`'s cooldowns (held by its route: counting takes no lookup).
     pub fn cooldowns(&self, deployment: &str) -> IntCounter {
         self.cooldowns.with_label_values(&[deployment])
+    }
+
+    /// Makes the flagged-spend series of `deployment` exist at 0, so an alert on them sees a rate from the start.
+    pub fn flag_series(&self, deployment: &str) {
+        for basis in ["over_reservation", "reservation"] {
+            self.flagged.with_label_values(&[deployment, basis]);
+        }
+    }
+
+    /// Counts a call of `deployment` charged on a flagged `basis` (`over_reservation`, `reservation`): rare, so
+    /// the series is looked up when it happens.
+    pub fn flagged(&self, deployment: &str, basis: &str) {
+        self.flagged.with_label_values(&[deployment, basis]).inc();
     }
 
     /// The counter of failed authentications with `outcome` (`rejected`, `limited`), resolved once by its holder.

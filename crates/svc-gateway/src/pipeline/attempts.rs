@@ -29,7 +29,6 @@ use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use svc_budget::Usage;
 use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
 use svc_providers::{ChatRequest, ChunkStream, ProviderError, Reply};
 

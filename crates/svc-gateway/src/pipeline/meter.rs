@@ -134,7 +134,9 @@ impl Meter {
                     Metered { usage: estimate(completion_estimate()), basis: Basis::Unbelievable, fault: Some(why) }
                 }
             },
-            Reported::Missing => Metered { usage: estimate(completion_estimate()), basis: Basis::Estimated, fault: None },
+            Reported::Missing => {
+                Metered { usage: estimate(completion_estimate()), basis: Basis::Estimated, fault: None }
+            }
             Reported::Malformed(why) => Metered {
                 usage: estimate(completion_estimate()),
                 basis: Basis::Unbelievable,
@@ -205,8 +207,8 @@ mod tests {
     fn the_providers_counts_are_its_bill_whatever_the_body_held() {
         // 1,234 input tokens for a request the gateway estimated at 100: a tool-use system prompt, say.
         let m = METER.judge(counts(1_234, 100), || 7);
-        assert_eq!((m.usage, m.basis, m.fault), (counts_usage(1_234, 100), Basis::Billed, None));
         assert!(m.as_reported());
+        assert_eq!((m.usage, m.basis, m.fault), (counts_usage(1_234, 100), Basis::Billed, None));
     }
 
     fn counts_usage(p: u64, c: u64) -> Usage {
@@ -247,7 +249,13 @@ mod tests {
 
     fn cost(nanos: [i64; 5]) -> Cost {
         let m = Money::from_nanos;
-        Cost { input: m(nanos[0]), output: m(nanos[1]), cache_read: m(nanos[2]), cache_write: m(nanos[3]), tools: m(nanos[4]) }
+        Cost {
+            input: m(nanos[0]),
+            output: m(nanos[1]),
+            cache_read: m(nanos[2]),
+            cache_write: m(nanos[3]),
+            tools: m(nanos[4]),
+        }
     }
 
     #[test]

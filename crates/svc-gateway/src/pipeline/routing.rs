@@ -153,6 +153,7 @@ impl ModelTable {
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
                 cooldowns: metrics.cooldowns(&m.deployment_id),
             });
+            metrics.flag_series(&m.deployment_id);
             if !t.groups.contains_key(&m.alias) {
                 if m.alias.contains('*') {
                     t.wildcards.push(m.alias.clone());

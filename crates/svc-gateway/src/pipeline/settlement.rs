@@ -7,12 +7,12 @@ use crate::budgets::Reservation;
 use crate::front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
+use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use crate::pipeline::routing::{InFlight, Route};
 use crate::pipeline::stored;
 use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use svc_budget::{Cost, Money, Usage};
 use svc_store::{ChargedRecord, SpendRecord};
 

@@ -84,8 +84,11 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
     let field = |key: &str| body.value(key);
     let chat = api == Api::Chat;
-    let reported =
-        if chat { usage::read_text(body.get("usage")) } else { passthrough::reply_usage(api, field("usage").as_ref()) };
+    let reported = if chat {
+        usage::read_text(body.get("usage"))
+    } else {
+        passthrough::reply_usage(api, field("usage").as_ref(), body.get("output"))
+    };
     let metered = meter.judge(reported, || {
         let generated = if chat { field("choices") } else { field("content").or_else(|| field("output")) };
         generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)
