@@ -155,6 +155,8 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         ("health_check_interval_seconds", &["health_check_interval"]),
         ("budget_admission", &[]),
         ("budget_min_output_tokens", &[]),
+        ("web_search_max_uses", &[]),
+        ("web_search_result_tokens", &[]),
         ("stream_timeout_seconds", &[]),
         ("stream_idle_timeout_seconds", &[]),
         ("stream_max_event_bytes", &[]),

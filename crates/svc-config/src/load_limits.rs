@@ -1,5 +1,6 @@
 //! The `gateway_settings` keys that bound what a misbehaving client or upstream can do: budget admission
-//! (`budget_admission`, `budget_min_output_tokens`) and stream bounds (`stream_timeout_seconds`,
+//! (`budget_admission`, `budget_min_output_tokens`, and the bounds of web searches: `web_search_max_uses`,
+//! `web_search_result_tokens`) and stream bounds (`stream_timeout_seconds`,
 //! `stream_idle_timeout_seconds`, `stream_max_event_bytes`) and the bound of a whole answer
 //! (`max_response_bytes`).
 //!
@@ -38,6 +39,12 @@ pub(crate) fn admission(r: &mut Reader, f: &Fields) -> AdmissionSettings {
         }
         Some(v) => out.min_output_tokens = v,
         None => {}
+    }
+    if let Some(v) = r.int::<u64>(f, "web_search_max_uses") {
+        out.web_search_max_uses = v;
+    }
+    if let Some(v) = r.int::<u64>(f, "web_search_result_tokens") {
+        out.web_search_result_tokens = v;
     }
     out
 }

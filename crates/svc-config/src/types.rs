@@ -241,11 +241,22 @@ pub struct AdmissionSettings {
     pub mode: AdmissionMode,
     /// `budget_min_output_tokens`: the smallest completion cap worth admitting a request with (default 1024).
     pub min_output_tokens: u64,
+    /// `web_search_max_uses`: the web searches reserved for a request whose web search tool sets no `max_uses`
+    /// (default 5).
+    pub web_search_max_uses: u64,
+    /// `web_search_result_tokens`: the input tokens reserved for each web search's results (default 10,000; never
+    /// more than the model's context window in all).
+    pub web_search_result_tokens: u64,
 }
 
 impl Default for AdmissionSettings {
     fn default() -> Self {
-        AdmissionSettings { mode: AdmissionMode::Cap, min_output_tokens: 1024 }
+        AdmissionSettings {
+            mode: AdmissionMode::Cap,
+            min_output_tokens: 1024,
+            web_search_max_uses: 5,
+            web_search_result_tokens: 10_000,
+        }
     }
 }
 

@@ -97,6 +97,8 @@ pub struct ResponseOwner {
     pub model_alias: String,
     /// The deployment that answered it.
     pub deployment: String,
+    /// Its input and output tokens as billed: what a continuation carries on as input.
+    pub tokens: i64,
 }
 
 /// Filters for [`Store::query_spend`]. `None` means any.
@@ -455,8 +457,8 @@ impl Store {
     /// spend record names it (an id the gateway did not serve, or whose record is not written yet).
     pub async fn response_owner(&self, response_id: &str) -> Result<Option<ResponseOwner>, StoreError> {
         let row = sqlx::query(
-            "SELECT key_id, team_id, model_alias, deployment FROM spend_log WHERE response_id = $1 \
-             ORDER BY ts_ms LIMIT 1",
+            "SELECT key_id, team_id, model_alias, deployment, prompt_tokens, completion_tokens FROM spend_log \
+             WHERE response_id = $1 ORDER BY ts_ms LIMIT 1",
         )
         .bind(response_id)
         .fetch_optional(self.pool())
@@ -467,6 +469,7 @@ impl Store {
                 team_id: r.try_get("team_id")?,
                 model_alias: r.try_get("model_alias")?,
                 deployment: r.try_get("deployment")?,
+                tokens: r.try_get::<i64, _>("prompt_tokens")?.saturating_add(r.try_get("completion_tokens")?),
             })
         })
         .transpose()

@@ -233,7 +233,8 @@ async fn response_owners(s: &Store) {
             key_id: Some("k".into()),
             team_id: Some("a".into()),
             model_alias: "m".into(),
-            deployment: "d1".into()
+            deployment: "d1".into(),
+            tokens: 15,
         }
     );
     let owner = s.response_owner("resp_2").await.unwrap().unwrap();

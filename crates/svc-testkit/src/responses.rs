@@ -7,7 +7,8 @@
 //! Responses are kept as OpenAI keeps them: each gets its own id (`resp_0001`, …), is stored unless the request
 //! says `store: false`, and can be retrieved, deleted, have its input items listed and, when created with
 //! `background: true` (then left `in_progress`), be cancelled. A `previous_response_id` it does not keep is
-//! answered 404, as OpenAI does.
+//! answered 404, as OpenAI does; one it keeps bills the chain's history (the previous response's input and
+//! output) as input, before the new input.
 
 use crate::upstream::{error, take, Shared, StreamGuard};
 use axum::body::{Body, Bytes};
@@ -53,18 +54,24 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         Err(resp) => return resp,
     };
     let model = req.get("model").cloned().unwrap_or(Value::Null);
+    // A continuation is billed its chain's history as input, as OpenAI bills it: the previous response's input
+    // and output come before the new input.
+    let mut history = 0;
     if let Some(previous) = req.get("previous_response_id").and_then(Value::as_str) {
-        let known = s.stored.by_id.lock().map(|m| m.contains_key(previous)).unwrap_or(false);
-        if !known {
+        let kept = s.stored.by_id.lock().ok().and_then(|m| m.get(previous).map(|k| k.response["usage"].clone()));
+        let Some(usage) = kept else {
             return error(404, &format!("Previous response with id '{previous}' not found."));
-        }
+        };
+        let count = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        history = count("input_tokens") + count("output_tokens");
     }
     let id = format!("resp_{:04}", s.stored.last.fetch_add(1, Ordering::Relaxed) + 1);
     let keep = req.get("store").and_then(Value::as_bool) != Some(false);
     let background = req.get("background").and_then(Value::as_bool) == Some(true);
+    let input = history + b.prompt_tokens;
     let usage = b.usage_override.clone().unwrap_or_else(|| {
-        json!({"input_tokens": b.prompt_tokens, "output_tokens": b.completion_tokens,
-        "total_tokens": b.prompt_tokens + b.completion_tokens, "input_tokens_details": {"cached_tokens": 0},
+        json!({"input_tokens": input, "output_tokens": b.completion_tokens,
+        "total_tokens": input + b.completion_tokens, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens_details": {"reasoning_tokens": 0}})
     });
     let part = json!({"type": "output_text", "text": b.content, "annotations": []});

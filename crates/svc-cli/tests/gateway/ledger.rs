@@ -203,3 +203,103 @@ async fn counts_no_call_can_produce_are_charged_the_reservation() {
     assert!(cost > 4096 * 8_000, "{cost}");
     assert!(s.g.log_text().contains("usage that cannot be right"));
 }
+
+/// A Responses chain is billed its whole history on every call (the testkit upstream bills the previous
+/// response's input and output before the new input, as OpenAI does): each continuation is reserved that history
+/// too, so the budget refuses before its limit and every admitted call is recorded exactly as billed.
+#[tokio::test]
+async fn a_responses_chain_is_reserved_its_history_and_never_passes_the_budget() {
+    let s = setup().await;
+    // 40,000 new input tokens a call, and a body whose estimate covers them (100,000 ASCII bytes).
+    s.up.set(|b| {
+        b.prompt_tokens = 40_000;
+        b.completion_tokens = 1_000;
+    });
+    let key = s.g.key(json!({"team_id": "t", "max_budget": 1.0})).await;
+    let text = "x".repeat(100_000);
+    let mut previous: Option<String> = None;
+    let mut answered = 0;
+    let refusal = loop {
+        let mut body = json!({"model": "gpt", "input": text, "max_output_tokens": 1000});
+        if let Some(p) = &previous {
+            body["previous_response_id"] = json!(p);
+        }
+        let (status, answer) = post(&s.g, "/v1/responses", &key, &body).await;
+        if status != 200 {
+            break (status, answer);
+        }
+        answered += 1;
+        assert!(answered < 20, "a chain that grows must meet the budget");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        previous = answer["id"].as_str().map(String::from);
+    };
+    assert_eq!(refusal.0, 429, "{}", refusal.1);
+    assert!(refusal.1.contains("Budget exceeded"), "{}", refusal.1);
+    assert!(answered >= 3, "the chain was admitted while it fit: {answered}");
+    let records = admin_get(&s.g, "/spend/logs?limit=100").await["data"].as_array().cloned().unwrap();
+    let mine: Vec<&Value> = records.iter().filter(|r| r["status"] == 200).collect();
+    assert_eq!(mine.len(), answered);
+    assert!(mine.iter().all(|r| r["basis"] == "billed"), "each call within what it reserved: {mine:?}");
+    let spent: i64 = mine.iter().map(|r| r["spend_nanos"].as_i64().unwrap()).sum();
+    assert!(spent <= 1_000_000_000, "recorded {spent} of a 1.00 budget");
+    // The last call was billed its whole chain: the history grew by each call's input and output.
+    let last = mine.iter().map(|r| r["prompt_tokens"].as_i64().unwrap()).max().unwrap();
+    assert_eq!(last, answered as i64 * 40_000 + (answered as i64 - 1) * 1_000);
+}
+
+/// Input the gateway cannot count (a conversation the provider keeps, a file) is bounded by the model's
+/// context window; with no window configured a budgeted key is refused with a 400 that says why, the master
+/// key is not.
+#[tokio::test]
+async fn input_the_gateway_cannot_count_is_bounded_by_the_context_window_or_refused() {
+    let ant = FakeAnthropic::start(Some("ant-secret")).await.unwrap();
+    let up = Upstream::start().await.unwrap();
+    let yaml = config(ant.base_url(), &up.base_url).replace(
+        "gateway_settings:",
+        &format!(
+            "  - model_name: open-window\n    params:\n      model: openai/up\n      api_base: {}\n      \
+             input_cost_per_token: 0.000002\n      output_cost_per_token: 0.000008\n      \
+             cache_read_input_token_cost: 0.0000005\ngateway_settings:",
+            up.base_url
+        ),
+    );
+    let g = Gateway::start(&yaml).await;
+    let key = g.key(json!({"team_id": "t", "max_budget": 5})).await;
+    let conversation = |model: &str| json!({"model": model, "input": "and then?", "conversation": "conv_1"});
+    // gpt's window is 400,000 tokens: the call is reserved 400,000 × 2e-6 = 0.8 of input and admitted.
+    let (status, text) = post(&g, "/v1/responses", &key, &conversation("gpt")).await;
+    assert_eq!(status, 200, "{text}");
+    let tiny = g.key(json!({"team_id": "t", "max_budget": 0.5})).await;
+    let (status, text) = post(&g, "/v1/responses", &tiny, &conversation("gpt")).await;
+    assert_eq!(status, 429, "0.8 of input cannot fit 0.5: {text}");
+    let (status, text) = post(&g, "/v1/responses", &key, &conversation("open-window")).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("`conversation`") && text.contains("max_input_tokens"), "{text}");
+    let (status, _) = post(&g, "/v1/responses", MASTER, &conversation("open-window")).await;
+    assert_eq!(status, 200, "no budget: nothing to bound");
+    let file = json!({"model": "open-window", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "summarise"}, {"type": "file", "file": {"file_id": "file-1"}}]}]});
+    let (status, text) = post(&g, "/v1/chat/completions", &key, &file).await;
+    assert_eq!(status, 400, "{text}");
+}
+
+/// Web searches are reserved before the call: the tool's `max_uses` (else `web_search_max_uses`) at the price per
+/// search, and their results as input.
+#[tokio::test]
+async fn web_searches_are_reserved_at_their_price_before_the_call() {
+    let s = setup().await;
+    let key = s.g.key(json!({"team_id": "t", "max_budget": 0.05})).await;
+    let search = |uses: u64| {
+        json!({"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "look it up"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": uses}]})
+    };
+    // 3 searches: 0.03, and 30,000 tokens of results at up to 3.75e-6 (a cache write): about 0.14, more than 0.05
+    // (the body alone asks about 0.0015).
+    let (status, text) = post(&s.g, "/v1/messages", &key, &search(3)).await;
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("Budget exceeded"), "{text}");
+    // One search (0.01, and 10,000 tokens at up to 3.75e-6: about 0.04 in all) fits.
+    s.ant.push(Canned::Message(billed_message()));
+    let (status, text) = post(&s.g, "/v1/messages", &key, &search(1)).await;
+    assert_eq!(status, 200, "{text}");
+}

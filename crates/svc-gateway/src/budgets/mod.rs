@@ -145,6 +145,8 @@ pub struct Ask {
     pub input: Price,
     /// Price of a completion token.
     pub output: Price,
+    /// What it costs whatever its tokens: its server-side tool uses.
+    pub fixed: Money,
 }
 
 impl Ask {
@@ -155,7 +157,7 @@ impl Ask {
             completion_tokens: completion_tokens.saturating_mul(self.choices.max(1)),
             ..Usage::default()
         };
-        usage.cost(self.input, self.output)
+        usage.cost(self.input, self.output).plus(self.fixed)
     }
 
     /// The worst-case cost as asked.
@@ -305,6 +307,11 @@ impl Budgets {
             Ok(mut m) => m.entry(scope.clone()).or_default().clone(),
             Err(_) => Arc::default(),
         }
+    }
+
+    /// Whether any budget applies to `principal`.
+    pub fn apply_to(&self, principal: &Principal) -> bool {
+        !self.applicable(principal).is_empty()
     }
 
     /// The budgets that apply to a key: (scope, limit, duration, anchor).
@@ -475,7 +482,9 @@ impl Budgets {
         if settings.mode != AdmissionMode::Cap {
             return None;
         }
-        let affordable = affordable_completion_tokens(room, ask.prompt_tokens, ask.input, ask.output, ask.choices)?;
+        let for_tokens = room.minus(ask.fixed);
+        let affordable =
+            affordable_completion_tokens(for_tokens, ask.prompt_tokens, ask.input, ask.output, ask.choices)?;
         let k = affordable.min(ask.completion_tokens);
         (k >= settings.min_output_tokens.max(1) && ask.cost_with(k) <= room).then_some(k)
     }

@@ -40,6 +40,7 @@ fn nanos(n: i64) -> Ask {
         choices: 1,
         input: Price::from_picos(1_000),
         output: Price::from_picos(1_000),
+        fixed: Money::ZERO,
     }
 }
 
@@ -204,6 +205,7 @@ fn agent_ask() -> Ask {
         choices: 1,
         input: Price::from_picos(1_000_000),
         output: Price::from_picos(1_000_000),
+        fixed: Money::ZERO,
     }
 }
 

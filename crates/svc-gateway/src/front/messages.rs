@@ -23,7 +23,7 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 /// The chat-completions body of a Messages request.
-pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), ApiError> {
     let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
     out.insert("model".into(), Value::String(model));
@@ -86,7 +86,7 @@ pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
             tracing::debug!(field = dropped, "a Messages field with no chat-completions counterpart was dropped");
         }
     }
-    Ok(out)
+    Ok((out, super::Unseen::of(&req)))
 }
 
 /// The text of a `system` value or a message's content: a string, or its text blocks joined by blank lines.
@@ -327,7 +327,7 @@ mod tests {
     use super::*;
 
     fn chat(v: Value) -> Value {
-        to_chat(v.to_string().as_bytes()).map(Value::Object).unwrap_or_else(|e| panic!("{e}"))
+        to_chat(v.to_string().as_bytes()).map(|(chat, _)| Value::Object(chat)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod responses_stream;
 #[cfg(test)]
 mod robustness;
 pub mod sse;
+pub mod unseen;
 
 use crate::error::ApiError;
 use axum::http::{HeaderMap, HeaderName};
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 use svc_budget::Usage;
 use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;
+pub use unseen::{Searches, Unseen};
 
 /// The client API a request came in by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,13 +66,23 @@ impl Api {
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
     pub fn to_chat(self, body: &[u8]) -> Result<Translated, ApiError> {
-        let (chat, continues) = match self {
-            Api::Chat => return Ok(Translated { chat: ChatRequest::parse(body)?, continues: None }),
-            Api::Embeddings => (embeddings::to_chat(body)?, None),
-            Api::Messages => (messages::to_chat(body)?, None),
-            Api::Responses => responses::to_chat(body)?,
+        let (chat, continues, unseen) = match self {
+            Api::Chat => {
+                let chat = ChatRequest::parse(body)?;
+                let unseen = Unseen::of_chat(chat.prompt_parts().documents);
+                return Ok(Translated { chat, continues: None, unseen });
+            }
+            Api::Embeddings => (embeddings::to_chat(body)?, None, Unseen::default()),
+            Api::Messages => {
+                let (chat, unseen) = messages::to_chat(body)?;
+                (chat, None, unseen)
+            }
+            Api::Responses => {
+                let read = responses::to_chat(body)?;
+                (read.chat, read.continues, read.unseen)
+            }
         };
-        Ok(Translated { chat: ChatRequest::check(chat)?, continues })
+        Ok(Translated { chat: ChatRequest::check(chat)?, continues, unseen })
     }
 
     /// A completion (metered, `model` the alias) in this API's shape.
@@ -100,6 +112,8 @@ pub struct Translated {
     /// The stored response a Responses request continues (`previous_response_id`): only a deployment that
     /// speaks Responses can serve it, preferably the one that stored it.
     pub continues: Option<String>,
+    /// What it makes the provider bill beyond its body.
+    pub unseen: Unseen,
 }
 
 /// A client body that must be a JSON object with a `model` the pipeline takes (a non-empty string of at most

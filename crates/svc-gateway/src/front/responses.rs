@@ -18,9 +18,19 @@
 use crate::error::ApiError;
 use serde_json::{json, Map, Value};
 
-/// The chat-completions body of a Responses request, and the stored response it continues
-/// (`previous_response_id`), if any.
-pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, Option<String>), ApiError> {
+/// A Responses request read: its chat-completions body, the stored response it continues
+/// (`previous_response_id`), and what it makes the provider bill beyond its body.
+pub struct Read {
+    /// The chat-completions body.
+    pub chat: Map<String, Value>,
+    /// The stored response it continues, if any.
+    pub continues: Option<String>,
+    /// What it makes the provider bill beyond its body.
+    pub unseen: super::Unseen,
+}
+
+/// The chat-completions body of a Responses request, and what the pipeline needs of the rest.
+pub fn to_chat(body: &[u8]) -> Result<Read, ApiError> {
     let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
     out.insert("model".into(), Value::String(model));
@@ -73,7 +83,7 @@ pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, Option<String>), ApiE
         }
     }
     let continues = req.get("previous_response_id").and_then(Value::as_str).filter(|id| !id.is_empty());
-    Ok((out, continues.map(String::from)))
+    Ok(Read { chat: out, continues: continues.map(String::from), unseen: super::Unseen::of(&req) })
 }
 
 /// One `input` item as chat messages.
@@ -241,7 +251,7 @@ mod tests {
     use super::*;
 
     fn chat(v: Value) -> Value {
-        to_chat(v.to_string().as_bytes()).map(|(chat, _)| Value::Object(chat)).unwrap_or_else(|e| panic!("{e}"))
+        to_chat(v.to_string().as_bytes()).map(|r| Value::Object(r.chat)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub async fn count_tokens(
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-    let chat = crate::front::messages::to_chat(&bytes)?;
+    let (chat, _) = crate::front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
     let alias = req.model();
     pipeline::access::check(&state.models, &state.config, &principal, alias)?;

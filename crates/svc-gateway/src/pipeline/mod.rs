@@ -36,7 +36,7 @@ use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
 use crate::events::EventSink;
-use crate::front::{Api, Caller, Translated};
+use crate::front::{Api, Caller, Translated, Unseen};
 use crate::state::AppState;
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};
@@ -82,7 +82,7 @@ pub async fn handle(
     alias: &mut String,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.in_flight, state.config.server.max_in_flight)?;
-    let Translated { chat: mut req, continues } = inbound.api.to_chat(body)?;
+    let Translated { chat: mut req, continues, unseen } = inbound.api.to_chat(body)?;
     let facts = Facts::of(&mut req);
     *alias = facts.alias;
     let alias: &str = alias;
@@ -92,7 +92,8 @@ pub async fn handle(
         None => None,
     };
     let (plan, first) = plan(&state.models, state.events.as_ref(), alias, home.as_ref())?;
-    let (grant, meter) = admit(state, &principal, &plan, &req, body).await?;
+    let history = home.as_ref().map(|h| h.tokens);
+    let (grant, meter) = admit(state, &principal, &plan, &req, body, unseen, history).await?;
     let call = Call {
         state,
         principal,
@@ -168,11 +169,16 @@ async fn admit(
     plan: &Plan,
     req: &ChatRequest,
     body: &[u8],
+    unseen: Unseen,
+    history: Option<Option<u64>>,
 ) -> Result<(Grant, Meter), ApiError> {
     let prompt_estimate = estimate::prompt_tokens(req);
+    // Most requests hold all they are billed for: only the others pay for finding out who is budgeted.
+    let budgeted = (unseen.uncounted.is_some() || matches!(history, Some(None))) && state.budgets.apply_to(principal);
+    let beyond = admission::beyond(plan.candidates(), unseen, history, budgeted, &state.config.gateway.admission)?;
     // A prompt cache entry kept for an hour (`"ttl": "1h"` on a block) is written at its own, dearer price.
     let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
-    let ask = admission::ask(plan.candidates(), req, prompt_estimate, hour_cache);
+    let ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
     let grant = admission::admit(&state.rates, &state.budgets, &state.config, principal, &ask).await?;
     let meter = Meter {
         prompt_estimate,

@@ -53,7 +53,7 @@ impl Settle {
         if self.response_id.is_some() || !stored::is_id(id) {
             return;
         }
-        let home = stored::Home { route: self.route.clone(), owner: stored::Owner::of(&self.principal) };
+        let home = stored::Home { route: self.route.clone(), owner: stored::Owner::of(&self.principal), tokens: None };
         self.state.models.homes.record(id, home);
         self.response_id = Some(id.to_string());
     }
@@ -147,7 +147,9 @@ impl Settle {
             api: Some(self.api.as_str().to_string()),
             client: self.caller.client.clone(),
             session_id: self.caller.session.clone(),
-            response_id: self.response_id.take(),
+            response_id: self.response_id.take().inspect(|id| {
+                self.state.models.homes.settled(id, usage.prompt_tokens.saturating_add(usage.completion_tokens));
+            }),
             cache_read_tokens: tokens(usage.cache_read_tokens),
             cache_write_tokens: tokens(usage.cache_creation_tokens),
             tool_uses: tokens(usage.tool_uses),

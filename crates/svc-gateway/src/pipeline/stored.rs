@@ -57,6 +57,9 @@ pub struct Home {
     pub route: Arc<Route>,
     /// Who created it.
     pub owner: Owner,
+    /// Its input and output tokens as billed, once its call settled: what a continuation of it carries on as
+    /// input (the provider bills a chain's whole history on every call). `None` while it streams.
+    pub tokens: Option<u64>,
 }
 
 impl Home {
@@ -98,6 +101,15 @@ impl ResponseHomes {
         while h.order.len() > CAPACITY {
             if let Some(old) = h.order.pop_front() {
                 h.by_id.remove(&old);
+            }
+        }
+    }
+
+    /// The call that created `id` settled with `tokens` of input and output.
+    pub fn settled(&self, id: &str, tokens: u64) {
+        if let Ok(mut h) = self.inner.lock() {
+            if let Some(home) = h.by_id.get_mut(id) {
+                home.tokens = Some(tokens);
             }
         }
     }
@@ -161,7 +173,7 @@ pub async fn reach(
                 (Some(id), Some(team)) => Owner::Key { id, team },
                 _ => Owner::Master,
             };
-            Some(Home { route, owner })
+            Some(Home { route, owner, tokens: u64::try_from(row.tokens).ok() })
         }),
     };
     match home {
@@ -187,7 +199,7 @@ mod tests {
         let client = svc_providers::UpstreamClient::new().unwrap();
         let table = ModelTable::build(&config, &client, &metrics).unwrap();
         let route = table.all().next().unwrap().clone();
-        Home { route, owner }
+        Home { route, owner, tokens: None }
     }
 
     #[test]

@@ -44,11 +44,19 @@ pub struct PromptParts {
     pub json_tokens: u64,
     /// Content parts of a media type.
     pub media: u64,
+    /// Of those, files and documents: input the provider reads from a file or a URL, which the gateway cannot
+    /// count (a PDF's pages, a file by id).
+    pub documents: u64,
 }
 
 /// The content part types that carry media.
 pub(super) fn is_media(kind: &str) -> bool {
     matches!(kind, "image_url" | "input_audio" | "file" | "image" | "document")
+}
+
+/// The media part types whose input cannot be counted from the request: files and documents.
+pub(super) fn is_document(kind: &str) -> bool {
+    matches!(kind, "file" | "document")
 }
 
 /// What the checks and the estimate read of `messages`, in the same pass as the body's top-level fields: the
@@ -78,10 +86,11 @@ impl Messages {
                 }
             };
             match media {
-                Some(media) if m.refused.is_none() => {
+                Some((media, documents)) if m.refused.is_none() => {
                     let message = text.get(start..json.current_index()).unwrap_or_default();
                     m.parts.json_tokens = m.parts.json_tokens.saturating_add(scan::json_tokens(message));
                     m.parts.media = m.parts.media.saturating_add(media);
+                    m.parts.documents = m.parts.documents.saturating_add(documents);
                 }
                 Some(_) => {}
                 None => m.refused = m.refused.or(Some(i)),
@@ -121,8 +130,8 @@ fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Opti
 
 /// A message (an object, at `json`): `Some(media parts)` when its `role` is a string, else `None`. The outer
 /// `None`: the JSON is bad.
-fn message<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Option<u64>> {
-    let (mut role, mut media) = (false, 0);
+fn message<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Option<(u64, u64)>> {
+    let (mut role, mut media) = (false, (0, 0));
     let mut key = next_key(text, json, true)?;
     while let Some(field) = key {
         let peek = json.peek().ok()?;
@@ -133,7 +142,7 @@ fn message<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Option<u64>> {
             }
             Field::Content if peek == Peek::Array => media = media_parts(text, json)?,
             Field::Content => {
-                media = 0;
+                media = (0, 0);
                 json.known_skip(peek).ok()?;
             }
             _ => json.known_skip(peek).ok()?,
@@ -143,31 +152,37 @@ fn message<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<Option<u64>> {
     Some(role.then_some(media))
 }
 
-/// The parts of a message's `content` (an array, at `json`) whose `type` is a string naming a media type.
-fn media_parts<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<u64> {
-    let mut media = 0;
+/// The parts of a message's `content` (an array, at `json`) whose `type` is a string naming a media type, and of
+/// them the documents.
+fn media_parts<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<(u64, u64)> {
+    let (mut media, mut documents) = (0, 0);
     let mut next = json.known_array().ok()?;
     while let Some(peek) = next {
         if peek != Peek::Object {
             json.known_skip(peek).ok()?;
         } else {
-            let mut kind = false;
+            let (mut kind, mut document) = (false, false);
             let mut key = next_key(text, json, true)?;
             while let Some(field) = key {
                 match json.peek().ok()? {
-                    Peek::String if field == Field::Type => kind = is_media(json.known_str().ok()?),
+                    Peek::String if field == Field::Type => {
+                        let t = json.known_str().ok()?;
+                        (kind, document) = (is_media(t), is_document(t));
+                    }
                     peek => {
                         kind &= field != Field::Type;
+                        document &= field != Field::Type;
                         json.known_skip(peek).ok()?;
                     }
                 }
                 key = next_key(text, json, false)?;
             }
             media += u64::from(kind);
+            documents += u64::from(document);
         }
         next = json.array_step().ok()?;
     }
-    Some(media)
+    Some((media, documents))
 }
 
 impl ClientBody {

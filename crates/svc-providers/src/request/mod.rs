@@ -5,8 +5,8 @@
 mod client;
 mod scan;
 
-use client::is_media;
 pub use client::PromptParts;
+use client::{is_document, is_media};
 
 use client::ClientBody;
 use serde_json::{Map, Value};
@@ -301,11 +301,12 @@ fn prompt_parts(body: &Map<String, Value>) -> PromptParts {
     let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
     let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
     let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
-    let media = parts.filter(|p| p.get("type").and_then(Value::as_str).is_some_and(is_media));
+    let kinds: Vec<&str> = parts.filter_map(|p| p.get("type").and_then(Value::as_str)).collect();
     PromptParts {
         messages: messages.len() as u64,
         json_tokens: json.fold(0, u64::saturating_add),
-        media: media.count() as u64,
+        media: kinds.iter().filter(|k| is_media(k)).count() as u64,
+        documents: kinds.iter().filter(|k| is_document(k)).count() as u64,
     }
 }
 
