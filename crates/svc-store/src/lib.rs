@@ -17,6 +17,7 @@ mod meta;
 mod outbox;
 mod outbox_admin;
 mod spend;
+mod standing;
 mod teams;
 mod wal;
 
@@ -27,6 +28,7 @@ pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, L
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};
 pub use outbox_admin::{DeliveryRow, DeliveryState, DestinationStats, EventFilter, EventRow};
 pub use spend::{ResponseOwner, SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
+pub use standing::Standing;
 pub use teams::TeamRow;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};

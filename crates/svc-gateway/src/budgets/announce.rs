@@ -5,7 +5,7 @@ use super::{budget_fields, rfc3339, Scope, Who};
 use crate::events::{EventSink, GatewayEvent};
 use serde_json::{json, Value};
 use std::sync::Arc;
-use svc_budget::{Money, Notice, NoticeKind};
+use svc_budget::{Money, Notice};
 use svc_events::EventKind;
 use svc_store::Store;
 
@@ -18,40 +18,56 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
     }
 }
 
-/// Announces a notice once per period: the store decides who is first, then the event is emitted. An alert
-/// of a period whose "exceeded" was already announced is dropped (folded into it), and announcing
-/// "exceeded" records every alert threshold as announced, so none comes after it (also after a restart).
+/// Announces a notice once per period: the store decides who is first, then the event is emitted. Before
+/// "exceeded", every alert threshold not announced yet in the period is announced (a burst refused before its
+/// spend is settled crosses every threshold at once): each `budget.alert` comes before `budget.exceeded`, and
+/// none after it, across the fleet and restarts (each is recorded before it is emitted).
 async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
-    let (kind, event, period, spent, limit, threshold) = match &notice {
-        Notice::Alert { threshold_permille, spent, limit, period } => {
-            (notice.kind(), EventKind::BudgetAlert, *period, *spent, *limit, Some(*threshold_permille))
-        }
-        Notice::Exceeded { spent, limit, period, .. } => {
-            (notice.kind(), EventKind::BudgetExceeded, *period, *spent, *limit, None)
-        }
-    };
     let label = scope.label();
-    let period_ms = period.start.timestamp_millis();
-    if matches!(kind, NoticeKind::Alert(_)) {
-        match store.notices(&label, period_ms).await {
-            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
+    let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
+        if first(store, &label, &notice).await {
+            emit(events, &scope, &who, &notice);
+        }
+        return;
+    };
+    let mut below: Vec<u32> = thresholds.iter().copied().filter(|t| *t < 1000).collect();
+    below.sort_unstable();
+    below.dedup();
+    for threshold_permille in below {
+        let alert = Notice::Alert { threshold_permille, spent, limit, period };
+        if first(store, &label, &alert).await {
+            emit(events, &scope, &who, &alert);
         }
     }
-    match store.notice_once(&label, period_ms, &kind.label()).await {
-        Ok(true) => {}
-        Ok(false) => return,
-        Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
+    let exceeded = Notice::Exceeded { spent, limit, period, requested, remaining };
+    if first(store, &label, &exceeded).await {
+        emit(events, &scope, &who, &exceeded);
     }
-    if kind == NoticeKind::Exceeded {
-        for t in thresholds {
-            if let Err(e) = store.notice_once(&label, period_ms, &NoticeKind::Alert(*t).label()).await {
-                tracing::warn!(error = %e, "cannot record a budget alert as folded into `budget.exceeded`");
-            }
+}
+
+/// Whether this is the first of its kind in its budget and period (recorded now); on a store failure, yes (a
+/// notice announced twice beats one never announced).
+async fn first(store: &Store, label: &str, notice: &Notice) -> bool {
+    let period = match notice {
+        Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period,
+    };
+    match store.notice_once(label, period.start.timestamp_millis(), &notice.kind().label()).await {
+        Ok(first) => first,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway");
+            true
         }
     }
-    let mut data = budget_fields(&scope, &who);
+}
+
+fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice) {
+    let (event, period, spent, limit, threshold) = match notice {
+        Notice::Alert { threshold_permille, spent, limit, period } => {
+            (EventKind::BudgetAlert, period, spent, limit, Some(*threshold_permille))
+        }
+        Notice::Exceeded { spent, limit, period, .. } => (EventKind::BudgetExceeded, period, spent, limit, None),
+    };
+    let mut data = budget_fields(scope, who);
     data.insert("agent_role".into(), json!(who.agent_role()));
     data.insert("spent".into(), json!(spent.as_f64()));
     data.insert("limit".into(), json!(limit.as_f64()));

@@ -35,6 +35,51 @@ const LOW: i64 = 16;
 const SHARE: i64 = 4;
 /// How long a request short of room waits for other nodes to give theirs back.
 const NEED_WAIT: Duration = Duration::from_millis(250);
+/// The longest a store call on the admission path may take: a node cut off from the store answers within
+/// about two of these (README, "Fleet mode").
+pub(super) const STORE_WAIT: Duration = Duration::from_millis(750);
+/// After a store call failed, admissions short of room do not ask the store again for this long (they would
+/// only queue behind each other's timeouts).
+const STORE_PAUSE: Duration = Duration::from_secs(1);
+
+/// A store call that failed or did not answer within [`STORE_WAIT`].
+#[derive(Debug)]
+pub(super) enum StoreFault {
+    /// No answer in time.
+    Timeout,
+    /// The store answered with an error.
+    Store(svc_store::StoreError),
+}
+
+impl std::fmt::Display for StoreFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreFault::Timeout => write!(f, "no answer from the store within {} ms", STORE_WAIT.as_millis()),
+            StoreFault::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+/// `call`, given at most `wait`.
+pub(super) async fn bounded<T>(
+    wait: Duration,
+    call: impl std::future::Future<Output = Result<T, svc_store::StoreError>>,
+) -> Result<T, StoreFault> {
+    match tokio::time::timeout(wait, call).await {
+        Ok(r) => r.map_err(StoreFault::Store),
+        Err(_) => Err(StoreFault::Timeout),
+    }
+}
+
+/// Whether a request short of room could ask the store ([`Leases::ask_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// The store was asked (whatever it granted).
+    Asked,
+    /// The store could not be asked (it failed, did not answer in time, failed just before, or this node's
+    /// leases may have lapsed): what the node holds is all it can judge by.
+    Unreachable,
+}
 
 /// The lease state of this node.
 pub struct Leases {
@@ -52,6 +97,8 @@ pub struct Leases {
     /// A renewal failed for so long that the slices lapsed: their leases are returned and started afresh once
     /// the store answers again.
     lapsed: AtomicBool,
+    /// Until when (ms after `epoch`) admissions do not ask the store (a call failed just before).
+    paused_until: AtomicU64,
 }
 
 fn nanos(m: Money) -> i64 {
@@ -71,6 +118,7 @@ impl Leases {
             valid_until: AtomicU64::new(0),
             epoch: Instant::now(),
             lapsed: AtomicBool::new(false),
+            paused_until: AtomicU64::new(0),
         };
         leases.renewed(Instant::now());
         leases
@@ -88,8 +136,36 @@ impl Leases {
 
     /// Whether this node's leases may have lapsed (no renewal got through in time).
     pub fn lapsed(&self) -> bool {
-        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        now > self.valid_until.load(Ordering::Relaxed)
+        self.elapsed_ms() > self.valid_until.load(Ordering::Relaxed)
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A store call on the admission path failed: admissions stop asking for [`STORE_PAUSE`].
+    fn pause(&self) {
+        let until = self.elapsed_ms().saturating_add(u64::try_from(STORE_PAUSE.as_millis()).unwrap_or(u64::MAX));
+        self.paused_until.store(until, Ordering::Relaxed);
+    }
+
+    /// Whether admissions may ask the store now (none failed just before, and the leases have not lapsed).
+    pub(super) fn reachable(&self) -> bool {
+        self.elapsed_ms() >= self.paused_until.load(Ordering::Relaxed) && !self.lapsed()
+    }
+
+    /// How the period of `scope` starting at `start` stands for this node, asked within [`STORE_WAIT`].
+    pub(super) async fn standing(
+        &self,
+        scope: &Scope,
+        start: DateTime<Utc>,
+    ) -> Result<Option<svc_store::Standing>, StoreFault> {
+        let asked =
+            bounded(STORE_WAIT, self.store.budget_standing(&scope.label(), start.timestamp_millis(), &self.node)).await;
+        if asked.is_err() {
+            self.pause();
+        }
+        asked
     }
 
     /// At start, once this node's spend journal is written: the leases and holdbacks it left behind return to
@@ -147,18 +223,21 @@ impl Leases {
     }
 
     /// A request of `ask` does not fit this node's slice of `scope`: asks the store for what it lacks (and a
-    /// share more), once the grant under way, if any, is done. Failures are logged; the request is then
-    /// refused by the room it sees.
-    pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) {
-        let Some(e) = cell.get() else { return };
+    /// share more), once the grant under way, if any, is done. A failure is logged and said: the request is then
+    /// judged by what this node holds, and not refused for want of room it could not ask for.
+    pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) -> Asked {
+        let Some(e) = cell.get() else { return Asked::Asked };
         let full = ask.worst_case();
         let _one = e.granting.lock().await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room {
-            return; // the grant under way brought enough
+            return Asked::Asked; // the grant under way brought enough
+        }
+        if !self.reachable() {
+            return Asked::Unreachable;
         }
         let lacks = nanos(full.minus(room));
         let want = nanos(full).saturating_mul(TARGET).max(lacks);
@@ -177,42 +256,45 @@ impl Leases {
         };
         if let Err(err) = result {
             tracing::warn!(error = %err, budget = %scope.label(), "cannot lease more of a budget from the store");
-            return;
+            return Asked::Unreachable;
         }
-        self.ask_the_fleet(budgets, scope, e, full).await;
+        self.ask_the_fleet(budgets, scope, e, full).await
     }
 
     /// Still short of `full` while the fleet has room for it: the room sits in other nodes' slices. Asks them
     /// to give it back, waits for room to come back (at most [`NEED_WAIT`]) and asks the store once more.
-    async fn ask_the_fleet(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
+    async fn ask_the_fleet(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) -> Asked {
         let now = budgets.now();
         let (room, fleet_room) = match e.account.lock() {
             Ok(mut a) => (a.room(now), a.fleet_room(now)),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room || fleet_room < full {
-            return;
+            return Asked::Asked;
         }
         let label = scope.label();
         let woken = e.room.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        if let Err(err) = self.store.budget_need(&label, &self.node).await {
+        if let Err(err) = bounded(STORE_WAIT, self.store.budget_need(&label, &self.node)).await {
             tracing::warn!(error = %err, budget = %label, "cannot ask the fleet for budget room");
-            return;
+            self.pause();
+            return Asked::Unreachable;
         }
         let _ = tokio::time::timeout(NEED_WAIT, woken).await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room {
-            return;
+            return Asked::Asked;
         }
         let lacks = nanos(full.minus(room));
         if let Err(err) = self.grant(budgets, scope, e, lacks, lacks, true).await {
             tracing::warn!(error = %err, budget = %label, "cannot lease more of a budget from the store");
+            return Asked::Unreachable;
         }
+        Asked::Asked
     }
 
     /// Listens for the fleet's budget notices on `tasks` until `shutdown`: room given back wakes the requests
@@ -285,7 +367,8 @@ impl Leases {
     }
 
     /// One grant of at least `least`, up to `want` (and, when `shared`, no more than this node's share of the
-    /// room left) to `scope`'s slice; returns what was granted. The caller holds `e.granting`.
+    /// room left) to `scope`'s slice; returns what was granted. The caller holds `e.granting`. The store is given
+    /// [`STORE_WAIT`]; a failure pauses the admissions' asking ([`Leases::reachable`]).
     async fn grant(
         &self,
         budgets: &Budgets,
@@ -294,7 +377,7 @@ impl Leases {
         least: i64,
         want: i64,
         shared: bool,
-    ) -> Result<i64, svc_store::StoreError> {
+    ) -> Result<i64, StoreFault> {
         let (period, limit) = match e.account.lock() {
             Ok(mut a) => {
                 a.roll(budgets.now());
@@ -313,7 +396,7 @@ impl Leases {
             share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
             lease_ms: self.lease_ms(),
         };
-        let g = self.store.lease_grant(&ask).await?;
+        let g = bounded(STORE_WAIT, self.store.lease_grant(&ask)).await.inspect_err(|_| self.pause())?;
         // Not idle: a request is waiting for this grant (the upkeep must not give it back before it is used).
         e.busy.store(true, Ordering::Relaxed);
         if let Ok(mut a) = e.account.lock() {
@@ -359,7 +442,8 @@ impl Leases {
     /// One heartbeat's renewal of this node's leases (starting the slices afresh when they had lapsed).
     async fn renew(&self, budgets: &Budgets) {
         let sent = Instant::now();
-        match self.store.lease_renew(&self.node, self.lease_ms()).await {
+        // Bounded, so that the first renewal after the store comes back is not one stuck since it went away.
+        match bounded(self.heartbeat.max(STORE_WAIT), self.store.lease_renew(&self.node, self.lease_ms())).await {
             Ok(_) => {
                 // Lapsed: a renewal failed for too long, or this one came after the leases' validity ran out
                 // (admission stopped taking from the slices meanwhile).
