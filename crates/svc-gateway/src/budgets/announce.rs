@@ -19,9 +19,10 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
 }
 
 /// Announces a notice once per period: the store decides who is first, then the event is emitted. Before
-/// "exceeded", every alert threshold not announced yet in the period is announced (a burst refused before its
-/// spend is settled crosses every threshold at once): each `budget.alert` comes before `budget.exceeded`, and
-/// none after it, across the fleet and restarts (each is recorded before it is emitted).
+/// "exceeded", every alert threshold that what the budget holds has crossed and that was not announced yet is
+/// announced (a burst refused before its spend is settled crosses them all at once): each `budget.alert` comes
+/// before `budget.exceeded`, none after it (the accounts raise none then), across the fleet and restarts (each
+/// is recorded in the store before it is emitted).
 async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
     let label = scope.label();
     let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
@@ -30,7 +31,11 @@ async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], sco
         }
         return;
     };
-    let mut below: Vec<u32> = thresholds.iter().copied().filter(|t| *t < 1000).collect();
+    // What the budget holds (spent and reserved; in a fleet, also what other nodes hold): every threshold it
+    // has crossed is announced first. A request too dear for a budget that holds little crosses none.
+    let committed = limit.minus(remaining.unwrap_or(Money::ZERO));
+    let crossed = |t: &u32| *t < 1000 && limit.permille(*t) <= committed;
+    let mut below: Vec<u32> = thresholds.iter().copied().filter(crossed).collect();
     below.sort_unstable();
     below.dedup();
     for threshold_permille in below {
