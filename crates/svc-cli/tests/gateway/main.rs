@@ -17,6 +17,7 @@ mod event_origin;
 mod events;
 mod fleet;
 mod fleet_events;
+mod fleet_faults;
 mod hardening;
 mod health;
 mod isolation;

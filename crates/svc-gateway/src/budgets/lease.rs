@@ -160,8 +160,12 @@ impl Leases {
         scope: &Scope,
         start: DateTime<Utc>,
     ) -> Result<Option<svc_store::Standing>, StoreFault> {
+        // A lease not renewed for two heartbeats is silent.
+        let silent = self.lease.saturating_sub(self.heartbeat.saturating_mul(2));
+        let silent = i64::try_from(silent.as_millis()).unwrap_or(i64::MAX);
+        let label = scope.label();
         let asked =
-            bounded(STORE_WAIT, self.store.budget_standing(&scope.label(), start.timestamp_millis(), &self.node)).await;
+            bounded(STORE_WAIT, self.store.budget_standing(&label, start.timestamp_millis(), &self.node, silent)).await;
         if asked.is_err() {
             self.pause();
         }

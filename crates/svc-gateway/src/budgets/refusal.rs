@@ -2,9 +2,11 @@
 //! `budget.exceeded` once per period.
 //!
 //! On one node its view is the whole budget. In fleet mode a node sees only its slice, so a refusal is judged by
-//! the store's totals: when the store cannot be asked (or this node's leases may have lapsed), or when the fleet
-//! still has room this node could not get in time, the answer is a 503 worth retrying (`x-should-retry: true`),
-//! not a refusal, and nothing is announced. A fleet refusal's body says what the other nodes hold
+//! the store's totals: when the store cannot be asked (or this node's leases may have lapsed), when the fleet
+//! still has room this node could not get in time, or when the room is held by a node that stopped renewing its
+//! lease (cut off from the store, or dead: it returns when the lease expires), the answer is a 503 worth
+//! retrying (`x-should-retry: true`), not a refusal, and nothing is announced. What live nodes hold, after they
+//! were asked to give their spare back, counts as reserved. A fleet refusal's body says what the other nodes hold
 //! (`held_by_other_nodes`), so that spent + reserved + held by other nodes + remaining make the limit.
 
 use super::lease::{Asked, StoreFault};
@@ -67,12 +69,22 @@ impl Budgets {
             }
             Err(fault) => return unreachable(&fault),
         };
-        // What the fleet can still give this request: the store's free room and what this node holds.
-        if Money::from_nanos(standing.free).plus(refusal.remaining) >= self.least_cost(ask) {
+        // What the fleet can still give this request: the store's free room and what this node holds; and, once
+        // their leases expire, what silent nodes hold.
+        let least = self.least_cost(ask);
+        let here = Money::from_nanos(standing.free).plus(refusal.remaining);
+        if here >= least {
             return ApiError::budget_unavailable(
                 "budget_room_moving",
-                "The budget has room for this request, held by other nodes of the fleet or given back just now; \
-                 retry shortly",
+                "The budget has room for this request, given back by other nodes just now; retry shortly",
+                RETRY_SECS,
+            );
+        }
+        if here.plus(Money::from_nanos(standing.held_by_silent)) >= least {
+            return ApiError::budget_unavailable(
+                "budget_room_stranded",
+                "The budget has room for this request, held by a node that stopped renewing its lease; it returns \
+                 when that lease expires: retry shortly",
                 RETRY_SECS,
             );
         }
@@ -163,7 +175,13 @@ mod tests {
             reset,
             first_of_period: true,
         };
-        let standing = svc_store::Standing { limit: 5_000_000, spent: 4_000_000, free: 0, held_by_others: 700_000 };
+        let standing = svc_store::Standing {
+            limit: 5_000_000,
+            spent: 4_000_000,
+            free: 0,
+            held_by_others: 700_000,
+            held_by_silent: 0,
+        };
         let r = fleet_refusal(&local, &standing, Money::from_nanos(50_000));
         assert_eq!(
             (r.spent, r.reserved, r.remaining),
