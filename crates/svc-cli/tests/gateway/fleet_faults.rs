@@ -152,6 +152,17 @@ async fn a_node_cut_off_from_the_store_serves_its_slice_then_answers_503_and_rec
     answered += cut_served;
     assert!(cut_served >= 1, "n1 served nothing from its slice while cut off\n{}", n1.log_text());
     assert!(unavailable >= 1, "n1 never ran out while cut off\n{}", n1.log_text());
+    // The Messages API says it in Anthropic's shape: overloaded, retry.
+    let messages =
+        json!({"model": "openai/gpt-4.1-mini", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+    let r = client().post(n1.path("/v1/messages")).header("x-api-key", &key).json(&messages).send().await.unwrap();
+    let (status, retry) = (r.status().as_u16(), r.headers().get("x-should-retry").cloned());
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (status, body["type"].as_str(), body["error"]["type"].as_str()),
+        (503, Some("error"), Some("overloaded_error"))
+    );
+    assert_eq!(retry.as_ref().and_then(|v| v.to_str().ok()), Some("true"));
 
     // Back: n1 serves again (503s until its leases start afresh, never a refusal).
     forwarder.restore().await;
