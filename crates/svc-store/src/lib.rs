@@ -85,6 +85,9 @@ pub enum StoreError {
     /// A write batched with others failed (the batch's error, as text).
     #[error("batched write failed: {0}")]
     Batch(String),
+    /// No answer within the time the caller gave the store (milliseconds): the call was abandoned.
+    #[error("no answer from the store within {0} ms")]
+    Timeout(u128),
     /// A fleet operation (budget leases, fleet rate buckets) on SQLite, which serves one node only.
     #[error("this needs a PostgreSQL store (fleet mode)")]
     FleetOnly,

@@ -5,7 +5,7 @@ use super::{budget_fields, rfc3339, Scope, Who};
 use crate::events::{EventSink, GatewayEvent};
 use serde_json::{json, Value};
 use std::sync::Arc;
-use svc_budget::{Money, Notice};
+use svc_budget::{Money, Notice, NoticeKind};
 use svc_events::EventKind;
 use svc_store::Store;
 
@@ -26,6 +26,15 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
 async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
     let label = scope.label();
     let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
+        // An alert after "exceeded" (announced by another node, whose budget held less then) is noise.
+        let period_ms = match &notice {
+            Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period.start.timestamp_millis(),
+        };
+        match store.notices(&label, period_ms).await {
+            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
+        }
         if first(store, &label, &notice).await {
             emit(events, &scope, &who, &notice);
         }

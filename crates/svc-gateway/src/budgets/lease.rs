@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_config::{AdmissionMode, FleetConfig};
-use svc_store::{BudgetNotice, LeaseAsk, NodeState, PeriodRow, Store};
+use svc_store::{BudgetNotice, LeaseAsk, NodeState, PeriodRow, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -42,33 +42,12 @@ pub(super) const STORE_WAIT: Duration = Duration::from_millis(750);
 /// only queue behind each other's timeouts).
 const STORE_PAUSE: Duration = Duration::from_secs(1);
 
-/// A store call that failed or did not answer within [`STORE_WAIT`].
-#[derive(Debug)]
-pub(super) enum StoreFault {
-    /// No answer in time.
-    Timeout,
-    /// The store answered with an error.
-    Store(svc_store::StoreError),
-}
-
-impl std::fmt::Display for StoreFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreFault::Timeout => write!(f, "no answer from the store within {} ms", STORE_WAIT.as_millis()),
-            StoreFault::Store(e) => e.fmt(f),
-        }
-    }
-}
-
-/// `call`, given at most `wait`.
+/// `call`, given at most `wait` ([`StoreError::Timeout`] then).
 pub(super) async fn bounded<T>(
     wait: Duration,
-    call: impl std::future::Future<Output = Result<T, svc_store::StoreError>>,
-) -> Result<T, StoreFault> {
-    match tokio::time::timeout(wait, call).await {
-        Ok(r) => r.map_err(StoreFault::Store),
-        Err(_) => Err(StoreFault::Timeout),
-    }
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(wait, call).await.unwrap_or(Err(StoreError::Timeout(wait.as_millis())))
 }
 
 /// Whether a request short of room could ask the store ([`Leases::ask_for`]).
@@ -159,7 +138,7 @@ impl Leases {
         &self,
         scope: &Scope,
         start: DateTime<Utc>,
-    ) -> Result<Option<svc_store::Standing>, StoreFault> {
+    ) -> Result<Option<svc_store::Standing>, StoreError> {
         // A lease not renewed for two heartbeats is silent.
         let silent = self.lease.saturating_sub(self.heartbeat.saturating_mul(2));
         let silent = i64::try_from(silent.as_millis()).unwrap_or(i64::MAX);
@@ -381,7 +360,7 @@ impl Leases {
         least: i64,
         want: i64,
         shared: bool,
-    ) -> Result<i64, StoreFault> {
+    ) -> Result<i64, StoreError> {
         let (period, limit) = match e.account.lock() {
             Ok(mut a) => {
                 a.roll(budgets.now());
@@ -518,5 +497,36 @@ impl Leases {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_call_that_does_not_answer_is_abandoned_in_time() {
+        let started = tokio::time::Instant::now();
+        let hung = bounded(STORE_WAIT, std::future::pending::<Result<(), StoreError>>()).await;
+        assert!(matches!(hung, Err(StoreError::Timeout(750))), "{hung:?}");
+        assert_eq!(started.elapsed(), STORE_WAIT);
+        assert_eq!(bounded(STORE_WAIT, async { Ok::<_, StoreError>(7) }).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn after_a_failed_call_admissions_stop_asking_for_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.path().join("l.db").display())).await.unwrap();
+        let fleet = FleetConfig { lease: Duration::from_secs(30), ..FleetConfig::default() };
+        let leases = Leases::new(store, &fleet);
+        assert!(leases.reachable());
+        leases.pause();
+        assert!(!leases.reachable(), "paused after a failure");
+        leases.paused_until.store(0, Ordering::Relaxed);
+        assert!(leases.reachable());
+        leases.valid_until.store(0, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(leases.lapsed() && !leases.reachable(), "a lapsed lease is not asked from");
     }
 }

@@ -9,19 +9,20 @@
 //! were asked to give their spare back, counts as reserved. A fleet refusal's body says what the other nodes hold
 //! (`held_by_other_nodes`), so that spent + reserved + held by other nodes + remaining make the limit.
 
-use super::lease::{Asked, StoreFault};
+use super::lease::Asked;
 use super::{budget_fields, rfc3339, Ask, Budgets, Cell, Scope, Who};
 use crate::error::ApiError;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use svc_budget::{Money, Notice, Refusal};
 use svc_config::AdmissionMode;
+use svc_store::StoreError;
 
 /// `Retry-After` of a 503 while the budget cannot be judged: about a heartbeat.
 const RETRY_SECS: u64 = 1;
 
 /// The 503 of a budget this node cannot judge: the store could not be asked (`fault`, logged with the answer).
-pub(super) fn unreachable(fault: &StoreFault) -> ApiError {
+pub(super) fn unreachable(fault: &StoreError) -> ApiError {
     tracing::debug!(error = %fault, "the budget store cannot be asked");
     cut_off()
 }
@@ -199,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_cut_off_node_answers_a_503_worth_retrying() {
-        let e = unreachable(&StoreFault::Timeout);
+        let e = unreachable(&StoreError::Timeout(750));
         assert_eq!((e.status().as_u16(), e.body()["error"]["code"].as_str()), (503, Some("budget_store_unreachable")));
     }
 }
