@@ -16,7 +16,7 @@ pub struct Standing {
     /// What no lease holds: room the store can still grant (`limit - settled - granted`, at least zero).
     pub free: i64,
     /// What the other nodes' leases hold and have not spent (as written): their requests in flight, their
-    /// answers not written yet, and their spare.
+    /// answers not written yet, and their spare; and what is held back for dead nodes' unwritten spend.
     pub held_by_others: i64,
     /// Of that, what is held by leases that were not renewed lately (see [`Store::budget_standing`]): their
     /// nodes are cut off from the store or dead, and cannot give it back until the lease expires.
@@ -43,7 +43,9 @@ impl Store {
                   WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms), 0) AS BIGINT), \
              CAST(GREATEST(b.limit_nanos - b.settled - b.granted, 0) AS BIGINT), \
              CAST(COALESCE((SELECT SUM(GREATEST(l.amount - l.spent, 0)) FROM budget_leases l \
-                  WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms AND l.node <> $3), 0) AS BIGINT), \
+                  WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms AND l.node <> $3), 0) \
+                + COALESCE((SELECT SUM(h.amount) FROM budget_holdbacks h \
+                  WHERE h.scope = b.scope AND h.period_start_ms = b.period_start_ms), 0) AS BIGINT), \
              CAST(COALESCE((SELECT SUM(GREATEST(l.amount - l.spent, 0)) FROM budget_leases l \
                   WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms AND l.node <> $3 \
                     AND l.expires_ms < svc_now_ms() + $4), 0) AS BIGINT) \
@@ -102,5 +104,14 @@ mod tests {
         let b = s.budget_standing("team:t", 1_000, "b", 30_000).await.unwrap();
         let held = Standing { limit: 1_000, spent: 0, free: 500, held_by_others: 300, held_by_silent: 0 };
         assert_eq!(b, Some(held));
+        // A dead node's lease, reclaimed: what is held back for it is held by others too (so a refusal adds up).
+        s.lease_grant(&LeaseAsk { lease_ms: -1, ..ask("d", 100) }).await.unwrap();
+        s.lease_reclaim().await.unwrap();
+        let back: i64 = sqlx::query_scalar("SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM budget_holdbacks")
+            .fetch_one(s.pool())
+            .await
+            .unwrap();
+        let b = s.budget_standing("team:t", 1_000, "b", 30_000).await.unwrap().unwrap();
+        assert_eq!((b.held_by_others, b.free + b.held_by_others + 200), (300 + back, 1_000));
     }
 }
