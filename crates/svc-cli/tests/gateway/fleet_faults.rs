@@ -17,7 +17,9 @@ use svc_testkit::webhook::WebhookReceiver;
 /// What one call costs at the mini's prices (10 prompt and 5 completion tokens), nano-units.
 const COST: i64 = 12_000;
 /// What one call reserves (its prompt estimate and `max_tokens`), nano-units.
-const WORST: i64 = 16_800;
+const WORST: i64 = 17_200;
+/// A budget where 10 calls fit (and their settled cost leaves room for a few more).
+const TEN: i64 = 10 * WORST + 1_000;
 
 fn capped() -> Value {
     json!({"model": "openai/gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
@@ -99,35 +101,53 @@ async fn period_spent(db: &str) -> (i64, i64) {
     .unwrap()
 }
 
-#[tokio::test]
-async fn a_node_cut_off_from_the_store_serves_its_slice_then_answers_503_and_reconciles() {
-    const LIMIT: i64 = 400 * COST;
-    let up = Upstream::start().await.unwrap();
-    let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
+/// Two nodes on a fresh database with the executor team's budget at `limit`: n1 reaches the store through the
+/// returned forwarder, n2 directly; with a key of the team that n1 has served once.
+async fn cut_fleet(limit: i64, up: &Upstream, ntfy: &NtfyServer, hook: &WebhookReceiver) -> (Fleet, Forwarder, String) {
     let db = svc_testkit::postgres::fresh_database().await;
     let forwarder = Forwarder::start(&server_of(&db)).await;
-    let base = with_receivers(team_budget(&up, LIMIT), &ntfy, &hook);
-    // n1 reaches the store through the forwarder, n2 directly.
+    let base = with_receivers(team_budget(up, limit), ntfy, hook);
     let configs = [node_config(&base, &through(&db, forwarder.port()), "n1", ""), node_config(&base, &db, "n2", "")];
     let dirs: Vec<Arc<tempfile::TempDir>> = (0..2).map(|_| Arc::new(tempfile::tempdir().unwrap())).collect();
     let nodes = join_all(dirs.iter().zip(&configs).map(|(d, c)| Gateway::start_in(d.clone(), c))).await;
     let configs = configs.iter().zip(&nodes).map(|(c, g)| on_port_of(c, g)).collect();
-    let f = Fleet { nodes: nodes.into_iter().map(Some).collect(), dirs, configs, db: db.clone() };
+    let f = Fleet { nodes: nodes.into_iter().map(Some).collect(), dirs, configs, db };
     f.wait_online(2).await;
-    let (n1, n2) = (f.node(0), f.node(1));
-    let key = n2.key(json!({"team_id": "executor", "key_alias": "cut"})).await;
-    let mut answered = 0;
+    let key = f.node(1).key(json!({"team_id": "executor", "key_alias": "cut"})).await;
     // n1 learns of the key and leases a slice.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let a = call(n1, &key).await;
+        let a = call(f.node(0), &key).await;
         if a.status == 200 {
-            answered += 1;
             break;
         }
         assert!(Instant::now() < deadline, "n1 never served the key: {}", a.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    (f, forwarder, key)
+}
+
+/// (recorded spend, answered records) once at least `answered` records are in the store (a cut-off node's
+/// kept records are written at its spend writer's next retry: its backoff grew while it was cut off).
+async fn recorded(f: &Fleet, answered: usize) -> (i64, usize) {
+    let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let (spent, recorded) = f.spent(team.clone()).await;
+        if recorded >= answered || Instant::now() > deadline {
+            return (spent, recorded);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_node_cut_off_from_the_store_serves_its_slice_then_answers_503_and_reconciles() {
+    const LIMIT: i64 = 400 * COST;
+    let up = Upstream::start().await.unwrap();
+    let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
+    let (f, forwarder, key) = cut_fleet(LIMIT, &up, &ntfy, &hook).await;
+    let (n1, n2, db) = (f.node(0), f.node(1), f.db.clone());
+    let mut answered = 1;
     for _ in 0..2 {
         assert_eq!(call(n1, &key).await.status, 200);
         answered += 1;
@@ -182,15 +202,7 @@ async fn a_node_cut_off_from_the_store_serves_its_slice_then_answers_503_and_rec
     }
 
     // Reconciled: every answer recorded once, at its cost, and charged once to the budget's period.
-    let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
-    // n1's kept records are written at its spend writer's next retry (its backoff grew while it was cut off).
-    let deadline = Instant::now() + Duration::from_secs(45);
-    let (spent, recorded) = loop {
-        let (spent, recorded) = f.spent(team.clone()).await;
-        if recorded >= answered || Instant::now() > deadline {
-            break (spent, recorded);
-        }
-    };
+    let (spent, recorded) = recorded(&f, answered).await;
     assert_eq!((recorded, spent), (answered, answered as i64 * COST), "{}", n1.log_text());
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -232,7 +244,7 @@ async fn assert_alert_then_exceeded(hook: &WebhookReceiver, ntfy: &NtfyServer) {
 async fn a_burst_announces_the_alert_before_exceeded_once_each() {
     let up = Upstream::start().await.unwrap();
     let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
-    let g = Gateway::start(&with_receivers(team_budget(&up, 10 * WORST), &ntfy, &hook)).await;
+    let g = Gateway::start(&with_receivers(team_budget(&up, TEN), &ntfy, &hook)).await;
     let key = g.key(json!({"team_id": "executor", "key_alias": "burst"})).await;
     let results = burst(&[&g], &key, 60).await;
     let ok = results.iter().filter(|(s, _)| *s == 200).count();
@@ -249,7 +261,7 @@ async fn a_burst_announces_the_alert_before_exceeded_once_each() {
 async fn a_burst_over_a_fleet_announces_the_alert_before_exceeded_once_each() {
     let up = Upstream::start().await.unwrap();
     let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
-    let f = Fleet::start(&with_receivers(team_budget(&up, 10 * WORST), &ntfy, &hook), "").await;
+    let f = Fleet::start(&with_receivers(team_budget(&up, TEN), &ntfy, &hook), "").await;
     let key = f.node(0).key(json!({"team_id": "executor", "key_alias": "burst"})).await;
     let results = burst(&f.live(), &key, 60).await;
     let ok = results.iter().filter(|(s, _)| *s == 200).count();
@@ -271,6 +283,67 @@ async fn a_burst_over_a_fleet_announces_the_alert_before_exceeded_once_each() {
     assert_alert_then_exceeded(&hook, &ntfy).await;
     let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
     let (spent, recorded) = f.spent(team).await;
-    assert!(spent <= 10 * WORST, "spent {spent}");
+    assert!(spent <= TEN, "spent {spent}");
     assert_eq!(recorded, ok);
+}
+
+/// n1 is cut off holding a slice while n2 uses the rest of the budget: what n1 holds is not a refusal's room
+/// (n2 answers 503 `budget_room_stranded` while n1's lease runs) and no `budget.exceeded` goes out for it; once
+/// the lease expires the store's totals decide, and after n1 comes back the spend adds up.
+#[tokio::test]
+async fn room_held_by_a_cut_off_node_is_stranded_not_refused() {
+    const LIMIT: i64 = 40 * COST;
+    let up = Upstream::start().await.unwrap();
+    let (ntfy, hook) = (NtfyServer::start().await, WebhookReceiver::start().await);
+    let (f, forwarder, key) = cut_fleet(LIMIT, &up, &ntfy, &hook).await;
+    let (n1, n2) = (f.node(0), f.node(1));
+    // Cut at once, before n1 is idle for a heartbeat and gives its spare back.
+    forwarder.cut().await;
+    let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
+    let lease = "SELECT CAST(COALESCE(MIN(expires_ms - svc_now_ms()), -1000000) AS BIGINT) FROM budget_leases \
+                 WHERE node = 'n1' AND amount > spent";
+    let left = || async { sqlx::query_scalar::<_, i64>(lease).fetch_one(&pool).await.unwrap() };
+    assert!(left().await > 0, "n1 holds an unspent slice");
+    // Silent: not renewed for two heartbeats (its 3 s lease expires within 1 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while left().await >= 1_000 {
+        assert!(Instant::now() < deadline, "n1's lease is still renewed while it is cut off");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut answered, mut stranded) = (1, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refusal = loop {
+        let a = call(n2, &key).await;
+        assert!(a.took <= Duration::from_secs(2), "answered in {:?}", a.took);
+        match (a.status, a.body["error"]["code"].as_str()) {
+            (200, _) => answered += 1,
+            (503, Some("budget_room_stranded")) => {
+                assert_eq!(a.headers.get("x-should-retry").and_then(|v| v.to_str().ok()), Some("true"));
+                assert!(!budget_events(&hook).contains(&"budget.exceeded".to_string()), "{:?}", budget_events(&hook));
+                stranded += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await; // a pace, not a wait for anything
+            }
+            (503, Some("budget_room_moving")) => tokio::time::sleep(Duration::from_millis(50)).await,
+            (429, _) => break a.body,
+            (s, _) => panic!("{s}: {}", a.body),
+        }
+        assert!(Instant::now() < deadline, "n2 was never refused");
+    };
+    assert!(stranded >= 1, "n2 used the budget up without meeting n1's slice");
+    // Refused only once n1's lease expired: what the store holds back for it is named, and the body adds up.
+    assert!(left().await < 0, "refused while n1's lease still ran: {refusal}");
+    let e = &refusal["error"];
+    let parts: f64 =
+        ["spent", "reserved", "held_by_other_nodes", "remaining"].map(|k| e[k].as_f64().unwrap()).iter().sum();
+    assert!((parts - e["limit"].as_f64().unwrap()).abs() < 1e-9, "{refusal}");
+    assert!(e["held_by_other_nodes"].as_f64().unwrap() > 0.0, "{refusal}");
+    // n1 comes back: its answer is recorded once, nothing is over the limit.
+    forwarder.restore().await;
+    let (spent, recorded) = recorded(&f, answered).await;
+    assert_eq!(recorded, answered, "{}", n1.log_text());
+    assert!(spent <= LIMIT, "spent {spent} of {LIMIT}");
+    // The alert (spend passed 80 %) and "exceeded", once each and in order.
+    assert!(eventually(20, || budget_events(&hook).contains(&"budget.exceeded".to_string())).await);
+    assert!(!eventually(2, || budget_events(&hook).len() > 2).await, "{:?}", budget_events(&hook));
+    assert_eq!(budget_events(&hook), ["budget.alert", "budget.exceeded"]);
 }
