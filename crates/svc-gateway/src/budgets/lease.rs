@@ -188,7 +188,8 @@ impl Leases {
         for ((scope, cell), low) in cells.iter().zip(low) {
             let Some(e) = cell.get() else { continue };
             e.busy.store(true, Ordering::Relaxed);
-            if !low || e.topping.swap(true, Ordering::AcqRel) {
+            // Not while the store cannot be asked: the next admission short of room says so.
+            if !low || !self.reachable() || e.topping.swap(true, Ordering::AcqRel) {
                 continue;
             }
             let (budgets, scope, cell) = (budgets.clone(), scope.clone(), cell.clone());
