@@ -125,11 +125,13 @@ async fn codex_shaped_calls_spend_a_budget_to_its_last_part() {
     // 8,000 × 0.000002 + 300 × 0.000008 = 0.0184 a call; the budget pays for 20.
     let limit = 20 * 18_400_000_i64;
     let key = g.key(json!({"team_id": "t", "max_budget": limit as f64 / 1e9})).await;
+    // Codex offers a web search too (no limit of its own: 5 searches and their results are reserved).
     let tools: Vec<Value> = (0..20)
         .map(|i| {
             json!({"type": "function", "name": format!("tool_{i}"), "description": agent_text(1),
             "parameters": {"type": "object", "properties": {}}})
         })
+        .chain(std::iter::once(json!({"type": "web_search"})))
         .collect();
     let body = json!({"model": "gpt", "instructions": agent_text(20), "tools": tools, "store": false,
         "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}]});
@@ -144,6 +146,15 @@ async fn codex_shaped_calls_spend_a_budget_to_its_last_part() {
     );
     let counts = up.shared.counts.load(std::sync::atomic::Ordering::Relaxed);
     assert!(counts > 0 && counts <= admitted + 1, "{counts} counts for {admitted} calls");
+    // The searches are turned off only where the budget no longer pays for them (here from the first call:
+    // 20 calls' budget never pays for a 128,000-token cap, so each is capped, and without searches).
+    let sent: Vec<Value> = up.requests().into_iter().map(|r| r.body).collect();
+    assert!(sent.iter().all(|b| b["max_tool_calls"] == 0), "no search the budget does not pay for");
+    let free = g.key(json!({"team_id": "t"})).await;
+    let r = client().post(g.path("/v1/responses")).bearer_auth(&free).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let last = up.requests().pop().unwrap().body;
+    assert_eq!(last.get("max_tool_calls"), None, "an unbudgeted call as the client wrote it");
 }
 
 #[tokio::test]

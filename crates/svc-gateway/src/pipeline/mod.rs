@@ -105,7 +105,7 @@ pub async fn handle(
     }
     let history = home.as_ref().map(|h| h.tokens);
     let asked = Asked { req: &req, body, inbound, alias };
-    let (grant, meter) = admit(state, &principal, &mut plan, asked, unseen, history).await?;
+    let Admitted { grant, meter, tool_calls } = admit(state, &principal, &mut plan, asked, unseen, history).await?;
     let call = Call {
         state,
         principal,
@@ -121,6 +121,7 @@ pub async fn handle(
         api: inbound.api,
         inbound,
         continues: continues.is_some(),
+        tool_calls,
     };
     let outcome = call.attempts(plan, req, first).await;
     call.respond(outcome, ticket, grant.reservation).await
@@ -182,8 +183,17 @@ struct Asked<'a> {
     alias: &'a str,
 }
 
-/// Stage 6: rate limits and the budget reservation of the worst case over the plan (made tight first, in the
-/// last part of a budget: `tighten`); the meter the answer will be judged with.
+/// An admitted request: its holds, the meter its answer will be judged with, and the built-in tool calls
+/// (web searches) it is left, when they had to be turned off for it to fit.
+struct Admitted {
+    grant: Grant,
+    meter: Meter,
+    tool_calls: Option<u64>,
+}
+
+/// Stage 6: rate limits and the budget reservation of the worst case over the plan. In the last part of a
+/// budget, where that does not fit, the bound is made tight first (`tighten`: the exact input count), then the
+/// web searches are turned off where they can be, then the completion is capped (or the request refused).
 async fn admit(
     state: &AppState,
     principal: &Principal,
@@ -191,7 +201,7 @@ async fn admit(
     asked: Asked<'_>,
     unseen: Unseen,
     history: Option<Option<u64>>,
-) -> Result<(Grant, Meter), ApiError> {
+) -> Result<Admitted, ApiError> {
     let Asked { req, body, inbound, alias } = asked;
     let mut prompt_estimate = estimate::prompt_tokens(req);
     // Most requests hold all they are billed for: only the others pay for finding out who is budgeted.
@@ -201,14 +211,29 @@ async fn admit(
     let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
     let mut ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
     admission::rate(&state.rates, &state.config, principal, ask.prompt_tokens).await?;
+    let mut tool_calls = None;
     let grant = match state.budgets.admit_whole(principal, &ask).await? {
-        Some(grant) => grant,
-        None => {
-            if let Some(tight) = tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await {
+        Some(grant) => Some(grant),
+        None => match tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await {
+            Some(tight) => {
                 (ask, prompt_estimate) = (tight.ask, tight.counted);
+                match tight.without_searches {
+                    Some(bare) => match state.budgets.admit_whole(principal, &ask).await? {
+                        Some(grant) => Some(grant),
+                        None => {
+                            (ask, tool_calls) = (bare, Some(0));
+                            None
+                        }
+                    },
+                    None => None,
+                }
             }
-            state.budgets.admit(principal, &ask).await?
-        }
+            None => None,
+        },
+    };
+    let grant = match grant {
+        Some(grant) => grant,
+        None => state.budgets.admit(principal, &ask).await?,
     };
     let meter = Meter {
         prompt_estimate,
@@ -220,5 +245,5 @@ async fn admit(
         choices: ask.choices,
         budgeted: grant.reservation.is_budgeted(),
     };
-    Ok((grant, meter))
+    Ok(Admitted { grant, meter, tool_calls })
 }

@@ -26,6 +26,9 @@ pub struct Tight {
     pub ask: Ask,
     /// The input the body makes, as counted (the meter's estimate).
     pub counted: u64,
+    /// The ask with no web search, when the request's searches can be turned off (`max_tool_calls: 0` on a
+    /// Responses request passed through).
+    pub without_searches: Option<Ask>,
 }
 
 /// The request as it goes to the plan's first deployment, bounded by its exact input count, when that can be
@@ -76,5 +79,10 @@ pub async fn tightened(
     let input_tokens = if holds_history { beyond.results } else { beyond.input_tokens };
     let exact = Beyond { input_tokens, ..beyond };
     let ask = admission::ask(plan.candidates(), req, counted, exact, hour_cache);
-    Some(Tight { ask, counted })
+    let responses = native == Some(svc_providers::passthrough::Wire::Responses);
+    let without_searches = (responses && beyond.searches > 0).then(|| {
+        let bare = Beyond { input_tokens: input_tokens - beyond.results, results: 0, searches: 0, ..beyond };
+        admission::ask(plan.candidates(), req, counted, bare, hour_cache)
+    });
+    Some(Tight { ask, counted, without_searches })
 }
