@@ -351,3 +351,24 @@ async fn an_anthropic_beta_that_changes_the_price_passes_only_where_it_is_priced
         assert_eq!(r.status().as_u16(), want, "{beta}");
     }
 }
+
+/// A concurrent burst whose every answer bills more input than its body holds (1,234 tokens for "hi": a tool-use
+/// system prompt the provider adds): each is recorded as billed, and the budget's recorded spend never passes
+/// its limit.
+#[tokio::test]
+async fn a_burst_billed_above_its_bodies_never_passes_the_budget() {
+    let s = setup().await;
+    s.up.set(|b| b.usage_override = Some(json!({"prompt_tokens": 1234, "completion_tokens": 5, "total_tokens": 1239})));
+    // 1,234 × 2,000 + 5 × 8,000 nano-units a call; room for about 9 of 40 at once (each reserves its 4,096-token cap).
+    let key = s.g.key(json!({"team_id": "t", "max_budget": 0.3})).await;
+    let body = json!({"model": "gpt", "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]});
+    let calls = (0..40).map(|_| post(&s.g, "/v1/chat/completions", &key, &body));
+    let answers = futures::future::join_all(calls).await;
+    let ok = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert!(answers.iter().all(|(status, _)| *status == 200 || *status == 429), "{answers:?}");
+    assert!(ok > 0 && ok < 40, "{ok} answered");
+    let records = admin_get(&s.g, "/spend/logs?limit=100").await["data"].as_array().cloned().unwrap();
+    assert_eq!(records.len(), ok);
+    assert!(records.iter().all(|r| r["basis"] == "billed" && r["spend_nanos"] == 2_508_000), "{records:?}");
+    assert!(ok as i64 * 2_508_000 <= 300_000_000);
+}
