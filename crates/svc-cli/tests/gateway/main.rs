@@ -22,6 +22,7 @@ mod hardening;
 mod health;
 mod isolation;
 mod keys;
+mod last_part;
 mod ledger;
 mod metrics;
 mod passthrough;

@@ -388,11 +388,31 @@ impl Budgets {
     /// or refuses with 429 `Budget exceeded`. In fleet mode a request that does not fit this node's slice asks
     /// the store for more first.
     pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
+        match self.admit_as(principal, ask, true).await? {
+            Some(grant) => Ok(grant),
+            None => Err(ApiError::internal("a budget admission that may cap or refuse did neither")),
+        }
+    }
+
+    /// Reserves the whole worst case of `ask` in every budget of the caller, or nothing (`None`: it does not
+    /// fit; nothing is capped, refused or announced). The first try of a request whose bound may still be made
+    /// tighter.
+    pub async fn admit_whole(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Option<Grant>, ApiError> {
+        self.admit_as(principal, ask, false).await
+    }
+
+    /// [`Budgets::admit`] (`settle`: cap or refuse what does not fit) or [`Budgets::admit_whole`].
+    async fn admit_as(
+        self: &Arc<Self>,
+        principal: &Principal,
+        ask: &Ask,
+        settle: bool,
+    ) -> Result<Option<Grant>, ApiError> {
         let who = who(principal);
         let applicable = self.applicable(principal);
         if applicable.is_empty() {
             let reservation = Reservation { holds: Vec::new(), budgets: None, who };
-            return Ok(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false });
+            return Ok(Some(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false }));
         }
         let mut cells = Vec::with_capacity(applicable.len());
         for (scope, limit, duration, anchor) in applicable {
@@ -402,7 +422,7 @@ impl Budgets {
         let mut last_try = self.leases.is_none();
         let mut asked = lease::Asked::Asked;
         loop {
-            match self.try_admit(&cells, ask, last_try)? {
+            match self.try_admit(&cells, ask, last_try && settle)? {
                 Tried::Admitted { amount, completion_tokens, low } => {
                     if let Some(leases) = &self.leases {
                         leases.admitted(self, &cells, &low, ask.worst_case());
@@ -413,8 +433,9 @@ impl Budgets {
                         who,
                     };
                     let capped = completion_tokens < ask.completion_tokens;
-                    return Ok(Grant { reservation, completion_tokens, capped });
+                    return Ok(Some(Grant { reservation, completion_tokens, capped }));
                 }
+                Tried::Short(_) if last_try => return Ok(None),
                 Tried::Short(short) => {
                     if let Some(leases) = &self.leases {
                         for i in short {

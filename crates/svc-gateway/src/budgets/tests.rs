@@ -237,8 +237,8 @@ async fn the_last_part_of_a_budget_is_usable_with_a_capped_completion() {
     assert_eq!(body["error"]["requested"], 0.1281);
     assert!(body["error"]["remaining"].as_f64().unwrap() < 0.001, "{body}");
     drop(g);
-    // Less than `budget_min_output_tokens` (1024 by default) left: refused.
-    r.budgets.admit(&p, &nanos(49_000_000)).await.unwrap().reservation.settle(m(49_000_000));
+    // Less than `budget_min_output_tokens` (256 by default) left after the prompt: refused.
+    r.budgets.admit(&p, &nanos(49_800_000)).await.unwrap().reservation.settle(m(49_800_000));
     assert!(r.budgets.admit(&p, &agent_ask()).await.is_err());
 }
 
