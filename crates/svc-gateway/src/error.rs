@@ -99,7 +99,7 @@ impl ApiError {
     /// refusal: the budget may well have room, so it says `x-should-retry: true` with a short `Retry-After`.
     /// `code` says which (`budget_store_unreachable`, `budget_room_moving`).
     pub fn budget_unavailable(code: &str, message: impl Into<String>, retry_after_secs: u64) -> ApiError {
-        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "api_error", message);
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "budget_unavailable", message);
         e.0.code = Some(code.to_string());
         e.0.should_retry = Some(true);
         e.0.retry_after = Some(retry_after_secs.max(1));
@@ -355,7 +355,7 @@ mod tests {
     #[test]
     fn a_budget_that_cannot_be_judged_is_a_503_worth_retrying() {
         let e = ApiError::budget_unavailable("budget_store_unreachable", "the budget store cannot be reached", 0);
-        assert_eq!((e.status(), e.kind()), (StatusCode::SERVICE_UNAVAILABLE, "api_error"));
+        assert_eq!((e.status(), e.kind()), (StatusCode::SERVICE_UNAVAILABLE, "budget_unavailable"));
         assert_eq!(e.body()["error"]["code"], "budget_store_unreachable");
         let resp = e.into_response();
         assert_eq!(resp.headers().get("x-should-retry").map(|v| v.as_bytes()), Some(&b"true"[..]));

@@ -63,7 +63,7 @@ fn served_or_unavailable(a: &Answer, log: &str) -> bool {
             assert_eq!(a.headers.get("x-should-retry").and_then(|v| v.to_str().ok()), Some("true"), "{}", a.body);
             let retry = a.headers.get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
             assert!(retry.is_some_and(|s| (1..=5).contains(&s)), "Retry-After {retry:?}");
-            assert_eq!(a.body["error"]["type"], "api_error", "{}", a.body);
+            assert_eq!(a.body["error"]["type"], "budget_unavailable", "{}", a.body);
             let code = a.body["error"]["code"].as_str().unwrap_or_default();
             let codes = ["budget_store_unreachable", "budget_room_moving", "budget_room_stranded"];
             assert!(codes.contains(&code), "{}", a.body);
@@ -201,6 +201,11 @@ async fn a_node_cut_off_from_the_store_serves_its_slice_then_answers_503_and_rec
         answered += 1;
     }
 
+    // Counted apart from budget refusals (`/metrics` reads the store: asked once it is back).
+    let metrics = client().get(n1.path("/metrics")).bearer_auth(MASTER).send().await.unwrap().text().await.unwrap();
+    let counted = |l: &&str| l.starts_with("svc_refusals_total{") && l.contains("reason=\"budget_unavailable\"");
+    assert!(metrics.lines().any(|l| counted(&l)), "{metrics}");
+    assert!(!metrics.lines().any(|l| l.starts_with("svc_refusals_total{") && l.contains("reason=\"budget\"")));
     // Reconciled: every answer recorded once, at its cost, and charged once to the budget's period.
     let (spent, recorded) = recorded(&f, answered).await;
     assert_eq!((recorded, spent), (answered, answered as i64 * COST), "{}", n1.log_text());
