@@ -94,10 +94,11 @@ impl ApiError {
         e
     }
 
-    /// 503 in fleet mode when a budget cannot be judged: the store could not be asked (or this node's leases may
-    /// have lapsed while it was cut off) and what this node holds does not pay for the request. Not a budget
-    /// refusal: the budget may well have room, so it says `x-should-retry: true` with a short `Retry-After`.
-    /// `code` says which (`budget_store_unreachable`, `budget_room_moving`).
+    /// 503 `budget_unavailable` in fleet mode when a budget cannot be judged and what this node holds does not
+    /// pay for the request: the store could not be asked (or this node's leases may have lapsed while it was cut
+    /// off), or the room is held by a silent node or moving between nodes. Not a budget refusal: the budget may
+    /// well have room, so it says `x-should-retry: true` with a short `Retry-After`.
+    /// `code` says which (`budget_store_unreachable`, `budget_room_stranded`, `budget_room_moving`).
     pub fn budget_unavailable(code: &str, message: impl Into<String>, retry_after_secs: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "budget_unavailable", message);
         e.0.code = Some(code.to_string());
