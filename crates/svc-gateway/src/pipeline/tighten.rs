@@ -6,11 +6,12 @@
 //! pays the extra round trip; a count that fails or cannot be had leaves the loose bound.
 
 use super::admission::{self, Beyond};
-use super::routing::Plan;
+use super::routing::{Plan, Route};
 use super::Inbound;
 use crate::budgets::Ask;
 use crate::front::passthrough;
 use std::time::Duration;
+use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;
 
 /// The longest a count may take (it is on the request's path).
@@ -47,23 +48,12 @@ pub async fn tightened(
         return None;
     }
     let first = plan.candidates().first()?.clone();
-    let model = first.upstream_model(alias);
     let native = inbound.api.wire().filter(|w| first.deployment.speaks(*w));
-    let counting = async {
-        match native {
-            Some(wire) => {
-                let body = passthrough::prepare(inbound.api, body, &model, None).ok()?;
-                let count = first.deployment.count_native(wire, &body, inbound.headers.clone()).await;
-                Some(count.map(|c| c.map(|c| (c, wire == svc_providers::passthrough::Wire::Responses))))
-            }
-            None => Some(first.deployment.count_chat(req, &model).await.map(|c| c.map(|c| (c, false)))),
-        }
-    };
-    let (counted, holds_history) = match tokio::time::timeout(COUNT_TIMEOUT, counting).await {
-        Ok(Some(Ok(Some(c)))) => c,
-        Ok(Some(Ok(None)) | None) => return None,
-        Ok(Some(Err(e))) => {
-            tracing::debug!(deployment = %first.deployment.id, error = %e, "cannot count the input; the loose bound stays");
+    let counted = match tokio::time::timeout(COUNT_TIMEOUT, count(&first, native, inbound, alias, body, req)).await {
+        Ok(Ok(Some(counted))) => counted,
+        Ok(Ok(None)) => return None,
+        Ok(Err(why)) => {
+            tracing::debug!(deployment = %first.deployment.id, error = %why, "cannot count the input; the loose bound stays");
             return None;
         }
         Err(_) => {
@@ -71,6 +61,8 @@ pub async fn tightened(
             return None;
         }
     };
+    // A Responses count holds the chain of `previous_response_id`.
+    let holds_history = native == Some(Wire::Responses);
     if counted > MAX_COUNT || beyond.window.is_some_and(|w| counted > w) {
         tracing::warn!(deployment = %first.deployment.id, counted, "an input count above the context window; the loose bound stays");
         return None;
@@ -79,10 +71,29 @@ pub async fn tightened(
     let input_tokens = if holds_history { beyond.results } else { beyond.input_tokens };
     let exact = Beyond { input_tokens, ..beyond };
     let ask = admission::ask(plan.candidates(), req, counted, exact, hour_cache);
-    let responses = native == Some(svc_providers::passthrough::Wire::Responses);
-    let without_searches = (responses && beyond.searches > 0).then(|| {
+    let without_searches = (native == Some(Wire::Responses) && beyond.searches > 0).then(|| {
         let bare = Beyond { input_tokens: input_tokens - beyond.results, results: 0, searches: 0, ..beyond };
         admission::ask(plan.candidates(), req, counted, bare, hour_cache)
     });
     Some(Tight { ask, counted, without_searches })
+}
+
+/// The exact input of the request on `first`: of the client's body as passed through (`native`), else of the
+/// chat request as it would be sent. `None` when the deployment offers no count.
+async fn count(
+    first: &Route,
+    native: Option<Wire>,
+    inbound: &Inbound,
+    alias: &str,
+    body: &[u8],
+    req: &ChatRequest,
+) -> Result<Option<u64>, String> {
+    let model = first.upstream_model(alias);
+    match native {
+        Some(wire) => {
+            let body = passthrough::prepare(inbound.api, body, &model, None).map_err(|e| e.message().to_string())?;
+            first.deployment.count_native(wire, &body, inbound.headers.clone()).await.map_err(|e| e.to_string())
+        }
+        None => first.deployment.count_chat(req, &model).await.map_err(|e| e.to_string()),
+    }
 }
