@@ -70,24 +70,23 @@ impl Budgets {
             }
             Err(fault) => return unreachable(&fault),
         };
-        // What the fleet can still give this request: the store's free room and what this node holds; and, once
-        // their leases expire, what silent nodes hold.
-        let least = self.least_cost(ask);
-        let here = Money::from_nanos(standing.free).plus(refusal.remaining);
-        if here >= least {
-            return ApiError::budget_unavailable(
-                "budget_room_moving",
-                "The budget has room for this request, given back by other nodes just now; retry shortly",
-                RETRY_SECS,
-            );
-        }
-        if here.plus(Money::from_nanos(standing.held_by_silent)) >= least {
-            return ApiError::budget_unavailable(
-                "budget_room_stranded",
-                "The budget has room for this request, held by a node that stopped renewing its lease; it returns \
-                 when that lease expires: retry shortly",
-                RETRY_SECS,
-            );
+        match judge(&standing, refusal.remaining, self.least_cost(ask)) {
+            Judged::Moving => {
+                return ApiError::budget_unavailable(
+                    "budget_room_moving",
+                    "The budget has room for this request, given back by other nodes just now; retry shortly",
+                    RETRY_SECS,
+                )
+            }
+            Judged::Stranded => {
+                return ApiError::budget_unavailable(
+                    "budget_room_stranded",
+                    "The budget has room for this request, held by a node that stopped renewing its lease; it \
+                     returns when that lease expires: retry shortly",
+                    RETRY_SECS,
+                )
+            }
+            Judged::Exceeded => {}
         }
         let unwritten = match cell.get().map(|e| e.account.lock()) {
             Some(Ok(a)) => a.slice().map_or(Money::ZERO, |s| s.unwritten),
@@ -121,6 +120,29 @@ impl Budgets {
             remaining: Some(r.remaining),
         };
         self.announce(scope.clone(), notice, who.clone());
+    }
+}
+
+/// What the store's totals say of a request this node cannot hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    /// The store's free room and this node's pay for it: room came back just now (retry).
+    Moving,
+    /// Only with what silent nodes hold, which returns when their leases expire (retry).
+    Stranded,
+    /// Not even then: the rest is spent or held by live nodes (asked to give their spare back first).
+    Exceeded,
+}
+
+/// Judges a request whose least admissible cost is `least` by the store's `standing` and this node's `room`.
+fn judge(standing: &svc_store::Standing, room: Money, least: Money) -> Judged {
+    let here = Money::from_nanos(standing.free).plus(room);
+    if here >= least {
+        Judged::Moving
+    } else if here.plus(Money::from_nanos(standing.held_by_silent)) >= least {
+        Judged::Stranded
+    } else {
+        Judged::Exceeded
     }
 }
 
@@ -196,6 +218,18 @@ mod tests {
         // More held than the limit leaves (a lease read mid-settlement): nothing remains, never less.
         let crowded = svc_store::Standing { held_by_others: 9_000_000, ..standing };
         assert_eq!(fleet_refusal(&local, &crowded, Money::ZERO).remaining, Money::ZERO);
+    }
+
+    #[test]
+    fn only_room_no_node_can_give_makes_a_refusal() {
+        let m = Money::from_nanos;
+        let standing =
+            svc_store::Standing { limit: 1_000, spent: 600, free: 50, held_by_others: 350, held_by_silent: 200 };
+        assert_eq!(judge(&standing, m(30), m(80)), Judged::Moving, "free room and this node's pay for it");
+        assert_eq!(judge(&standing, m(0), m(80)), Judged::Stranded, "only with what a silent node holds");
+        assert_eq!(judge(&standing, m(0), m(300)), Judged::Exceeded, "the rest is held by live nodes");
+        let all_live = svc_store::Standing { held_by_silent: 0, ..standing };
+        assert_eq!(judge(&all_live, m(0), m(80)), Judged::Exceeded);
     }
 
     #[test]
