@@ -447,7 +447,8 @@ impl Budgets {
                     last_try = true;
                 }
                 Tried::Refused { index, refusal, period_start } => {
-                    return Err(self.refuse(&cells, index, refusal, period_start, ask, &who, asked).await);
+                    // Boxed: a refusal reads the store in fleet mode, a large future every admission would carry.
+                    return Err(Box::pin(self.refuse(&cells, index, refusal, period_start, ask, &who, asked)).await);
                 }
             }
         }
