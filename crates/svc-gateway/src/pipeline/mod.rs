@@ -245,7 +245,9 @@ async fn admit(
     let budgeted = (unseen.uncounted.is_some() || matches!(history, Some(None))) && state.budgets.apply_to(principal);
     let beyond = admission::beyond(plan.candidates(), unseen, history, budgeted, &state.config.gateway.admission)?;
     // A prompt cache entry kept for an hour (`"ttl": "1h"` on a block) is written at its own, dearer price.
-    let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
+    static TTL: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"ttl\""));
+    let hour_cache = TTL.find(body).is_some();
     let mut ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
     admission::rate(&state.rates, &state.config, principal, ask.prompt_tokens).await?;
     let (grant, tool_calls) = match state.budgets.admit_whole(principal, &ask).await? {
