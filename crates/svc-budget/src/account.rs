@@ -39,7 +39,11 @@ pub struct Account {
 /// This node's share of a budget its fleet shares: what the store granted it this period (its lease) and
 /// what it spent of that. The store makes sure that the leases of all nodes and the spend of ended leases
 /// never pass the limit together; admission here takes only from the slice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// The slice's *exposure* is what this node may have answered under it and not written: its reservations plus
+/// its unwritten spend. Should the node die, the store holds back what it was last told of that (the lease's
+/// exposure), so admission never takes the exposure past `exposable`, the most the store holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slice {
     /// Granted to this node in the current period.
     pub granted: Money,
@@ -47,6 +51,24 @@ pub struct Slice {
     pub used: Money,
     /// Of `used`, what is not written to the store yet.
     pub unwritten: Money,
+    /// The most the store holds of this node's exposure under the lease (`Money::MAX`: never reported, the store
+    /// holds the whole unspent lease).
+    pub exposable: Money,
+    /// What a report allows beyond the exposure for requests to come before the next one: grown (doubled, at
+    /// least a request's worst case) each time a request had to ask for more, halved each heartbeat.
+    pub headroom: Money,
+}
+
+impl Default for Slice {
+    fn default() -> Slice {
+        Slice {
+            granted: Money::ZERO,
+            used: Money::ZERO,
+            unwritten: Money::ZERO,
+            exposable: Money::MAX,
+            headroom: Money::ZERO,
+        }
+    }
 }
 
 /// Why a reservation was refused.
@@ -195,7 +217,13 @@ impl Account {
     /// not yet written counts against the next grants (it may be charged to them).
     pub fn reset_slice(&mut self) {
         if let Some(slice) = self.slice.as_mut() {
-            *slice = Slice { used: slice.unwritten, unwritten: slice.unwritten, ..Slice::default() };
+            // The store may still hold the old leases' exposures (their return can fail): keep within them.
+            *slice = Slice {
+                used: slice.unwritten,
+                unwritten: slice.unwritten,
+                exposable: slice.exposable,
+                ..Slice::default()
+            };
         }
     }
 
@@ -210,6 +238,48 @@ impl Account {
     pub fn written(&mut self, amount: Money) {
         if let Some(s) = self.slice.as_mut() {
             s.unwritten = s.unwritten.minus(amount).at_least_zero();
+        }
+    }
+
+    /// Fleet mode: what this node may have answered under its slice and not written yet (its reservations and
+    /// its unwritten spend).
+    pub fn exposure(&self) -> Money {
+        self.reserved.plus(self.slice.map(|s| s.unwritten).unwrap_or(Money::ZERO))
+    }
+
+    /// Fleet mode: the exposure to report to the store (`None` on one node), `written` of the unwritten spend
+    /// going to the store with the report (the report counts it as written: it takes effect only with it), plus
+    /// the headroom (halved first at a `heartbeat`). Lowers the ceiling now, so that nothing admitted until the
+    /// store takes the report goes past it; [`Account::exposed`] applies it once it is taken.
+    pub fn report_exposure(&mut self, written: Money, heartbeat: bool) -> Option<Money> {
+        let exposure = self.exposure();
+        let s = self.slice.as_mut()?;
+        if heartbeat {
+            s.headroom = Money::from_nanos(s.headroom.nanos() / 2);
+        }
+        let report = exposure.minus(written).at_least_zero().plus(s.headroom);
+        s.exposable = s.exposable.min(report.plus(written));
+        Some(report)
+    }
+
+    /// Fleet mode: a request of worst case `full` would take the exposure past the ceiling: the exposure to
+    /// report before it is admitted (with the headroom, which then grows: a burst asks a few times, not at each
+    /// request), or `None` when it fits.
+    pub fn exposure_wanted(&mut self, full: Money) -> Option<Money> {
+        let need = self.exposure().plus(full);
+        let s = self.slice.as_mut()?;
+        if need <= s.exposable {
+            return None;
+        }
+        let report = need.plus(s.headroom);
+        s.headroom = s.headroom.plus(s.headroom).max(full);
+        Some(report)
+    }
+
+    /// Fleet mode: the store took the newest report of the exposure, `report`: admission may use all of it.
+    pub fn exposed(&mut self, report: Money) {
+        if let Some(s) = self.slice.as_mut() {
+            s.exposable = report;
         }
     }
 
@@ -267,7 +337,9 @@ impl Account {
     fn room_now(&self) -> Money {
         let total = self.limit.minus(self.spent).minus(self.reserved).at_least_zero();
         match &self.slice {
-            Some(s) => total.min(s.granted.minus(s.used).minus(self.reserved).at_least_zero()),
+            Some(s) => total
+                .min(s.granted.minus(s.used).minus(self.reserved).at_least_zero())
+                .min(s.exposable.minus(self.exposure()).at_least_zero()),
             None => total,
         }
     }
@@ -453,6 +525,43 @@ mod tests {
         assert!(a.granted(t(1), Money::from_nanos(150), Money::from_nanos(1000), Money::ZERO));
         // The request in flight across the reset counts against the new slice.
         assert_eq!(a.room(t(1)), Money::from_nanos(50));
+    }
+
+    #[test]
+    fn a_fleet_account_admits_no_more_than_the_store_holds_of_its_exposure() {
+        let m = Money::from_nanos;
+        let mut a = Account::leased(m(1000), BudgetDuration::Seconds(3600), t(0), t(0));
+        assert!(a.granted(t(0), m(500), m(1000), Money::ZERO));
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(100))), (m(500), None), "never reported: the whole slice");
+        a.hold(m(100));
+        a.settle(m(100), m(80), &[], t(0));
+        a.unwritten(m(80));
+        a.hold(m(50));
+        assert_eq!(a.exposure(), m(130));
+        // A report with a batch of 80: the 50 in flight. The ceiling is lowered at once (counting the batch until
+        // it is written), and applied when the store takes the report.
+        assert_eq!(a.report_exposure(m(80), false), Some(m(50)));
+        assert_eq!(a.slice().map(|s| s.exposable), Some(m(130)));
+        assert_eq!(a.room(t(0)), Money::ZERO);
+        a.written(m(80));
+        a.exposed(m(50));
+        assert_eq!(a.room(t(0)), Money::ZERO);
+        // Past the ceiling: ask the store for what is needed, then for a growing headroom more at each ask.
+        assert_eq!(a.exposure_wanted(m(100)), Some(m(50 + 100)));
+        assert_eq!(a.exposure_wanted(m(700)), Some(m(50 + 700 + 100)));
+        assert_eq!(a.exposure_wanted(m(300)), Some(m(50 + 300 + 700)));
+        a.exposed(m(1050));
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(300))), (m(370), None), "now the slice is what binds");
+        // The headroom halves at each heartbeat.
+        a.release(m(50));
+        assert_eq!(a.report_exposure(Money::ZERO, true), Some(m(700)));
+        assert_eq!(a.report_exposure(Money::ZERO, true), Some(m(350)));
+        for _ in 0..10 {
+            a.report_exposure(Money::ZERO, true);
+        }
+        assert_eq!(a.report_exposure(Money::ZERO, true), Some(Money::ZERO));
+        a.exposed(Money::ZERO);
+        assert_eq!(a.room(t(0)), Money::ZERO);
     }
 
     #[test]

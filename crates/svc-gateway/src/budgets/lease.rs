@@ -18,12 +18,13 @@
 use super::{Budgets, Cell, Entry, Scope};
 use crate::error::ApiError;
 use chrono::{DateTime, Utc};
+use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_config::{AdmissionMode, FleetConfig};
-use svc_store::{BudgetNotice, LeaseAsk, NodeState, PeriodRow, Store};
+use svc_store::{BudgetNotice, ChargedRecord, Exposure, LeaseAsk, NodeState, PeriodRow, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -52,6 +53,8 @@ pub struct Leases {
     /// A renewal failed for so long that the slices lapsed: their leases are returned and started afresh once
     /// the store answers again.
     lapsed: AtomicBool,
+    /// The sequence number of the next exposure report (from the clock at start: newer than the last run's).
+    seq: AtomicI64,
 }
 
 fn nanos(m: Money) -> i64 {
@@ -71,6 +74,7 @@ impl Leases {
             valid_until: AtomicU64::new(0),
             epoch: Instant::now(),
             lapsed: AtomicBool::new(false),
+            seq: AtomicI64::new(Utc::now().timestamp_micros()),
         };
         leases.renewed(Instant::now());
         leases
@@ -153,6 +157,7 @@ impl Leases {
         let Some(e) = cell.get() else { return };
         let full = ask.worst_case();
         let _one = e.granting.lock().await;
+        self.raise_exposure(budgets, scope, e, full).await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
             Err(_) => return,
@@ -356,11 +361,70 @@ impl Leases {
         }
     }
 
-    /// One heartbeat's renewal of this node's leases (starting the slices afresh when they had lapsed).
+    /// A report of this node's exposure in `scope` (`written` of its unwritten spend going to the store with
+    /// it), its ceiling lowered now (svc-budget's `Slice`); `None` for a budget with nothing leased or exposed.
+    fn report(&self, scope: &Scope, e: &Entry, written: Money, heartbeat: bool, now: DateTime<Utc>) -> Option<Exposure> {
+        let mut a = e.account.lock().ok()?;
+        a.roll(now);
+        if a.exposure() == Money::ZERO && a.slice().is_none_or(|s| s.granted == Money::ZERO) {
+            return None;
+        }
+        let exposure = a.report_exposure(written, heartbeat)?;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        e.exposed.store(seq, Ordering::Relaxed);
+        Some(Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(exposure), seq })
+    }
+
+    /// The store took `x`, a report of this node's exposure: admission may use all of it, unless a newer report
+    /// was made meanwhile (the store keeps the newest).
+    fn taken(e: &Entry, x: &Exposure) {
+        if let Ok(mut a) = e.account.lock() {
+            if e.exposed.load(Ordering::Relaxed) == x.seq && a.period.start.timestamp_millis() == x.period {
+                a.exposed(Money::from_nanos(x.exposure));
+            }
+        }
+    }
+
+    /// A request of worst case `full` would take this node's exposure in `scope` past what the store holds of
+    /// it: tells the store of more first (with headroom, doubled at each such ask). The caller holds
+    /// `e.granting`. Failures are logged; the request then finds no room.
+    async fn raise_exposure(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
+        let x = match e.account.lock() {
+            Ok(mut a) => {
+                a.roll(budgets.now());
+                let Some(want) = a.exposure_wanted(full) else { return };
+                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                e.exposed.store(seq, Ordering::Relaxed);
+                Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(want), seq }
+            }
+            Err(_) => return,
+        };
+        match self.store.lease_expose(&self.node, std::slice::from_ref(&x)).await {
+            Ok(_) => Leases::taken(e, &x),
+            Err(err) => tracing::warn!(error = %err, budget = %x.scope, "cannot tell the store of this node's exposure"),
+        }
+    }
+
+    /// One heartbeat's renewal of this node's leases with the reports of its exposures (starting the slices
+    /// afresh when they had lapsed).
     async fn renew(&self, budgets: &Budgets) {
         let sent = Instant::now();
-        match self.store.lease_renew(&self.node, self.lease_ms()).await {
+        let now = budgets.now();
+        let (cells, reports): (Vec<Cell>, Vec<Exposure>) = budgets
+            .scoped_entries()
+            .into_iter()
+            .filter_map(|(scope, cell)| {
+                let x = self.report(&scope, cell.get()?, Money::ZERO, true, now)?;
+                Some((cell, x))
+            })
+            .unzip();
+        match self.store.lease_renew(&self.node, self.lease_ms(), &reports).await {
             Ok(_) => {
+                for (cell, x) in cells.iter().zip(&reports) {
+                    if let Some(e) = cell.get() {
+                        Leases::taken(e, x);
+                    }
+                }
                 // Lapsed: a renewal failed for too long, or this one came after the leases' validity ran out
                 // (admission stopped taking from the slices meanwhile).
                 if self.lapsed.swap(false, Ordering::AcqRel) || self.lapsed() {
@@ -430,5 +494,39 @@ impl Leases {
                 }
             }
         }
+    }
+}
+
+impl Budgets {
+    /// Fleet mode: writes spend records to the store, each charged to its budgets' leases, with the reports of
+    /// this node's exposure in those budgets in the same transaction (the records count as written in them).
+    pub async fn write_spend(&self, records: &[ChargedRecord]) -> Result<i64, StoreError> {
+        let Some(leases) = &self.leases else { return self.store.write_charged_spend(records).await };
+        let mut written: HashMap<&str, i64> = HashMap::new();
+        for r in records {
+            for c in &r.charges {
+                let sum = written.entry(c.scope.as_str()).or_insert(0);
+                *sum = sum.saturating_add(r.record.cost);
+            }
+        }
+        let now = self.now();
+        let mut cells = Vec::with_capacity(written.len());
+        let mut reports = Vec::with_capacity(written.len());
+        for (label, amount) in written {
+            let Some(scope) = Scope::from_label(label) else { continue };
+            let Some(cell) = self.accounts.read().ok().and_then(|m| m.get(&scope).cloned()) else { continue };
+            let Some(e) = cell.get() else { continue };
+            if let Some(x) = leases.report(&scope, e, Money::from_nanos(amount), false, now) {
+                reports.push(x);
+                cells.push(cell);
+            }
+        }
+        let n = self.store.write_charged_spend_exposed(records, &leases.node, &reports).await?;
+        for (cell, x) in cells.iter().zip(&reports) {
+            if let Some(e) = cell.get() {
+                Leases::taken(e, x);
+            }
+        }
+        Ok(n)
     }
 }

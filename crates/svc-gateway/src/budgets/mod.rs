@@ -29,7 +29,7 @@ use crate::keys::VirtualKey;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::{Arc, Mutex, RwLock};
 use svc_budget::{
     affordable_completion_tokens, Account, BudgetDuration, Money, Notice, NoticeKind, Price, Refusal, Usage,
@@ -95,6 +95,8 @@ struct Entry {
     topping: AtomicBool,
     /// Fleet mode: woken when the store says room of this budget was given back.
     room: tokio::sync::Notify,
+    /// Fleet mode: the sequence number of the newest report of this node's exposure in the budget (`lease`).
+    exposed: AtomicI64,
 }
 
 impl Entry {
@@ -105,6 +107,7 @@ impl Entry {
             busy: AtomicBool::new(false),
             topping: AtomicBool::new(false),
             room: tokio::sync::Notify::new(),
+            exposed: AtomicI64::new(0),
         }
     }
 

@@ -90,7 +90,7 @@ impl Target {
     async fn write(&self, records: &[ChargedRecord]) -> Result<(), StoreError> {
         match &self.leases {
             None => self.store.insert_spend_batch(records).await,
-            Some(_) => self.store.write_charged_spend(records).await.map(|_| ()),
+            Some(budgets) => budgets.write_spend(records).await.map(|_| ()),
         }
     }
 
