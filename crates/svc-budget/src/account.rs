@@ -276,6 +276,18 @@ impl Account {
         Some(report)
     }
 
+    /// Fleet mode: the exposure to report with a grant, so that a lease it creates holds back no more than the
+    /// node may answer (room for the exposure, a request of `full` and the headroom; never less than the store
+    /// holds already). `None` on one node.
+    pub fn exposure_at_grant(&mut self, full: Money) -> Option<Money> {
+        let need = self.exposure().plus(full);
+        let s = self.slice.as_mut()?;
+        let held = if s.exposable == Money::MAX { Money::ZERO } else { s.exposable };
+        let report = need.plus(s.headroom).max(held);
+        s.exposable = s.exposable.min(report);
+        Some(report)
+    }
+
     /// Fleet mode: the store took the newest report of the exposure, `report`: admission may use all of it.
     pub fn exposed(&mut self, report: Money) {
         if let Some(s) = self.slice.as_mut() {

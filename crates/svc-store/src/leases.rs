@@ -124,9 +124,16 @@ impl Store {
 
     /// Grants part of a period's room to a node's lease (creating the period and the lease as needed).
     pub async fn lease_grant(&self, ask: &LeaseAsk<'_>) -> Result<LeaseGrant, StoreError> {
+        self.lease_grant_exposed(ask, &[]).await
+    }
+
+    /// [`Store::lease_grant`], then (in the same transaction) the node's exposure reports: a lease the grant
+    /// creates takes its first report at once.
+    pub async fn lease_grant_exposed(&self, ask: &LeaseAsk<'_>, exposures: &[Exposure]) -> Result<LeaseGrant, StoreError> {
         self.fleet_only()?;
         let row = sqlx::query(
-            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
+            "SELECT g_granted, g_limit, g_lease, g_others_spent, CAST(svc_budget_expose($4, CAST($9 AS JSONB)) AS BIGINT) \
+             FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(ask.scope)
         .bind(ask.period)
@@ -136,6 +143,7 @@ impl Store {
         .bind(ask.want)
         .bind(ask.share)
         .bind(ask.lease_ms)
+        .bind(exposures_json(exposures)?)
         .fetch_one(self.pool())
         .await?;
         Ok(LeaseGrant {

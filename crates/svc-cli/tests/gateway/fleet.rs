@@ -142,30 +142,6 @@ async fn burst(nodes: &[&Gateway], key: &str, n: usize) -> Vec<(u16, Value)> {
     join_all(calls).await
 }
 
-/// One client per node sending requests one after another until its node refuses one (or goes away: status 0);
-/// (status, body) of each.
-async fn traffic(nodes: &[&Gateway], key: &str) -> Vec<(u16, Value)> {
-    let c = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
-    let clients = nodes.iter().map(|g| {
-        let (c, url) = (c.clone(), g.path("/v1/chat/completions"));
-        async move {
-            let mut out = Vec::new();
-            loop {
-                let Ok(r) = c.post(&url).bearer_auth(key).json(&capped()).send().await else {
-                    out.push((0, Value::Null));
-                    return out;
-                };
-                let s = r.status().as_u16();
-                out.push((s, r.json::<Value>().await.unwrap_or(Value::Null)));
-                if s != 200 {
-                    return out;
-                }
-            }
-        }
-    });
-    join_all(clients).await.into_iter().flatten().collect()
-}
-
 /// Sends requests one at a time, round-robin, until every node has refused in a row; returns how many passed.
 async fn drain(nodes: &[&Gateway], key: &str) -> usize {
     let (mut ok, mut refused_in_a_row, mut i) = (0, 0, 0);
@@ -338,43 +314,18 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     let mut f = Fleet::start(&team_budget(&up).replace("timeout_seconds: 2\n", "timeout_seconds: 30\n"), "").await;
     let key = f.node(0).key(json!({"team_id": "executor"})).await;
     let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
-    // Each node answers once first, so each holds a slice (with spare) when the burst comes.
+    // Each node answers once first (each holds a slice), then a burst on node 3 makes it lease more: it holds
+    // spare when it dies, as soon as the burst is answered (before an idle heartbeat would give its spare back),
+    // with its last answers not written yet.
     for g in f.live() {
         assert_eq!(post_chat(g, &key, &capped()).await.0, 200);
     }
-    let (mut answered, dropped, killed, burst_end);
-    {
-        let nodes = f.live();
-        // A request in flight on the node when it dies holds its worst case back (it may have been answered):
-        // one client per node, so that no more than one is.
-        let burst = traffic(&nodes, &key);
-        let killer = async {
-            // Once the burst is under way on node 3 (a record of it is written), kill it.
-            let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
-            for _ in 0..400 {
-                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend_log WHERE node = 'n3'")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap_or(0);
-                if n > 3 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            let pid = nodes[2].pid();
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-            tokio::time::Instant::now()
-        };
-        let (results, at) = tokio::join!(burst, killer);
-        killed = at;
-        burst_end = tokio::time::Instant::now();
-        for (s, b) in results.iter().filter(|(s, _)| *s != 200 && *s != 0) {
-            let logs: Vec<String> = nodes.iter().take(2).map(|g| g.log_text()).collect();
-            assert!(*s == 429 || b.is_null(), "{s} {b}\n{}", logs.join("\n-----\n"));
-        }
-        answered = 3 + results.iter().filter(|(s, _)| *s == 200).count();
-        dropped = results.iter().filter(|(s, _)| *s == 0).count();
-    }
+    let results = burst(&[f.node(2)], &key, 12).await;
+    let pid = f.node(2).pid();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let killed = tokio::time::Instant::now();
+    assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
+    let mut answered = 3 + results.len();
     f.kill(2).await;
     assert!(f.spent(team.clone()).await.0 <= LIMIT);
     // Once the dead node's lease expires, the store holds back only what it may have answered and not written
@@ -434,10 +385,8 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
         assert!(tokio::time::Instant::now() < deadline, "spent {spent} of {LIMIT}: part of the budget is stranded");
         tokio::time::sleep(Duration::from_millis(1200)).await;
     }
-    // Every answer recorded once: the requests the kill cut off may have been answered (and journaled) just
-    // before it, nothing else.
-    let (_, records) = f.spent(team).await;
-    assert!((answered..=answered + dropped).contains(&records), "{records} records of {answered} answers ({dropped} cut off)");
+    // Every answer recorded once.
+    assert_eq!(f.spent(team).await.1, answered);
 }
 
 #[tokio::test]

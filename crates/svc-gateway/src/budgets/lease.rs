@@ -300,10 +300,17 @@ impl Leases {
         want: i64,
         shared: bool,
     ) -> Result<i64, svc_store::StoreError> {
-        let (period, limit) = match e.account.lock() {
+        let per_request = Money::from_nanos(least.max(want / TARGET));
+        let (period, limit, exposure) = match e.account.lock() {
             Ok(mut a) => {
                 a.roll(budgets.now());
-                (a.period.start, a.limit)
+                // A lease this grant creates holds back no more than what this node may answer (see `report`).
+                let exposure = a.exposure_at_grant(per_request).map(|x| {
+                    let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                    e.exposed.store(seq, Ordering::Relaxed);
+                    Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(x), seq }
+                });
+                (a.period.start, a.limit, exposure)
             }
             Err(_) => return Ok(0),
         };
@@ -318,7 +325,10 @@ impl Leases {
             share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
             lease_ms: self.lease_ms(),
         };
-        let g = self.store.lease_grant(&ask).await?;
+        let g = self.store.lease_grant_exposed(&ask, exposure.as_slice()).await?;
+        if let Some(x) = &exposure {
+            Leases::taken(e, x);
+        }
         // Not idle: a request is waiting for this grant (the upkeep must not give it back before it is used).
         e.busy.store(true, Ordering::Relaxed);
         if let Ok(mut a) = e.account.lock() {
