@@ -276,15 +276,17 @@ impl Account {
         Some(report)
     }
 
-    /// Fleet mode: the exposure to report with a grant, so that a lease it creates holds back no more than the
-    /// node may answer (room for the exposure, a request of `full` and the headroom; never less than the store
-    /// holds already). `None` on one node.
+    /// Fleet mode: the exposure to report with a grant when the store may hold none yet (the grant may create
+    /// the lease, which would hold back its whole unspent part): room for the exposure, a request of `full` and
+    /// the headroom. `None` once reported (or on one node).
     pub fn exposure_at_grant(&mut self, full: Money) -> Option<Money> {
         let need = self.exposure().plus(full);
         let s = self.slice.as_mut()?;
-        let held = if s.exposable == Money::MAX { Money::ZERO } else { s.exposable };
-        let report = need.plus(s.headroom).max(held);
-        s.exposable = s.exposable.min(report);
+        if s.exposable != Money::MAX {
+            return None;
+        }
+        let report = need.plus(s.headroom);
+        s.exposable = report;
         Some(report)
     }
 
