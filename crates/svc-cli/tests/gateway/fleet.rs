@@ -314,26 +314,39 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     let mut f = Fleet::start(&team_budget(&up).replace("timeout_seconds: 2\n", "timeout_seconds: 30\n"), "").await;
     let key = f.node(0).key(json!({"team_id": "executor"})).await;
     let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
-    // Each node answers once (each holds a slice), then a burst on node 3, then requests one at a time: each
-    // admission tops its slice up, so it holds spare (its whole unspent slice was stranded before issue 28). It
-    // dies with its last answers not written yet.
+    // Each node answers once (each holds a slice), then a burst across the nodes, then node 3 answers one request
+    // at a time: each admission tops its slice up, so it holds spare (its whole unspent slice was stranded
+    // before issue 28). Then a request on each node, and node 3 dies while its own is in flight (it may have been
+    // answered: its worst case is held back) and its last answers are not written yet.
     for g in f.live() {
         assert_eq!(post_chat(g, &key, &capped()).await.0, 200);
     }
-    let results = burst(&[f.node(2)], &key, 12).await;
+    let results = burst(&f.live(), &key, 24).await;
     assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
     let mut answered = 3 + results.len();
     let until = tokio::time::Instant::now() + Duration::from_secs(3);
     while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(post_chat(f.node(2), &key, &capped()).await.0, 200);
         answered += 1;
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    assert_eq!(post_chat(f.node(2), &key, &capped()).await.0, 200);
-    answered += 1;
-    let pid = f.node(2).pid();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-    let killed = tokio::time::Instant::now();
+    up.set(|b| b.delay = Duration::from_millis(500));
+    let upstream_saw = up.requests().len();
+    let nodes = f.live();
+    let last = burst(&nodes, &key, 3);
+    let killer = async {
+        while up.requests().len() < upstream_saw + 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pid = f.node(2).pid();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+        tokio::time::Instant::now()
+    };
+    let (results, killed) = tokio::join!(last, killer);
+    let statuses: Vec<u16> = results.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 0], "{results:?}");
+    answered += 2;
+    up.set(|b| b.delay = Duration::ZERO);
     f.kill(2).await;
     assert!(f.spent(team.clone()).await.0 <= LIMIT);
     // Once the dead node's lease expires, the store holds back only what it may have answered and not written

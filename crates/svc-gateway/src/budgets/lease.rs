@@ -396,22 +396,29 @@ impl Leases {
     }
 
     /// A request of worst case `full` would take this node's exposure in `scope` past what the store holds of
-    /// it: tells the store of more first (with headroom, doubled at each such ask). The caller holds
-    /// `e.granting`. Failures are logged; the request then finds no room.
+    /// it: tells the store of more first (with headroom, grown at each such ask). The caller holds
+    /// `e.granting`. A report of the spend writer sent meanwhile wins over this one (it is newer, and may be
+    /// lower): then asks again (a few times at most). Failures are logged; the request then finds no room.
     async fn raise_exposure(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
-        let x = match e.account.lock() {
-            Ok(mut a) => {
-                a.roll(budgets.now());
-                let Some(want) = a.exposure_wanted(full) else { return };
-                let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-                e.exposed.store(seq, Ordering::Relaxed);
-                Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(want), seq }
+        for _ in 0..3 {
+            let x = match e.account.lock() {
+                Ok(mut a) => {
+                    a.roll(budgets.now());
+                    let Some(want) = a.exposure_wanted(full) else { return };
+                    let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                    e.exposed.store(seq, Ordering::Relaxed);
+                    let period = a.period.start.timestamp_millis();
+                    Exposure { scope: scope.label(), period, exposure: nanos(want), seq }
+                }
+                Err(_) => return,
+            };
+            match self.store.lease_expose(&self.node, std::slice::from_ref(&x)).await {
+                Ok(_) => Leases::taken(e, &x),
+                Err(err) => {
+                    tracing::warn!(error = %err, budget = %x.scope, "cannot tell the store of this node's exposure");
+                    return;
+                }
             }
-            Err(_) => return,
-        };
-        match self.store.lease_expose(&self.node, std::slice::from_ref(&x)).await {
-            Ok(_) => Leases::taken(e, &x),
-            Err(err) => tracing::warn!(error = %err, budget = %x.scope, "cannot tell the store of this node's exposure"),
         }
     }
 
