@@ -54,9 +54,11 @@ pub struct Slice {
     /// The most the store holds of this node's exposure under the lease (`Money::MAX`: never reported, the store
     /// holds the whole unspent lease).
     pub exposable: Money,
-    /// What a report allows beyond the exposure for requests to come before the next one: grown (doubled, at
-    /// least a request's worst case) each time a request had to ask for more, halved each heartbeat.
+    /// What a report allows beyond the exposure for requests to come before the next one: at each report, half
+    /// of what it was or what was reserved since the last report, whichever is more.
     pub headroom: Money,
+    /// Reserved since the last report.
+    pub flow: Money,
 }
 
 impl Default for Slice {
@@ -67,6 +69,7 @@ impl Default for Slice {
             unwritten: Money::ZERO,
             exposable: Money::MAX,
             headroom: Money::ZERO,
+            flow: Money::ZERO,
         }
     }
 }
@@ -249,31 +252,24 @@ impl Account {
 
     /// Fleet mode: the exposure to report to the store (`None` on one node), `written` of the unwritten spend
     /// going to the store with the report (the report counts it as written: it takes effect only with it), plus
-    /// the headroom (halved first at a `heartbeat`). Lowers the ceiling now, so that nothing admitted until the
-    /// store takes the report goes past it; [`Account::exposed`] applies it once it is taken.
-    pub fn report_exposure(&mut self, written: Money, heartbeat: bool) -> Option<Money> {
+    /// the headroom. Lowers the ceiling now, so that nothing admitted until the store takes the report goes past
+    /// it; [`Account::exposed`] applies it once it is taken.
+    pub fn report_exposure(&mut self, written: Money) -> Option<Money> {
         let exposure = self.exposure();
         let s = self.slice.as_mut()?;
-        if heartbeat {
-            s.headroom = Money::from_nanos(s.headroom.nanos() / 2);
-        }
+        s.headroom = Money::from_nanos(s.headroom.nanos() / 2).max(std::mem::take(&mut s.flow));
         let report = exposure.minus(written).at_least_zero().plus(s.headroom);
         s.exposable = s.exposable.min(report.plus(written));
         Some(report)
     }
 
     /// Fleet mode: a request of worst case `full` would take the exposure past the ceiling: the exposure to
-    /// report before it is admitted (with the headroom, which then grows: a burst asks a few times, not at each
-    /// request), or `None` when it fits.
-    pub fn exposure_wanted(&mut self, full: Money) -> Option<Money> {
+    /// report before it is admitted (what it needs, or twice the ceiling, so that a burst asks a few times, not
+    /// at each request), or `None` when it fits.
+    pub fn exposure_wanted(&self, full: Money) -> Option<Money> {
         let need = self.exposure().plus(full);
-        let s = self.slice.as_mut()?;
-        if need <= s.exposable {
-            return None;
-        }
-        let report = need.plus(s.headroom);
-        s.headroom = s.headroom.plus(s.headroom).max(full);
-        Some(report)
+        let s = self.slice.as_ref()?;
+        (need > s.exposable).then(|| need.max(s.exposable.plus(s.exposable)))
     }
 
     /// Fleet mode: the exposure to report with a grant when the store may hold none yet (the grant may create
@@ -386,6 +382,9 @@ impl Account {
     /// Holds `amount` for a request in flight (after [`Account::check`] passed under the same lock).
     pub fn hold(&mut self, amount: Money) {
         self.reserved = self.reserved.plus(amount);
+        if let Some(s) = self.slice.as_mut() {
+            s.flow = s.flow.plus(amount);
+        }
     }
 
     /// Replaces a reservation by the actual cost; returns what to announce.
@@ -552,28 +551,28 @@ mod tests {
         a.unwritten(m(80));
         a.hold(m(50));
         assert_eq!(a.exposure(), m(130));
-        // A report with a batch of 80: the 50 in flight. The ceiling is lowered at once (counting the batch until
-        // it is written), and applied when the store takes the report.
-        assert_eq!(a.report_exposure(m(80), false), Some(m(50)));
-        assert_eq!(a.slice().map(|s| s.exposable), Some(m(130)));
-        assert_eq!(a.room(t(0)), Money::ZERO);
+        // A report with a batch of 80: the 50 in flight, and as much as was reserved since the last report. The
+        // ceiling is lowered at once (counting the batch until it is written), and applied when the store takes
+        // the report.
+        assert_eq!(a.report_exposure(m(80)), Some(m(50 + 150)));
+        assert_eq!(a.slice().map(|s| s.exposable), Some(m(280)));
+        assert_eq!(a.room(t(0)), m(150));
         a.written(m(80));
-        a.exposed(m(50));
-        assert_eq!(a.room(t(0)), Money::ZERO);
-        // Past the ceiling: ask the store for what is needed, then for a growing headroom more at each ask.
-        assert_eq!(a.exposure_wanted(m(100)), Some(m(50 + 100)));
-        assert_eq!(a.exposure_wanted(m(700)), Some(m(50 + 700 + 100)));
-        assert_eq!(a.exposure_wanted(m(300)), Some(m(50 + 300 + 700)));
+        a.exposed(m(200));
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(150))), (m(150), None), "the slice has 370");
+        // Past the ceiling: ask the store for what is needed, or twice the ceiling.
+        assert_eq!(a.exposure_wanted(m(160)), Some(m(400)));
+        assert_eq!(a.exposure_wanted(m(700)), Some(m(750)));
         a.exposed(m(1050));
         assert_eq!((a.room(t(0)), a.exposure_wanted(m(300))), (m(370), None), "now the slice is what binds");
-        // The headroom halves at each heartbeat.
+        // Idle, the headroom halves at each report.
         a.release(m(50));
-        assert_eq!(a.report_exposure(Money::ZERO, true), Some(m(700)));
-        assert_eq!(a.report_exposure(Money::ZERO, true), Some(m(350)));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(m(75)));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(m(37)));
         for _ in 0..10 {
-            a.report_exposure(Money::ZERO, true);
+            a.report_exposure(Money::ZERO);
         }
-        assert_eq!(a.report_exposure(Money::ZERO, true), Some(Money::ZERO));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(Money::ZERO));
         a.exposed(Money::ZERO);
         assert_eq!(a.room(t(0)), Money::ZERO);
     }

@@ -129,7 +129,11 @@ impl Store {
 
     /// [`Store::lease_grant`], then (in the same transaction) the node's exposure reports: a lease the grant
     /// creates takes its first report at once.
-    pub async fn lease_grant_exposed(&self, ask: &LeaseAsk<'_>, exposures: &[Exposure]) -> Result<LeaseGrant, StoreError> {
+    pub async fn lease_grant_exposed(
+        &self,
+        ask: &LeaseAsk<'_>,
+        exposures: &[Exposure],
+    ) -> Result<LeaseGrant, StoreError> {
         self.fleet_only()?;
         let row = sqlx::query(
             "SELECT g_granted, g_limit, g_lease, g_others_spent, CAST(svc_budget_expose($4, CAST($9 AS JSONB)) AS BIGINT) \

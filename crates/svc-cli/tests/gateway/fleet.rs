@@ -350,15 +350,17 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     f.kill(2).await;
     assert!(f.spent(team.clone()).await.0 <= LIMIT);
     // Once the dead node's lease expires, the store holds back only what it may have answered and not written
-    // (a few requests at most): the survivors spend the rest.
+    // (here its request in flight and perhaps its last answer): within the lease and 10 s, the survivors spend
+    // all but 3 worst cases of the budget.
     let survivors = [f.node(0), f.node(1)];
     let deadline = killed + Duration::from_secs(3 + 10);
     let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
     let n3_spent = || async {
-        let sum: i64 = sqlx::query_scalar("SELECT CAST(COALESCE(SUM(cost), 0) AS BIGINT) FROM spend_log WHERE node = 'n3'")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+        let sum: i64 =
+            sqlx::query_scalar("SELECT CAST(COALESCE(SUM(cost), 0) AS BIGINT) FROM spend_log WHERE node = 'n3'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
         sum
     };
     let (spent, held_back) = loop {
@@ -366,7 +368,7 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
         let (spent, _) = f.spent(team.clone()).await;
         assert!(spent <= LIMIT, "spent {spent}");
         let (held_back, n3_leases) = f.period().await;
-        if n3_leases == 0 && spent + held_back + WORST > LIMIT {
+        if n3_leases == 0 && spent >= LIMIT - 3 * WORST {
             break (spent, held_back);
         }
         assert!(
@@ -388,8 +390,11 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
             // What it had answered and not written was held back; besides that, no more than 3 worst cases were
             // stranded (requests in flight when it died, and what the last requests of a drain could not use).
             let stranded = LIMIT - spent - (replayed - n3_written);
-            eprintln!("DEBUG spent {spent} held back {held_back}, its journal {}", replayed - n3_written);
-            assert!(stranded <= 3 * WORST, "stranded {stranded}: spent {spent}, held back {held_back}, its journal {}", replayed - n3_written);
+            assert!(
+                stranded <= 3 * WORST,
+                "stranded {stranded}: spent {spent}, held back {held_back}, its journal {}",
+                replayed - n3_written
+            );
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "the holdback is never released");

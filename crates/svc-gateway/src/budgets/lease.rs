@@ -308,7 +308,12 @@ impl Leases {
                 let exposure = a.exposure_at_grant(per_request).map(|x| {
                     let seq = self.seq.fetch_add(1, Ordering::Relaxed);
                     e.exposed.store(seq, Ordering::Relaxed);
-                    Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(x), seq }
+                    Exposure {
+                        scope: scope.label(),
+                        period: a.period.start.timestamp_millis(),
+                        exposure: nanos(x),
+                        seq,
+                    }
                 });
                 (a.period.start, a.limit, exposure)
             }
@@ -373,16 +378,21 @@ impl Leases {
 
     /// A report of this node's exposure in `scope` (`written` of its unwritten spend going to the store with
     /// it), its ceiling lowered now (svc-budget's `Slice`); `None` for a budget with nothing leased or exposed.
-    fn report(&self, scope: &Scope, e: &Entry, written: Money, heartbeat: bool, now: DateTime<Utc>) -> Option<Exposure> {
+    fn report(&self, scope: &Scope, e: &Entry, written: Money, now: DateTime<Utc>) -> Option<Exposure> {
         let mut a = e.account.lock().ok()?;
         a.roll(now);
         if a.exposure() == Money::ZERO && a.slice().is_none_or(|s| s.granted == Money::ZERO) {
             return None;
         }
-        let exposure = a.report_exposure(written, heartbeat)?;
+        let exposure = a.report_exposure(written)?;
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         e.exposed.store(seq, Ordering::Relaxed);
-        Some(Exposure { scope: scope.label(), period: a.period.start.timestamp_millis(), exposure: nanos(exposure), seq })
+        Some(Exposure {
+            scope: scope.label(),
+            period: a.period.start.timestamp_millis(),
+            exposure: nanos(exposure),
+            seq,
+        })
     }
 
     /// The store took `x`, a report of this node's exposure: admission may use all of it, unless a newer report
@@ -431,7 +441,7 @@ impl Leases {
             .scoped_entries()
             .into_iter()
             .filter_map(|(scope, cell)| {
-                let x = self.report(&scope, cell.get()?, Money::ZERO, true, now)?;
+                let x = self.report(&scope, cell.get()?, Money::ZERO, now)?;
                 Some((cell, x))
             })
             .unzip();
@@ -533,7 +543,7 @@ impl Budgets {
             let Some(scope) = Scope::from_label(label) else { continue };
             let Some(cell) = self.accounts.read().ok().and_then(|m| m.get(&scope).cloned()) else { continue };
             let Some(e) = cell.get() else { continue };
-            if let Some(x) = leases.report(&scope, e, Money::from_nanos(amount), false, now) {
+            if let Some(x) = leases.report(&scope, e, Money::from_nanos(amount), now) {
                 reports.push(x);
                 cells.push(cell);
             }
