@@ -170,7 +170,7 @@ async fn a_dead_nodes_lease_holds_back_only_its_reported_exposure() {
 }
 
 /// A report above the lease's unspent part holds back no more than that part; a lease whose node never
-/// reported holds back its whole unspent part (as before reports existed).
+/// reported (a node of an earlier version) holds back its whole unspent part, as before reports existed.
 #[tokio::test]
 async fn a_holdback_never_passes_the_unspent_lease() {
     let db = postgres().await;
@@ -184,15 +184,21 @@ async fn a_holdback_never_passes_the_unspent_lease() {
             assert_eq!(s.lease_expose(node, &[exposed("team:t", e, 1)]).await.unwrap(), 1);
         }
     }
-    assert_eq!(s.lease_reclaim().await.unwrap(), 3);
+    // A grant carries a report: the lease it creates takes it at once.
+    let mut dead = ask("team:t", "d", 1, 100);
+    dead.lease_ms = -1;
+    assert_eq!(s.lease_grant_exposed(&dead, &[exposed("team:t", 20, 1)]).await.unwrap().granted, 100);
+    assert_eq!(lease_exposure(s, "team:t", "d").await, Some(20));
+    assert_eq!(s.lease_reclaim().await.unwrap(), 4);
     let held: Vec<(String, i64)> =
         sqlx::query_as("SELECT node, amount FROM budget_holdbacks WHERE scope = 'team:t' ORDER BY node")
             .fetch_all(s.pool())
             .await
             .unwrap();
-    assert_eq!(held, vec![("a".to_string(), 150), ("b".to_string(), 150)], "c said it had nothing unwritten");
+    let want = [("a", 150), ("b", 150), ("d", 20)].map(|(n, a)| (n.to_string(), a)).to_vec();
+    assert_eq!(held, want, "c said it had nothing unwritten");
     let p = period(s, "team:t").await;
-    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (0, 450, 300, 150));
+    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (0, 470, 320, 150));
 }
 
 #[tokio::test]

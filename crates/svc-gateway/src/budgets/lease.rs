@@ -14,6 +14,12 @@
 //!   when room comes back (or after [`NEED_WAIT`]).
 //! - At start (after the spend journal is written) the node returns whatever leases it held before; at a
 //!   clean stop it returns them all.
+//! - Exposure (issue 28): the store holds, for each lease, the most this node may have answered under it and not
+//!   written (svc-budget's `Slice`, migration 0014), and a dead node's reclaimed lease holds back only that. The
+//!   node reports it with its spend batches ([`Budgets::write_spend`], in the batch's transaction), its renewals
+//!   and a grant that may create a lease; a request that would pass it asks the store first
+//!   ([`Leases::raise_exposure`]). A report never lets admission past what the store holds: the node lowers its
+//!   ceiling before it sends a lower one, and raises it once the store has taken a higher one (the newest wins).
 
 use super::{Budgets, Cell, Entry, Scope};
 use crate::error::ApiError;
