@@ -383,11 +383,15 @@ impl Leases {
     }
 
     /// A report of this node's exposure in `scope` (`written` of its unwritten spend going to the store with
-    /// it), its ceiling lowered now (svc-budget's `Slice`); `None` for a budget with nothing leased or exposed.
+    /// it), its ceiling lowered now (svc-budget's `Slice`); `None` when there is nothing to tell.
     fn report(&self, scope: &Scope, e: &Entry, written: Money, now: DateTime<Utc>) -> Option<Exposure> {
         let mut a = e.account.lock().ok()?;
         a.roll(now);
-        if a.exposure() == Money::ZERO && a.slice().is_none_or(|s| s.granted == Money::ZERO) {
+        // Nothing leased, or nothing exposed and nothing the store holds to lower: nothing to report.
+        if a.exposure() == Money::ZERO
+            && a.slice()
+                .is_none_or(|s| s.granted == Money::ZERO || (s.exposable == Money::ZERO && s.flow == Money::ZERO))
+        {
             return None;
         }
         let exposure = a.report_exposure(written)?;
