@@ -314,6 +314,50 @@ def agent_gateway(fake_llm):
     _stop(proc)
 
 
+# --- The last part of a budget: agent-shaped calls against a fake LLM that bills as providers do ---
+
+METERED_CONFIG = """
+server:
+  host: 127.0.0.1
+  port: 0
+  database_url: sqlite://{db}
+model_list:
+  - model_name: 'claude-*'
+    params: {{model: 'anthropic/*', api_base: '{fake}', api_key: fake-ant-key, max_output_tokens: 32000,
+              max_input_tokens: 200000, input_cost_per_token: 0.000003, output_cost_per_token: 0.000015}}
+  - model_name: 'gpt-*'
+    params: {{model: 'openai/*', api_base: '{fake}/v1', max_output_tokens: 128000, max_input_tokens: 272000,
+              input_cost_per_token: 0.00000125, output_cost_per_token: 0.00001}}
+gateway_settings:
+  teams:
+    - team_id: agents
+      models: ['claude-*', 'gpt-*']
+"""
+
+
+@pytest.fixture(scope="session")
+def metered_llm():
+    """The scripted fake LLM billing as providers do (`--metered`): its base URL."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_llm.py")
+    proc, m, _ = _spawn([sys.executable, script, "--metered"], r"listening on (http://\S+)")
+    yield m.group(1)
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def metered_gateway(metered_llm):
+    """A gateway passing Messages and Responses through to the metered fake LLM, at real models' prices."""
+    tmp = tempfile.mkdtemp(prefix="svc-metered-")
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(METERED_CONFIG.format(db=os.path.join(tmp, "svc.db"), fake=metered_llm))
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
+    env.pop("SVC_CONFIG", None)
+    proc, m, log = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    yield m.group(1)
+    _stop(proc)
+
+
 def new_key(gateway, body):
     """Creates a virtual key with the master key; returns the secret."""
     req = urllib.request.Request(

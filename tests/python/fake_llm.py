@@ -10,6 +10,9 @@ The "model" is a script, so an agent's tool round trip can be tested offline:
 `POST /v1/messages/count_tokens` answers `{"input_tokens": 123}`.
 
 Usage: Messages report 100 input, 40 cache-read and 7 output tokens; chat and Responses 100 input and 7 output.
+With `--metered` it bills as a real provider does instead: the input by its size (a token per 4 bytes of the
+fields that make the input, as compact JSON), which `POST /v1/messages/count_tokens` and
+`POST /v1/responses/input_tokens` count alike, and 300 output tokens, never more than the request's cap.
 Every request is recorded (`GET /requests` lists method, path, headers, body). Run: `python3 fake_llm.py`; it
 prints `fake_llm listening on http://127.0.0.1:PORT` on stderr and serves until killed.
 """
@@ -22,6 +25,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RECORDED = []
 LOCK = threading.Lock()
+METERED = "--metered" in sys.argv
+METERED_OUTPUT = 300
+# The fields that make a request's input, per API (what the counting endpoints take, less `model`).
+MESSAGES_INPUT = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
+RESPONSES_INPUT = ("input", "instructions", "tools", "tool_choice", "conversation", "reasoning", "text")
+CHAT_INPUT = ("messages", "tools", "tool_choice")
+
+
+def input_tokens(body, fields):
+    """A metered request's input tokens: a token per 4 bytes of its input fields as compact JSON."""
+    part = {k: body[k] for k in fields if k in body}
+    return -(-len(json.dumps(part, sort_keys=True, separators=(",", ":"))) // 4)
+
+
+def output_tokens(body, cap_field):
+    cap = body.get(cap_field)
+    return min(METERED_OUTPUT, cap) if isinstance(cap, int) else METERED_OUTPUT
 GREETING = "Hello from the fake upstream."
 
 
@@ -145,7 +165,9 @@ class Handler(BaseHTTPRequestHandler):
                 {"method": "POST", "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
             )
         if path.endswith("/messages/count_tokens"):
-            return self._send(200, {"input_tokens": 123})
+            return self._send(200, {"input_tokens": input_tokens(body, MESSAGES_INPUT) if METERED else 123})
+        if path.endswith("/responses/input_tokens") and METERED:
+            return self._send(200, {"object": "response.input_tokens", "input_tokens": input_tokens(body, RESPONSES_INPUT)})
         if path.endswith("/messages"):
             return self.serve_messages(body)
         if path.endswith("/chat/completions"):
@@ -157,6 +179,9 @@ class Handler(BaseHTTPRequestHandler):
     def serve_messages(self, body):
         choice = decide(messages_turns(body), body.get("tools"))
         usage = {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 40, "output_tokens": 7}
+        if METERED:
+            usage.update(input_tokens=input_tokens(body, MESSAGES_INPUT), cache_read_input_tokens=0,
+                         output_tokens=output_tokens(body, "max_tokens"))
         if choice[0] == "text":
             block, stop = {"type": "text", "text": choice[1]}, "end_turn"
         else:
@@ -176,13 +201,17 @@ class Handler(BaseHTTPRequestHandler):
             events.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": head}))
             events.append(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
-        events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 7}}))
+        events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}}))
         events.append(("message_stop", {"type": "message_stop"}))
         self._sse(events, named=True)
 
     def serve_chat(self, body):
         choice = decide(chat_turns(body), body.get("tools"))
         usage = {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107}
+        if METERED:
+            cap = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+            i, o = input_tokens(body, CHAT_INPUT), output_tokens(body, cap)
+            usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
         if choice[0] == "text":
             message, finish = {"role": "assistant", "content": choice[1]}, "stop"
         else:
@@ -210,6 +239,9 @@ class Handler(BaseHTTPRequestHandler):
         choice = decide(responses_turns(body), body.get("tools"))
         usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 7,
                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 107}
+        if METERED:
+            i, o = input_tokens(body, RESPONSES_INPUT), output_tokens(body, "max_output_tokens")
+            usage.update(input_tokens=i, output_tokens=o, total_tokens=i + o)
         if choice[0] == "text":
             item = {"type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
                     "content": [{"type": "output_text", "text": choice[1], "annotations": []}]}

@@ -207,6 +207,9 @@ describe('dashboard', { timeout: 180000 }, () => {
     // The Requests page shows the session ids as text too.
     await go('requests');
     await page.waitForFunction((id) => [...document.querySelectorAll('#content table .sub')].some((s) => s.textContent.includes(id)), HYPERLINK, WAIT);
+    // Each request's Spend cell says where its money went, part by part.
+    const parts = await page.locator('#content td[data-parts] .sub').allTextContents();
+    assert.ok(parts.some((t) => /^in \S+ · out \S+/.test(t)), parts.join(' | '));
     assert.equal(await page.locator('#content img').count(), 0);
     assert.equal(await page.evaluate(() => window.__xss), undefined);
   });

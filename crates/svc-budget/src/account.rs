@@ -286,6 +286,14 @@ impl Account {
         Some(report)
     }
 
+    /// Fleet mode: whether a request of worst case `full` is short only of the exposure the store holds (its
+    /// slice has room for it).
+    pub fn exposure_binds(&self, full: Money) -> bool {
+        self.slice.is_some_and(|s| {
+            self.exposure().plus(full) > s.exposable && s.granted.minus(s.used).minus(self.reserved) >= full
+        })
+    }
+
     /// Fleet mode: the store took the newest report of the exposure, `report`: admission may use all of it.
     pub fn exposed(&mut self, report: Money) {
         if let Some(s) = self.slice.as_mut() {
@@ -364,10 +372,17 @@ impl Account {
 
     /// Records that a request of worst-case cost `requested` was refused (after [`Account::room`] said it did
     /// not fit) and describes the refusal. The first refusal of a period is to be announced as
-    /// `budget.exceeded`; it folds in the alerts not announced yet (an alert after "exceeded" is noise).
+    /// `budget.exceeded`, after the alerts not announced yet (an alert after "exceeded" is noise).
     pub fn refuse(&mut self, requested: Money) -> Refusal {
-        let first = !self.exceeded_announced;
-        self.exceeded_announced = true;
+        let mut refusal = self.describe_refusal(requested);
+        refusal.first_of_period = self.mark_exceeded();
+        refusal
+    }
+
+    /// Describes the refusal of a request of worst-case cost `requested` without recording anything (in fleet
+    /// mode a refusal is announced only once the fleet's totals justify it: [`Account::mark_exceeded`] then).
+    /// `first_of_period` says whether `budget.exceeded` was still to be announced.
+    pub fn describe_refusal(&self, requested: Money) -> Refusal {
         Refusal {
             limit: self.limit,
             spent: self.spent,
@@ -375,8 +390,14 @@ impl Account {
             requested,
             remaining: self.room_now(),
             reset: self.period.end,
-            first_of_period: first,
+            first_of_period: !self.exceeded_announced,
         }
+    }
+
+    /// Records that `budget.exceeded` is announced this period; returns whether it was not yet (announce it).
+    /// The alerts not announced yet are announced before it, so none comes after it.
+    pub fn mark_exceeded(&mut self) -> bool {
+        !std::mem::replace(&mut self.exceeded_announced, true)
     }
 
     /// Holds `amount` for a request in flight (after [`Account::check`] passed under the same lock).
@@ -401,7 +422,7 @@ impl Account {
         }
         for &t in thresholds {
             let line = self.limit.permille(t);
-            // Once "exceeded" was announced this period, lower thresholds are folded into it.
+            // Once "exceeded" was announced this period, its announcement announced the alerts before it.
             if self.spent >= line && !self.alerted.contains(&t) && t < 1000 && !self.exceeded_announced {
                 self.alerted.push(t);
                 out.push(Notice::Alert {
@@ -479,12 +500,29 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_folds_in_the_alerts_not_announced_yet() {
+    fn a_refusal_is_described_apart_from_being_announced() {
         let mut a = Account::new(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), Money::ZERO, t(0));
-        // A worst case that does not fit while spend is still low: "exceeded" comes first ...
+        a.hold(Money::from_nanos(900));
+        let r = a.describe_refusal(Money::from_nanos(200));
+        assert_eq!(
+            (r.reserved, r.remaining, r.first_of_period),
+            (Money::from_nanos(900), Money::from_nanos(100), true)
+        );
+        assert!(a.describe_refusal(Money::from_nanos(200)).first_of_period, "describing records nothing");
+        assert!(a.mark_exceeded());
+        assert!(!a.mark_exceeded(), "once a period");
+        assert!(!a.describe_refusal(Money::from_nanos(200)).first_of_period);
+        // Settled past 80% after "exceeded": its announcement announced the alerts before it.
+        assert_eq!(a.settle(Money::from_nanos(900), Money::from_nanos(850), &[800], t(0)), vec![]);
+    }
+
+    #[test]
+    fn after_a_refusal_no_alert_comes_from_settlements() {
+        let mut a = Account::new(Money::from_nanos(1000), BudgetDuration::Seconds(3600), t(0), Money::ZERO, t(0));
+        // A worst case that does not fit while spend is still low: "exceeded" is announced (alerts first) ...
         let r = a.check(Money::from_nanos(2000), t(0)).err();
         assert_eq!(r.as_ref().map(|r| (r.first_of_period, r.remaining)), Some((true, Money::from_nanos(1000))));
-        // ... so crossing 80% later announces nothing: the alert is folded into it.
+        // ... so crossing 80% later announces nothing more.
         assert_eq!(a.settle(Money::ZERO, Money::from_nanos(900), &[800], t(0)), vec![]);
         // Next period: alerts again.
         assert_eq!(a.settle(Money::ZERO, Money::from_nanos(900), &[800], t(1)).len(), 1);
@@ -557,6 +595,7 @@ mod tests {
         assert_eq!(a.report_exposure(m(80)), Some(m(50 + 150)));
         assert_eq!(a.slice().map(|s| s.exposable), Some(m(280)));
         assert_eq!(a.room(t(0)), m(150));
+        assert!(a.exposure_binds(m(200)) && !a.exposure_binds(m(100)) && !a.exposure_binds(m(400)));
         a.written(m(80));
         a.exposed(m(200));
         assert_eq!((a.room(t(0)), a.exposure_wanted(m(150))), (m(150), None), "the slice has 370");

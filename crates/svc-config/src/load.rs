@@ -162,6 +162,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         ("stream_max_event_bytes", &[]),
         ("max_response_bytes", &[]),
         ("responses_shared_within_team", &[]),
+        ("anthropic_beta_allowed", &[]),
     ];
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),
@@ -173,6 +174,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         streams: StreamSettings::default(),
         teams: Vec::new(),
         responses_shared_within_team: false,
+        anthropic_beta_allowed: None,
     };
     let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", KEYS)) else {
         return out;
@@ -189,6 +191,9 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
     }
     if let Some(v) = r.boolean(&f, "responses_shared_within_team") {
         out.responses_shared_within_team = v;
+    }
+    if let Some(list) = r.strings(&f, "anthropic_beta_allowed") {
+        out.anthropic_beta_allowed = Some(list.into_iter().map(|(s, _)| s.trim().to_string()).collect());
     }
     if let Some(list) = f.get("budget_alert_thresholds") {
         let wrapper = Fields::single("gateway_settings.budget_alert_thresholds", list);

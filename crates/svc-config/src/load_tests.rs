@@ -333,14 +333,11 @@ fn admission_and_stream_bounds_load_and_are_checked() {
     let base = "model_list:\n  - model_name: m\n    params: { model: mock/m }\n";
     let c = load(base, &[]).unwrap_or_else(|e| panic!("{e}"));
     let defaults = AdmissionSettings::default();
-    assert_eq!(
-        c.gateway.admission,
-        AdmissionSettings { mode: AdmissionMode::Cap, min_output_tokens: 1024, ..defaults }
-    );
+    assert_eq!(c.gateway.admission, AdmissionSettings { mode: AdmissionMode::Cap, min_output_tokens: 256, ..defaults });
     assert_eq!((defaults.web_search_max_uses, defaults.web_search_result_tokens), (5, 10_000));
     assert_eq!(c.gateway.streams, StreamSettings::default());
     let set = format!(
-        "{base}gateway_settings:\n  budget_admission: refuse\n  budget_min_output_tokens: 256\n  \
+        "{base}gateway_settings:\n  budget_admission: refuse\n  budget_min_output_tokens: 512\n  \
          web_search_max_uses: 2\n  web_search_result_tokens: 500\n  stream_timeout_seconds: 60\n  stream_idle_timeout_seconds: 5\n  stream_max_event_bytes: 65536\n  max_response_bytes: 2097152\n"
     );
     let c = load(&set, &[]).unwrap_or_else(|e| panic!("{e}"));
@@ -348,7 +345,7 @@ fn admission_and_stream_bounds_load_and_are_checked() {
         c.gateway.admission,
         AdmissionSettings {
             mode: AdmissionMode::Refuse,
-            min_output_tokens: 256,
+            min_output_tokens: 512,
             web_search_max_uses: 2,
             web_search_result_tokens: 500
         }

@@ -222,6 +222,11 @@ pub struct GatewaySettings {
     /// Whether every key of a team may read and continue the stored responses its teammates created (default
     /// false: only the creating key, and the master key).
     pub responses_shared_within_team: bool,
+    /// `anthropic_beta_allowed`: the `anthropic-beta` values a client may send to an Anthropic deployment
+    /// (exact, or a prefix ending in `*`). `None` (the default): every value that does not change the price, and
+    /// those that do (`context-1m-*`, `extended-cache-ttl-*`) when every deployment that may serve the request
+    /// prices them.
+    pub anthropic_beta_allowed: Option<Vec<String>>,
 }
 
 /// `budget_admission`: what happens when a request's worst-case cost no longer fits a budget.
@@ -239,7 +244,7 @@ pub enum AdmissionMode {
 pub struct AdmissionSettings {
     /// `budget_admission` (default `cap`).
     pub mode: AdmissionMode,
-    /// `budget_min_output_tokens`: the smallest completion cap worth admitting a request with (default 1024).
+    /// `budget_min_output_tokens`: the smallest completion cap worth admitting a request with (default 256).
     pub min_output_tokens: u64,
     /// `web_search_max_uses`: the web searches reserved for a request whose web search tool sets no `max_uses`
     /// (default 5).
@@ -253,7 +258,7 @@ impl Default for AdmissionSettings {
     fn default() -> Self {
         AdmissionSettings {
             mode: AdmissionMode::Cap,
-            min_output_tokens: 1024,
+            min_output_tokens: 256,
             web_search_max_uses: 5,
             web_search_result_tokens: 10_000,
         }

@@ -31,9 +31,9 @@ struct Parts {
     code: Option<String>,
     /// What the log gets for a 5xx and the client does not (a store failure's cause).
     detail: Option<String>,
-    /// A refusal that retrying cannot change before `Retry-After`: answered with `x-should-retry: false`,
-    /// which the OpenAI and Anthropic SDKs (and the agents built on them) obey instead of retrying at once.
-    final_refusal: bool,
+    /// `x-should-retry`, which the OpenAI and Anthropic SDKs (and the agents built on them) obey: `false` for a
+    /// refusal that retrying cannot change before `Retry-After`, `true` for one that a retry may well pass.
+    should_retry: Option<bool>,
 }
 
 impl ApiError {
@@ -47,7 +47,7 @@ impl ApiError {
             extra: None,
             code: None,
             detail: None,
-            final_refusal: false,
+            should_retry: None,
         }))
     }
 
@@ -88,8 +88,21 @@ impl ApiError {
     pub fn budget_exceeded(details: Map<String, Value>, retry_after_secs: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "budget_exceeded", "Budget exceeded");
         e.0.code = Some("insufficient_quota".into());
-        e.0.final_refusal = true;
+        e.0.should_retry = Some(false);
         e.0.extra = Some(details);
+        e.0.retry_after = Some(retry_after_secs.max(1));
+        e
+    }
+
+    /// 503 `budget_unavailable` in fleet mode when a budget cannot be judged and what this node holds does not
+    /// pay for the request: the store could not be asked (or this node's leases may have lapsed while it was cut
+    /// off), or the room is held by a silent node or moving between nodes. Not a budget refusal: the budget may
+    /// well have room, so it says `x-should-retry: true` with a short `Retry-After`.
+    /// `code` says which (`budget_store_unreachable`, `budget_room_stranded`, `budget_room_moving`).
+    pub fn budget_unavailable(code: &str, message: impl Into<String>, retry_after_secs: u64) -> ApiError {
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "budget_unavailable", message);
+        e.0.code = Some(code.to_string());
+        e.0.should_retry = Some(true);
         e.0.retry_after = Some(retry_after_secs.max(1));
         e
     }
@@ -227,9 +240,9 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
-        if self.0.final_refusal {
-            resp.headers_mut()
-                .insert(const { HeaderName::from_static("x-should-retry") }, HeaderValue::from_static("false"));
+        if let Some(retry) = self.0.should_retry {
+            let value = HeaderValue::from_static(if retry { "true" } else { "false" });
+            resp.headers_mut().insert(const { HeaderName::from_static("x-should-retry") }, value);
         }
         resp.extensions_mut().insert(ErrorMessage(self.0.message.clone()));
         if self.0.status.is_server_error() {
@@ -338,5 +351,16 @@ mod tests {
         assert_eq!(resp.headers().get("x-should-retry").map(|v| v.as_bytes()), Some(&b"false"[..]));
         let resp = ApiError::rate_limited("key requests per minute", 3).into_response();
         assert!(resp.headers().get("x-should-retry").is_none(), "a rate limit is worth retrying");
+    }
+
+    #[test]
+    fn a_budget_that_cannot_be_judged_is_a_503_worth_retrying() {
+        let e = ApiError::budget_unavailable("budget_store_unreachable", "the budget store cannot be reached", 0);
+        assert_eq!((e.status(), e.kind()), (StatusCode::SERVICE_UNAVAILABLE, "budget_unavailable"));
+        assert_eq!(e.body()["error"]["code"], "budget_store_unreachable");
+        let resp = e.into_response();
+        assert_eq!(resp.headers().get("x-should-retry").map(|v| v.as_bytes()), Some(&b"true"[..]));
+        assert_eq!(resp.headers().get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"1"[..]));
+        assert!(resp.extensions().get::<LoggedError>().is_some(), "logged once, as every 5xx");
     }
 }

@@ -7,6 +7,7 @@
 mod anthropic;
 pub mod chunk;
 pub mod client;
+mod count;
 mod error;
 pub mod estimate;
 pub mod generated;

@@ -60,7 +60,7 @@ fn content_text(message: &Value) -> String {
 }
 
 /// Prompt tokens of a request by the mock's rule.
-fn prompt_tokens(req: &ChatRequest) -> u64 {
+pub(crate) fn prompt_tokens(req: &ChatRequest) -> u64 {
     req.messages().iter().map(|m| count_tokens(&content_text(m)) + 4).sum::<u64>() + 3
 }
 

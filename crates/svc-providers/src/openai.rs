@@ -26,6 +26,7 @@ pub struct OpenAi {
 struct Endpoints {
     chat: Endpoint,
     responses: Endpoint,
+    input_tokens: Endpoint,
     embeddings: Endpoint,
     models: Endpoint,
 }
@@ -42,6 +43,7 @@ impl OpenAi {
             Some(Endpoints {
                 chat: url("chat/completions")?,
                 responses: url("responses")?,
+                input_tokens: url("responses/input_tokens")?,
                 embeddings: url("embeddings")?,
                 models: url("models")?,
             })
@@ -87,10 +89,12 @@ impl OpenAi {
         Ok(Box::pin(sse::json_events(d.id.clone(), answer.into_stream(), d.max_event_bytes)))
     }
 
-    /// A Responses or embeddings request passed through to `{api_base}/responses` or `/embeddings`.
+    /// A Responses, input-token count or embeddings request passed through to `{api_base}/responses`,
+    /// `/responses/input_tokens` or `/embeddings`.
     pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         let url = match wire {
             Wire::Embeddings => &self.urls()?.embeddings,
+            Wire::InputTokens => &self.urls()?.input_tokens,
             Wire::Responses | Wire::Messages | Wire::CountTokens => &self.urls()?.responses,
         };
         let call = self.authorize(Call::post_json(url, req.body), &d.id)?;

@@ -26,6 +26,8 @@ pub enum Wire {
     Embeddings,
     /// Anthropic token counting (`POST /v1/messages/count_tokens`).
     CountTokens,
+    /// OpenAI input token counting of a Responses body (`POST /responses/input_tokens`).
+    InputTokens,
 }
 
 /// What is asked of a stored Responses answer.

@@ -98,7 +98,7 @@ impl Deployment {
     pub fn speaks(&self, wire: Wire) -> bool {
         matches!(
             (&self.upstream, wire),
-            (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings)
+            (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings | Wire::InputTokens)
                 | (Upstream::Anthropic(_), Wire::Messages | Wire::CountTokens)
                 | (Upstream::Mock(_), Wire::Embeddings)
         )
@@ -108,7 +108,9 @@ impl Deployment {
     /// reply, or the headers of a stream). Only for a `wire` the deployment [`speaks`](Self::speaks).
     pub async fn forward(&self, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         match (&self.upstream, wire) {
-            (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings) => Box::pin(p.forward(self, wire, req)).await,
+            (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings | Wire::InputTokens) => {
+                Box::pin(p.forward(self, wire, req)).await
+            }
             (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => Box::pin(p.forward(self, wire, req)).await,
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(self, req).await,
             (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {

@@ -17,6 +17,7 @@ mod meta;
 mod outbox;
 mod outbox_admin;
 mod spend;
+mod standing;
 mod teams;
 mod wal;
 
@@ -27,6 +28,7 @@ pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, Exposure, L
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};
 pub use outbox_admin::{DeliveryRow, DeliveryState, DestinationStats, EventFilter, EventRow};
 pub use spend::{ResponseOwner, SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};
+pub use standing::Standing;
 pub use teams::TeamRow;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -83,6 +85,9 @@ pub enum StoreError {
     /// A write batched with others failed (the batch's error, as text).
     #[error("batched write failed: {0}")]
     Batch(String),
+    /// No answer within the time the caller gave the store (milliseconds): the call was abandoned.
+    #[error("no answer from the store within {0} ms")]
+    Timeout(u128),
     /// A fleet operation (budget leases, fleet rate buckets) on SQLite, which serves one node only.
     #[error("this needs a PostgreSQL store (fleet mode)")]
     FleetOnly,

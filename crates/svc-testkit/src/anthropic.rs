@@ -56,7 +56,8 @@ impl SseEvent {
     }
 }
 
-/// What `POST /v1/messages/count_tokens` answers as `input_tokens`, whatever the request.
+/// What `POST /v1/messages/count_tokens` answers as `input_tokens`, whatever the request, until
+/// [`FakeAnthropic::set_count`].
 pub const COUNTED_TOKENS: u64 = 42;
 
 /// A programmed answer to `POST /v1/messages`.
@@ -120,6 +121,8 @@ struct Shared {
     recording: std::sync::atomic::AtomicBool,
     /// Endless streams whose client went away.
     streams_cancelled: AtomicUsize,
+    /// What `count_tokens` answers.
+    counted: std::sync::atomic::AtomicU64,
 }
 
 /// Locks, ignoring poisoning (a panicking test must not hide the state from the next assertion).
@@ -139,6 +142,7 @@ impl FakeAnthropic {
             recorded: Mutex::new(Vec::new()),
             recording: std::sync::atomic::AtomicBool::new(true),
             streams_cancelled: AtomicUsize::new(0),
+            counted: std::sync::atomic::AtomicU64::new(COUNTED_TOKENS),
         });
         let app = Router::new()
             .route("/v1/messages", post(messages))
@@ -160,6 +164,11 @@ impl FakeAnthropic {
     /// Queues an answer: queued answers are used in order, one per `POST /v1/messages`.
     pub fn push(&self, canned: Canned) {
         lock(&self.shared.queue).push_back(canned);
+    }
+
+    /// What `POST /v1/messages/count_tokens` answers as `input_tokens` from now on (at first [`COUNTED_TOKENS`]).
+    pub fn set_count(&self, tokens: u64) {
+        self.shared.counted.store(tokens, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The answer used when the queue is empty.
@@ -390,7 +399,8 @@ async fn count_tokens(State(shared): State<Arc<Shared>>, headers: HeaderMap, bod
     if !body.get("model").is_some_and(Value::is_string) || !body.get("messages").is_some_and(Value::is_array) {
         return error_response(400, "invalid_request_error", "model, messages: Field required");
     }
-    axum::Json(json!({ "input_tokens": COUNTED_TOKENS })).into_response()
+    let counted = shared.counted.load(std::sync::atomic::Ordering::Relaxed);
+    axum::Json(json!({ "input_tokens": counted })).into_response()
 }
 
 /// Counts an endless stream as cancelled when its body is dropped (it never ends by itself).

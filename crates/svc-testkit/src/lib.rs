@@ -1,8 +1,10 @@
 //! Dev-only test servers for svc's tests and benchmarks: a programmable OpenAI-compatible upstream
-//! ([`upstream`]), an ntfy-compatible push server ([`ntfy`]) and a recording webhook receiver ([`webhook`]).
+//! ([`upstream`]), an ntfy-compatible push server ([`ntfy`]), a recording webhook receiver ([`webhook`]) and a
+//! TCP forwarder a test can cut ([`forward`]).
 //! Every server binds 127.0.0.1 on an ephemeral port and stops when its handle is dropped.
 
 pub mod anthropic;
+pub mod forward;
 pub mod ntfy;
 pub mod postgres;
 pub mod proxy;

@@ -47,6 +47,37 @@ fn items_of(req: &Value) -> Vec<Value> {
     }
 }
 
+/// The input a request's chain bills before its own, as OpenAI bills it: the previous response's input and
+/// output (404 for a previous response not kept).
+fn history(s: &Shared, req: &Value) -> Result<u64, Box<Response>> {
+    let Some(previous) = req.get("previous_response_id").and_then(Value::as_str) else { return Ok(0) };
+    let kept = s.stored.by_id.lock().ok().and_then(|m| m.get(previous).map(|k| k.response["usage"].clone()));
+    let Some(usage) = kept else {
+        return Err(Box::new(error(404, &format!("Previous response with id '{previous}' not found."))));
+    };
+    let count = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Ok(count("input_tokens") + count("output_tokens"))
+}
+
+/// `POST /v1/responses/input_tokens`: the input a Responses request would be billed (its chain's history and
+/// the behaviour's prompt tokens), counted as `responses` bills it; not a call (no failure is taken, no delay).
+/// Refuses the fields OpenAI's endpoint does not take (`max_output_tokens`, `stream`), as it does.
+pub async fn input_tokens(State(s): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Ok(req) = serde_json::from_slice::<Value>(&body) else { return error(400, "invalid JSON") };
+    s.counts.fetch_add(1, Ordering::Relaxed);
+    if let Some(field) = ["max_output_tokens", "stream", "store"].iter().find(|f| req.get(**f).is_some()) {
+        return error(400, &format!("Unknown parameter: '{field}'."));
+    }
+    let prompt = match s.behaviour.lock() {
+        Ok(b) => b.prompt_tokens,
+        Err(_) => return error(500, "poisoned"),
+    };
+    match history(&s, &req) {
+        Ok(h) => Json(json!({"object": "response.input_tokens", "input_tokens": h + prompt})).into_response(),
+        Err(resp) => *resp,
+    }
+}
+
 /// `POST /v1/responses`.
 pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let (b, req) = match take(&s, headers, &body).await {
@@ -54,24 +85,20 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         Err(resp) => return resp,
     };
     let model = req.get("model").cloned().unwrap_or(Value::Null);
-    // A continuation is billed its chain's history as input, as OpenAI bills it: the previous response's input
-    // and output come before the new input.
-    let mut history = 0;
-    if let Some(previous) = req.get("previous_response_id").and_then(Value::as_str) {
-        let kept = s.stored.by_id.lock().ok().and_then(|m| m.get(previous).map(|k| k.response["usage"].clone()));
-        let Some(usage) = kept else {
-            return error(404, &format!("Previous response with id '{previous}' not found."));
-        };
-        let count = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-        history = count("input_tokens") + count("output_tokens");
-    }
+    let history = match history(&s, &req) {
+        Ok(h) => h,
+        Err(resp) => return *resp,
+    };
     let id = format!("resp_{:04}", s.stored.last.fetch_add(1, Ordering::Relaxed) + 1);
     let keep = req.get("store").and_then(Value::as_bool) != Some(false);
     let background = req.get("background").and_then(Value::as_bool) == Some(true);
     let input = history + b.prompt_tokens;
+    // The output cap is honoured, as the API honours it.
+    let cap = req.get("max_output_tokens").and_then(Value::as_u64).unwrap_or(u64::MAX);
+    let output = b.completion_tokens.min(cap);
     let usage = b.usage_override.clone().unwrap_or_else(|| {
-        json!({"input_tokens": input, "output_tokens": b.completion_tokens,
-        "total_tokens": input + b.completion_tokens, "input_tokens_details": {"cached_tokens": 0},
+        json!({"input_tokens": input, "output_tokens": output,
+        "total_tokens": input + output, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens_details": {"reasoning_tokens": 0}})
     });
     let part = json!({"type": "output_text", "text": b.content, "annotations": []});

@@ -98,7 +98,7 @@ pub struct Recorded {
 /// Shared state of a running upstream.
 #[derive(Debug, Default)]
 pub struct Shared {
-    behaviour: Mutex<Behaviour>,
+    pub(crate) behaviour: Mutex<Behaviour>,
     requests: Mutex<Vec<Recorded>>,
     release: Notify,
     /// Streams whose client went away before the end.
@@ -107,6 +107,8 @@ pub struct Shared {
     pub streams_completed: AtomicUsize,
     /// Calls answered (any status).
     pub calls: AtomicUsize,
+    /// Input token counts answered (`POST /v1/responses/input_tokens`).
+    pub counts: AtomicUsize,
     /// The Responses answers it keeps (`crate::responses`).
     pub(crate) stored: crate::responses::Stored,
 }
@@ -173,6 +175,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/chat/completions", post(chat))
         .route("/v1/responses", post(crate::responses::responses))
+        .route("/v1/responses/input_tokens", post(crate::responses::input_tokens))
         .route("/v1/responses/{id}", get(crate::responses::retrieve).delete(crate::responses::delete))
         .route("/v1/responses/{id}/input_items", get(crate::responses::input_items))
         .route("/v1/responses/{id}/cancel", post(crate::responses::cancel))

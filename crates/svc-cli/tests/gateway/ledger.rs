@@ -201,7 +201,7 @@ async fn counts_no_call_can_produce_are_charged_the_reservation() {
     assert_eq!(parts.iter().sum::<i64>(), cost, "the parts add up");
     // The reservation: the prompt's conservative estimate and 4,096 output tokens at the model's prices.
     assert!(cost > 4096 * 8_000, "{cost}");
-    assert!(s.g.log_text().contains("usage that cannot be right"));
+    assert!(eventually(5, || s.g.log_text().contains("usage that cannot be right")).await, "the answer is flagged");
 }
 
 /// A Responses chain is billed its whole history on every call (the testkit upstream bills the previous
@@ -302,4 +302,73 @@ async fn web_searches_are_reserved_at_their_price_before_the_call() {
     s.ant.push(Canned::Message(billed_message()));
     let (status, text) = post(&s.g, "/v1/messages", &key, &search(1)).await;
     assert_eq!(status, 200, "{text}");
+}
+
+#[tokio::test]
+async fn an_anthropic_beta_that_changes_the_price_passes_only_where_it_is_priced_or_allowed() {
+    let ant = FakeAnthropic::start(Some("ant-secret")).await.unwrap();
+    let up = Upstream::start().await.unwrap();
+    let base = config(ant.base_url(), &up.base_url);
+    // A second alias on the same upstream with no long-context or 1-hour cache prices.
+    let plain = base.replace(
+        "gateway_settings:",
+        &format!(
+            "  - model_name: plain-claude\n    params: {{ model: anthropic/claude-up, api_base: {}, api_key: ant-secret, \
+             input_cost_per_token: 0.000003, output_cost_per_token: 0.000015 }}\ngateway_settings:",
+            ant.base_url()
+        ),
+    );
+    let g = Gateway::start(&plain).await;
+    let key = g.key(json!({"team_id": "t"})).await;
+    let call = |model: &'static str, beta: &'static str| {
+        let body = json!({"model": model, "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
+        let req = client().post(g.path("/v1/messages")).bearer_auth(&key).header("anthropic-beta", beta).json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    for beta in ["context-1m-2025-08-07", "extended-cache-ttl-2025-04-11", "claude-code-20250219,context-1m-2025-08-07"]
+    {
+        assert_eq!(call("claude", beta).await.0, 200, "{beta} is priced on `claude`");
+        let (status, text) = call("plain-claude", beta).await;
+        assert_eq!(status, 400, "{beta}: {text}");
+        assert!(text.contains("changes the price") && text.contains("anthropic_beta_allowed"), "{text}");
+    }
+    assert_eq!(call("plain-claude", "claude-code-20250219").await.0, 200, "a beta that keeps the price passes");
+    let forwarded: Vec<String> =
+        ant.requests().iter().filter_map(|r| r.headers.get("anthropic-beta").cloned()).collect();
+    assert!(forwarded.iter().any(|b| b == "context-1m-2025-08-07"), "{forwarded:?}");
+
+    // An operator's list is the whole policy.
+    let listed = base.replace("gateway_settings:", "gateway_settings:\n  anthropic_beta_allowed: ['claude-code-*']");
+    let g2 = Gateway::start(&listed).await;
+    let key2 = g2.key(json!({"team_id": "t"})).await;
+    let body = json!({"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
+    for (beta, want) in [("claude-code-20250219", 200), ("context-1m-2025-08-07", 400), ("files-api-2025-04-14", 400)] {
+        let r = client().post(g2.path("/v1/messages")).bearer_auth(&key2).header("anthropic-beta", beta).json(&body);
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{beta}");
+    }
+}
+
+/// A concurrent burst whose every answer bills more input than its body holds (1,234 tokens for "hi": a tool-use
+/// system prompt the provider adds): each is recorded as billed, and the budget's recorded spend never passes
+/// its limit.
+#[tokio::test]
+async fn a_burst_billed_above_its_bodies_never_passes_the_budget() {
+    let s = setup().await;
+    s.up.set(|b| b.usage_override = Some(json!({"prompt_tokens": 1234, "completion_tokens": 5, "total_tokens": 1239})));
+    // 1,234 × 2,000 + 5 × 8,000 nano-units a call; room for about 9 of 40 at once (each reserves its 4,096-token cap).
+    let key = s.g.key(json!({"team_id": "t", "max_budget": 0.3})).await;
+    let body = json!({"model": "gpt", "max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]});
+    let calls = (0..40).map(|_| post(&s.g, "/v1/chat/completions", &key, &body));
+    let answers = futures::future::join_all(calls).await;
+    let ok = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert!(answers.iter().all(|(status, _)| *status == 200 || *status == 429), "{answers:?}");
+    assert!(ok > 0 && ok < 40, "{ok} answered");
+    let records = admin_get(&s.g, "/spend/logs?limit=100").await["data"].as_array().cloned().unwrap();
+    assert_eq!(records.len(), ok);
+    assert!(records.iter().all(|r| r["basis"] == "billed" && r["spend_nanos"] == 2_508_000), "{records:?}");
+    assert!(ok as i64 * 2_508_000 <= 300_000_000);
 }

@@ -18,40 +18,70 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
     }
 }
 
-/// Announces a notice once per period: the store decides who is first, then the event is emitted. An alert
-/// of a period whose "exceeded" was already announced is dropped (folded into it), and announcing
-/// "exceeded" records every alert threshold as announced, so none comes after it (also after a restart).
+/// Announces a notice once per period: the store decides who is first, then the event is emitted. Before
+/// "exceeded", every alert threshold that what the budget holds has crossed and that was not announced yet is
+/// announced (a burst refused before its spend is settled crosses them all at once): each `budget.alert` comes
+/// before `budget.exceeded`, none after it (the accounts raise none then), across the fleet and restarts (each
+/// is recorded in the store before it is emitted).
 async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
-    let (kind, event, period, spent, limit, threshold) = match &notice {
-        Notice::Alert { threshold_permille, spent, limit, period } => {
-            (notice.kind(), EventKind::BudgetAlert, *period, *spent, *limit, Some(*threshold_permille))
-        }
-        Notice::Exceeded { spent, limit, period, .. } => {
-            (notice.kind(), EventKind::BudgetExceeded, *period, *spent, *limit, None)
-        }
-    };
     let label = scope.label();
-    let period_ms = period.start.timestamp_millis();
-    if matches!(kind, NoticeKind::Alert(_)) {
+    let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
+        // An alert after "exceeded" (announced by another node, whose budget held less then) is noise.
+        let period_ms = match &notice {
+            Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period.start.timestamp_millis(),
+        };
         match store.notices(&label, period_ms).await {
             Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
         }
-    }
-    match store.notice_once(&label, period_ms, &kind.label()).await {
-        Ok(true) => {}
-        Ok(false) => return,
-        Err(e) => tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway"),
-    }
-    if kind == NoticeKind::Exceeded {
-        for t in thresholds {
-            if let Err(e) = store.notice_once(&label, period_ms, &NoticeKind::Alert(*t).label()).await {
-                tracing::warn!(error = %e, "cannot record a budget alert as folded into `budget.exceeded`");
-            }
+        if first(store, &label, &notice).await {
+            emit(events, &scope, &who, &notice);
+        }
+        return;
+    };
+    // What the budget holds (spent and reserved; in a fleet, also what other nodes hold): every threshold it
+    // has crossed is announced first. A request too dear for a budget that holds little crosses none.
+    let committed = limit.minus(remaining.unwrap_or(Money::ZERO));
+    let crossed = |t: &u32| *t < 1000 && limit.permille(*t) <= committed;
+    let mut below: Vec<u32> = thresholds.iter().copied().filter(crossed).collect();
+    below.sort_unstable();
+    below.dedup();
+    for threshold_permille in below {
+        let alert = Notice::Alert { threshold_permille, spent, limit, period };
+        if first(store, &label, &alert).await {
+            emit(events, &scope, &who, &alert);
         }
     }
-    let mut data = budget_fields(&scope, &who);
+    let exceeded = Notice::Exceeded { spent, limit, period, requested, remaining };
+    if first(store, &label, &exceeded).await {
+        emit(events, &scope, &who, &exceeded);
+    }
+}
+
+/// Whether this is the first of its kind in its budget and period (recorded now); on a store failure, yes (a
+/// notice announced twice beats one never announced).
+async fn first(store: &Store, label: &str, notice: &Notice) -> bool {
+    let period = match notice {
+        Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period,
+    };
+    match store.notice_once(label, period.start.timestamp_millis(), &notice.kind().label()).await {
+        Ok(first) => first,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway");
+            true
+        }
+    }
+}
+
+fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice) {
+    let (event, period, spent, limit, threshold) = match notice {
+        Notice::Alert { threshold_permille, spent, limit, period } => {
+            (EventKind::BudgetAlert, period, spent, limit, Some(*threshold_permille))
+        }
+        Notice::Exceeded { spent, limit, period, .. } => (EventKind::BudgetExceeded, period, spent, limit, None),
+    };
+    let mut data = budget_fields(scope, who);
     data.insert("agent_role".into(), json!(who.agent_role()));
     data.insert("spent".into(), json!(spent.as_f64()));
     data.insert("limit".into(), json!(limit.as_f64()));

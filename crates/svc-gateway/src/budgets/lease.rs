@@ -42,6 +42,30 @@ const LOW: i64 = 16;
 const SHARE: i64 = 4;
 /// How long a request short of room waits for other nodes to give theirs back.
 const NEED_WAIT: Duration = Duration::from_millis(250);
+/// The longest a store call on the admission path may take: a node cut off from the store answers within
+/// about two of these (README, "Fleet mode").
+pub(super) const STORE_WAIT: Duration = Duration::from_millis(750);
+/// After a store call failed, admissions short of room do not ask the store again for this long (they would
+/// only queue behind each other's timeouts).
+const STORE_PAUSE: Duration = Duration::from_secs(1);
+
+/// `call`, given at most `wait` ([`StoreError::Timeout`] then).
+pub(super) async fn bounded<T>(
+    wait: Duration,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(wait, call).await.unwrap_or(Err(StoreError::Timeout(wait.as_millis())))
+}
+
+/// Whether a request short of room could ask the store ([`Leases::ask_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asked {
+    /// The store was asked (whatever it granted).
+    Asked,
+    /// The store could not be asked (it failed, did not answer in time, failed just before, or this node's
+    /// leases may have lapsed): what the node holds is all it can judge by.
+    Unreachable,
+}
 
 /// The lease state of this node.
 pub struct Leases {
@@ -59,6 +83,8 @@ pub struct Leases {
     /// A renewal failed for so long that the slices lapsed: their leases are returned and started afresh once
     /// the store answers again.
     lapsed: AtomicBool,
+    /// Until when (ms after `epoch`) admissions do not ask the store (a call failed just before).
+    paused_until: AtomicU64,
     /// The sequence number of the next exposure report (from the clock at start: newer than the last run's).
     seq: AtomicI64,
 }
@@ -80,6 +106,7 @@ impl Leases {
             valid_until: AtomicU64::new(0),
             epoch: Instant::now(),
             lapsed: AtomicBool::new(false),
+            paused_until: AtomicU64::new(0),
             seq: AtomicI64::new(Utc::now().timestamp_micros()),
         };
         leases.renewed(Instant::now());
@@ -98,8 +125,40 @@ impl Leases {
 
     /// Whether this node's leases may have lapsed (no renewal got through in time).
     pub fn lapsed(&self) -> bool {
-        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        now > self.valid_until.load(Ordering::Relaxed)
+        self.elapsed_ms() > self.valid_until.load(Ordering::Relaxed)
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A store call on the admission path failed: admissions stop asking for [`STORE_PAUSE`].
+    fn pause(&self) {
+        let until = self.elapsed_ms().saturating_add(u64::try_from(STORE_PAUSE.as_millis()).unwrap_or(u64::MAX));
+        self.paused_until.store(until, Ordering::Relaxed);
+    }
+
+    /// Whether admissions may ask the store now (none failed just before, and the leases have not lapsed).
+    pub(super) fn reachable(&self) -> bool {
+        self.elapsed_ms() >= self.paused_until.load(Ordering::Relaxed) && !self.lapsed()
+    }
+
+    /// How the period of `scope` starting at `start` stands for this node, asked within [`STORE_WAIT`].
+    pub(super) async fn standing(
+        &self,
+        scope: &Scope,
+        start: DateTime<Utc>,
+    ) -> Result<Option<svc_store::Standing>, StoreError> {
+        // A lease not renewed for two heartbeats is silent.
+        let silent = self.lease.saturating_sub(self.heartbeat.saturating_mul(2));
+        let silent = i64::try_from(silent.as_millis()).unwrap_or(i64::MAX);
+        let label = scope.label();
+        let asked =
+            bounded(STORE_WAIT, self.store.budget_standing(&label, start.timestamp_millis(), &self.node, silent)).await;
+        if asked.is_err() {
+            self.pause();
+        }
+        asked
     }
 
     /// At start, once this node's spend journal is written: the leases and holdbacks it left behind return to
@@ -139,7 +198,8 @@ impl Leases {
         for ((scope, cell), low) in cells.iter().zip(low) {
             let Some(e) = cell.get() else { continue };
             e.busy.store(true, Ordering::Relaxed);
-            if !low || e.topping.swap(true, Ordering::AcqRel) {
+            // Not while the store cannot be asked: the next admission short of room says so.
+            if !low || !self.reachable() || e.topping.swap(true, Ordering::AcqRel) {
                 continue;
             }
             let (budgets, scope, cell) = (budgets.clone(), scope.clone(), cell.clone());
@@ -157,19 +217,22 @@ impl Leases {
     }
 
     /// A request of `ask` does not fit this node's slice of `scope`: asks the store for what it lacks (and a
-    /// share more), once the grant under way, if any, is done. Failures are logged; the request is then
-    /// refused by the room it sees.
-    pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) {
-        let Some(e) = cell.get() else { return };
+    /// share more), once the grant under way, if any, is done. A failure is logged and said: the request is then
+    /// judged by what this node holds, and not refused for want of room it could not ask for.
+    pub(super) async fn ask_for(&self, budgets: &Budgets, scope: &Scope, cell: &Cell, ask: &super::Ask) -> Asked {
+        let Some(e) = cell.get() else { return Asked::Asked };
         let full = ask.worst_case();
         let _one = e.granting.lock().await;
         self.raise_exposure(budgets, scope, e, full).await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room {
-            return; // the grant under way brought enough
+            return Asked::Asked; // the grant under way brought enough
+        }
+        if !self.reachable() {
+            return Asked::Unreachable;
         }
         let lacks = nanos(full.minus(room));
         let want = nanos(full).saturating_mul(TARGET).max(lacks);
@@ -188,42 +251,45 @@ impl Leases {
         };
         if let Err(err) = result {
             tracing::warn!(error = %err, budget = %scope.label(), "cannot lease more of a budget from the store");
-            return;
+            return Asked::Unreachable;
         }
-        self.ask_the_fleet(budgets, scope, e, full).await;
+        self.ask_the_fleet(budgets, scope, e, full).await
     }
 
     /// Still short of `full` while the fleet has room for it: the room sits in other nodes' slices. Asks them
     /// to give it back, waits for room to come back (at most [`NEED_WAIT`]) and asks the store once more.
-    async fn ask_the_fleet(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
+    async fn ask_the_fleet(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) -> Asked {
         let now = budgets.now();
         let (room, fleet_room) = match e.account.lock() {
             Ok(mut a) => (a.room(now), a.fleet_room(now)),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room || fleet_room < full {
-            return;
+            return Asked::Asked;
         }
         let label = scope.label();
         let woken = e.room.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        if let Err(err) = self.store.budget_need(&label, &self.node).await {
+        if let Err(err) = bounded(STORE_WAIT, self.store.budget_need(&label, &self.node)).await {
             tracing::warn!(error = %err, budget = %label, "cannot ask the fleet for budget room");
-            return;
+            self.pause();
+            return Asked::Unreachable;
         }
         let _ = tokio::time::timeout(NEED_WAIT, woken).await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
-            Err(_) => return,
+            Err(_) => return Asked::Asked,
         };
         if full <= room {
-            return;
+            return Asked::Asked;
         }
         let lacks = nanos(full.minus(room));
         if let Err(err) = self.grant(budgets, scope, e, lacks, lacks, true).await {
             tracing::warn!(error = %err, budget = %label, "cannot lease more of a budget from the store");
+            return Asked::Unreachable;
         }
+        Asked::Asked
     }
 
     /// Listens for the fleet's budget notices on `tasks` until `shutdown`: room given back wakes the requests
@@ -296,7 +362,8 @@ impl Leases {
     }
 
     /// One grant of at least `least`, up to `want` (and, when `shared`, no more than this node's share of the
-    /// room left) to `scope`'s slice; returns what was granted. The caller holds `e.granting`.
+    /// room left) to `scope`'s slice; returns what was granted. The caller holds `e.granting`. The store is given
+    /// [`STORE_WAIT`]; a failure pauses the admissions' asking ([`Leases::reachable`]).
     async fn grant(
         &self,
         budgets: &Budgets,
@@ -305,7 +372,7 @@ impl Leases {
         least: i64,
         want: i64,
         shared: bool,
-    ) -> Result<i64, svc_store::StoreError> {
+    ) -> Result<i64, StoreError> {
         let per_request = Money::from_nanos(least.max(want / TARGET));
         let (period, limit, exposure) = match e.account.lock() {
             Ok(mut a) => {
@@ -336,7 +403,9 @@ impl Leases {
             share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
             lease_ms: self.lease_ms(),
         };
-        let g = self.store.lease_grant_exposed(&ask, exposure.as_slice()).await?;
+        let g = bounded(STORE_WAIT, self.store.lease_grant_exposed(&ask, exposure.as_slice()))
+            .await
+            .inspect_err(|_| self.pause())?;
         if let Some(x) = &exposure {
             Leases::taken(e, x);
         }
@@ -415,12 +484,22 @@ impl Leases {
         }
     }
 
+    /// Whether a request of worst case `full` is short in one of `cells` only of the exposure the store holds:
+    /// requests admitted meanwhile took what its ask for more brought (it asks again).
+    pub(super) fn exposure_binds(cells: &[(Scope, Cell)], full: Money) -> bool {
+        cells.iter().any(|(_, c)| c.get().and_then(|e| e.account.lock().ok()).is_some_and(|a| a.exposure_binds(full)))
+    }
+
     /// A request of worst case `full` would take this node's exposure in `scope` past what the store holds of
     /// it: tells the store of more first (with headroom, grown at each such ask). The caller holds
     /// `e.granting`. A report of the spend writer sent meanwhile wins over this one (it is newer, and may be
-    /// lower): then asks again (a few times at most). Failures are logged; the request then finds no room.
+    /// lower): then asks again (a few times at most). The store is given [`STORE_WAIT`]; a failure is logged and
+    /// pauses the admissions' asking (the request is then judged unable to ask, as for a grant).
     async fn raise_exposure(&self, budgets: &Budgets, scope: &Scope, e: &Entry, full: Money) {
         for _ in 0..3 {
+            if !self.reachable() {
+                return;
+            }
             let x = match e.account.lock() {
                 Ok(mut a) => {
                     a.roll(budgets.now());
@@ -432,9 +511,10 @@ impl Leases {
                 }
                 Err(_) => return,
             };
-            match self.store.lease_expose(&self.node, std::slice::from_ref(&x)).await {
+            match bounded(STORE_WAIT, self.store.lease_expose(&self.node, std::slice::from_ref(&x))).await {
                 Ok(_) => Leases::taken(e, &x),
                 Err(err) => {
+                    self.pause();
                     tracing::warn!(error = %err, budget = %x.scope, "cannot tell the store of this node's exposure");
                     return;
                 }
@@ -455,7 +535,9 @@ impl Leases {
                 Some((cell, x))
             })
             .unzip();
-        match self.store.lease_renew(&self.node, self.lease_ms(), &reports).await {
+        // Bounded, so that the first renewal after the store comes back is not one stuck since it went away.
+        let renewal = self.store.lease_renew(&self.node, self.lease_ms(), &reports);
+        match bounded(self.heartbeat.max(STORE_WAIT), renewal).await {
             Ok(_) => {
                 for (cell, x) in cells.iter().zip(&reports) {
                     if let Some(e) = cell.get() {
@@ -565,5 +647,36 @@ impl Budgets {
             }
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_call_that_does_not_answer_is_abandoned_in_time() {
+        let started = tokio::time::Instant::now();
+        let hung = bounded(STORE_WAIT, std::future::pending::<Result<(), StoreError>>()).await;
+        assert!(matches!(hung, Err(StoreError::Timeout(750))), "{hung:?}");
+        assert_eq!(started.elapsed(), STORE_WAIT);
+        assert_eq!(bounded(STORE_WAIT, async { Ok::<_, StoreError>(7) }).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn after_a_failed_call_admissions_stop_asking_for_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.path().join("l.db").display())).await.unwrap();
+        let fleet = FleetConfig { lease: Duration::from_secs(30), ..FleetConfig::default() };
+        let leases = Leases::new(store, &fleet);
+        assert!(leases.reachable());
+        leases.pause();
+        assert!(!leases.reachable(), "paused after a failure");
+        leases.paused_until.store(0, Ordering::Relaxed);
+        assert!(leases.reachable());
+        leases.valid_until.store(0, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(leases.lapsed() && !leases.reachable(), "a lapsed lease is not asked from");
     }
 }

@@ -8,11 +8,11 @@
 //!    may try) fits, hold it in every account. When it does not and `budget_admission` is `cap` (the
 //!    default), lower the completion cap to what the room still pays for, if that is at least
 //!    `budget_min_output_tokens`, and hold that. Otherwise refuse: 429 `Budget exceeded` with details and
-//!    `Retry-After`, and `budget.exceeded` once per period.
+//!    `Retry-After`, and `budget.exceeded` once per period (`refusal`).
 //! 2. `Reservation::settle`: the actual cost (never more than was held) replaces the hold; thresholds
 //!    crossed become `budget.alert`, reaching the limit `budget.exceeded`, each announced once per period
-//!    (deduplicated in the store, so also across restarts). Once "exceeded" is announced in a period, the
-//!    alerts not announced yet are folded into it (an alert after "exceeded" is noise).
+//!    (deduplicated in the store, so also across restarts). "Exceeded" announces the alerts not announced yet
+//!    before it (a burst refused before its spend settles), so every alert comes before it and none after.
 //! 3. Dropping a `Reservation` unsettled releases it (a failed call costs nothing).
 //!
 //! Accounts are created on first use from the store: the current period's spend is the sum of the spend
@@ -20,7 +20,9 @@
 //!
 //! On a shared (PostgreSQL) store the fleet holds one budget: each account admits only from this node's
 //! *slice*, leased from the store (`lease`). When a request does not fit its slice, it asks the store for more
-//! before it is refused; a slice running low is topped up in the background.
+//! before it is refused; a slice running low is topped up in the background. A node that cannot ask the store
+//! admits from what it holds and answers 503 when that is not enough: only the store's totals justify a
+//! refusal, and its `budget.exceeded` (`refusal`).
 
 use crate::auth::Principal;
 use crate::error::ApiError;
@@ -41,6 +43,7 @@ use tokio_util::task::TaskTracker;
 
 mod announce;
 mod lease;
+mod refusal;
 mod reservation;
 
 pub use lease::Leases;
@@ -167,6 +170,16 @@ impl Ask {
     pub fn worst_case(&self) -> Money {
         self.cost_with(self.completion_tokens)
     }
+}
+
+/// One admission try's outcome, under the accounts' locks.
+enum Tried {
+    /// `amount` is held in every account, for this completion cap; (fleet mode) which slices now run low.
+    Admitted { amount: Money, completion_tokens: u64, low: Vec<bool> },
+    /// Not the last try: these accounts are short of the whole worst case.
+    Short(Vec<usize>),
+    /// The last try: it does not fit account `index`.
+    Refused { index: usize, refusal: Refusal, period_start: DateTime<Utc> },
 }
 
 /// An admitted request: what it holds, and the completion cap per choice it was admitted with (lower than it
@@ -350,7 +363,9 @@ impl Budgets {
             if self.leases.is_some() {
                 // Fleet mode: the fleet's spend is learned from the store with the first grant.
                 let mut account = Account::leased(limit, duration, anchor, now);
-                let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
+                let label = scope.label();
+                let asked = self.store.notices(&label, period.start.timestamp_millis());
+                let notices = lease::bounded(lease::STORE_WAIT, asked).await.map_err(|e| refusal::unreachable(&e))?;
                 let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
                 account.restore_notices(&announced);
                 return Ok::<_, ApiError>(Entry::new(account));
@@ -376,11 +391,31 @@ impl Budgets {
     /// or refuses with 429 `Budget exceeded`. In fleet mode a request that does not fit this node's slice asks
     /// the store for more first.
     pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
+        match self.admit_as(principal, ask, true).await? {
+            Some(grant) => Ok(grant),
+            None => Err(ApiError::internal("a budget admission that may cap or refuse did neither")),
+        }
+    }
+
+    /// Reserves the whole worst case of `ask` in every budget of the caller, or nothing (`None`: it does not
+    /// fit; nothing is capped, refused or announced). The first try of a request whose bound may still be made
+    /// tighter.
+    pub async fn admit_whole(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Option<Grant>, ApiError> {
+        self.admit_as(principal, ask, false).await
+    }
+
+    /// [`Budgets::admit`] (`settle`: cap or refuse what does not fit) or [`Budgets::admit_whole`].
+    async fn admit_as(
+        self: &Arc<Self>,
+        principal: &Principal,
+        ask: &Ask,
+        settle: bool,
+    ) -> Result<Option<Grant>, ApiError> {
         let who = who(principal);
         let applicable = self.applicable(principal);
         if applicable.is_empty() {
             let reservation = Reservation { holds: Vec::new(), budgets: None, who };
-            return Ok(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false });
+            return Ok(Some(Grant { reservation, completion_tokens: ask.completion_tokens, capped: false }));
         }
         let mut cells = Vec::with_capacity(applicable.len());
         for (scope, limit, duration, anchor) in applicable {
@@ -388,9 +423,11 @@ impl Budgets {
             cells.push((scope, cell));
         }
         let mut last_try = self.leases.is_none();
+        let mut asked = lease::Asked::Asked;
+        let mut rounds = 0;
         loop {
-            match self.try_admit(&cells, ask, &who, last_try)? {
-                Ok((amount, completion_tokens, low)) => {
+            match self.try_admit(&cells, ask, last_try && settle)? {
+                Tried::Admitted { amount, completion_tokens, low } => {
                     if let Some(leases) = &self.leases {
                         leases.admitted(self, &cells, &low, ask.worst_case());
                     }
@@ -400,15 +437,23 @@ impl Budgets {
                         who,
                     };
                     let capped = completion_tokens < ask.completion_tokens;
-                    return Ok(Grant { reservation, completion_tokens, capped });
+                    return Ok(Some(Grant { reservation, completion_tokens, capped }));
                 }
-                Err(short) => {
+                Tried::Short(_) if last_try => return Ok(None),
+                Tried::Short(short) => {
                     if let Some(leases) = &self.leases {
                         for i in short {
-                            leases.ask_for(self, &cells[i].0, &cells[i].1, ask).await;
+                            if leases.ask_for(self, &cells[i].0, &cells[i].1, ask).await == lease::Asked::Unreachable {
+                                asked = lease::Asked::Unreachable;
+                            }
                         }
                     }
-                    last_try = true;
+                    // Short only of the exposure the store holds (issue 28): ask again, a few times at most.
+                    rounds += 1;
+                    last_try = rounds >= 3 || !Leases::exposure_binds(&cells, ask.worst_case());
+                }
+                Tried::Refused { index, refusal, period_start } => {
+                    return Err(self.refuse(&cells, index, refusal, period_start, ask, &who, asked).await);
                 }
             }
         }
@@ -416,15 +461,8 @@ impl Budgets {
 
     /// One try under the accounts' locks: the holds, the completion cap and (fleet mode) which slices now run
     /// low, or (unless `last_try`) which accounts are short of the whole worst case. On the last try, what does
-    /// not fit is capped or refused.
-    #[allow(clippy::type_complexity)]
-    fn try_admit(
-        &self,
-        cells: &[(Scope, Cell)],
-        ask: &Ask,
-        who: &Who,
-        last_try: bool,
-    ) -> Result<Result<(Money, u64, Vec<bool>), Vec<usize>>, ApiError> {
+    /// not fit is capped or described as refused (nothing recorded: `refuse` decides).
+    fn try_admit(&self, cells: &[(Scope, Cell)], ask: &Ask, last_try: bool) -> Result<Tried, ApiError> {
         let now = self.now();
         let full = ask.worst_case();
         // Lock every account (team before key, always), find the tightest room, then hold in all.
@@ -453,19 +491,14 @@ impl Budgets {
         let (amount, completion_tokens) = if full <= room {
             (full, ask.completion_tokens)
         } else if !last_try {
-            return Ok(Err(short));
+            return Ok(Tried::Short(short));
         } else {
             match self.capped(ask, room) {
                 Some(k) => (ask.cost_with(k), k),
                 None => {
-                    let refusal = guards[tightest].refuse(full);
+                    let refusal = guards[tightest].describe_refusal(full);
                     let period_start = guards[tightest].period.start;
-                    drop(guards);
-                    let scope = cells[tightest].0.clone();
-                    if refusal.first_of_period {
-                        self.announce_refusal(&scope, &refusal, who, period_start);
-                    }
-                    return Err(refused(&scope, &refusal, who, now));
+                    return Ok(Tried::Refused { index: tightest, refusal, period_start });
                 }
             }
         };
@@ -476,7 +509,7 @@ impl Budgets {
             Some(_) => guards.iter().map(|g| Leases::low(g.spare(), full)).collect(),
             None => Vec::new(),
         };
-        Ok(Ok((amount, completion_tokens, low)))
+        Ok(Tried::Admitted { amount, completion_tokens, low })
     }
 
     /// The lower completion cap `room` pays for, when `budget_admission` is `cap` and it is a useful one.
@@ -490,17 +523,6 @@ impl Budgets {
             affordable_completion_tokens(for_tokens, ask.prompt_tokens, ask.input, ask.output, ask.choices)?;
         let k = affordable.min(ask.completion_tokens);
         (k >= settings.min_output_tokens.max(1) && ask.cost_with(k) <= room).then_some(k)
-    }
-
-    fn announce_refusal(&self, scope: &Scope, r: &Refusal, who: &Who, period_start: DateTime<Utc>) {
-        let notice = Notice::Exceeded {
-            spent: r.spent,
-            limit: r.limit,
-            period: svc_budget::Period { start: period_start, end: r.reset },
-            requested: Some(r.requested),
-            remaining: Some(r.remaining),
-        };
-        self.announce(scope.clone(), notice, who.clone());
     }
 
     /// Queues a notice for the announcer task (in order; each announced once per period).
@@ -567,19 +589,6 @@ fn budget_fields(scope: &Scope, who: &Who) -> Map<String, Value> {
     m.insert("team_id".into(), json!(who.team_id()));
     m.insert("key_alias".into(), json!(who.key_alias()));
     m
-}
-
-/// The 429 of a refused reservation: `Budget exceeded` plus machine-readable detail (spec 4.1 rule 1).
-fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>) -> ApiError {
-    let mut extra = budget_fields(scope, who);
-    extra.insert("limit".into(), json!(r.limit.as_f64()));
-    extra.insert("spent".into(), json!(r.spent.as_f64()));
-    extra.insert("reserved".into(), json!(r.reserved.as_f64()));
-    extra.insert("requested".into(), json!(r.requested.as_f64()));
-    extra.insert("remaining".into(), json!(r.remaining.as_f64()));
-    extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
-    let retry_after = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1);
-    ApiError::budget_exceeded(extra, retry_after)
 }
 
 #[cfg(test)]

@@ -237,8 +237,8 @@ async fn the_last_part_of_a_budget_is_usable_with_a_capped_completion() {
     assert_eq!(body["error"]["requested"], 0.1281);
     assert!(body["error"]["remaining"].as_f64().unwrap() < 0.001, "{body}");
     drop(g);
-    // Less than `budget_min_output_tokens` (1024 by default) left: refused.
-    r.budgets.admit(&p, &nanos(49_000_000)).await.unwrap().reservation.settle(m(49_000_000));
+    // Less than `budget_min_output_tokens` (256 by default) left after the prompt: refused.
+    r.budgets.admit(&p, &nanos(49_800_000)).await.unwrap().reservation.settle(m(49_800_000));
     assert!(r.budgets.admit(&p, &agent_ask()).await.is_err());
 }
 
@@ -266,10 +266,10 @@ async fn a_settlement_charges_the_bill_even_above_its_reservation() {
 }
 
 #[tokio::test]
-async fn exceeded_before_any_alert_folds_the_alerts_in() {
+async fn a_request_too_dear_for_a_budget_that_holds_little_announces_no_alert() {
     let r = rig(None, at(2026, 2, 10, 0)).await;
     let p = principal();
-    // A burst: a worst case that does not fit is refused while settled spend is still low ...
+    // A worst case that does not fit is refused while the budget holds nothing: "exceeded" alone ...
     assert!(r.budgets.admit(&p, &nanos(1_500_000_000)).await.is_err());
     // ... then spend crosses 0.5 and 0.8: no alert comes after "exceeded".
     r.budgets.admit(&p, &nanos(900_000_000)).await.unwrap().reservation.settle(m(900_000_000));
@@ -284,4 +284,34 @@ async fn exceeded_before_any_alert_folds_the_alerts_in() {
     r2.budgets.admit(&p, &nanos(10_000_000)).await.unwrap().reservation.settle(m(10_000_000));
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
+}
+
+#[tokio::test]
+async fn a_burst_announces_each_alert_before_exceeded_once() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let p = principal();
+    // Ten requests of 0.1 hold the whole budget before any settles; the eleventh is refused.
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        held.push(r.budgets.admit(&p, &nanos(100_000_000)).await.unwrap());
+    }
+    for _ in 0..5 {
+        assert_eq!(r.budgets.admit(&p, &nanos(100_000_000)).await.err().map(|e| e.status().as_u16()), Some(429));
+    }
+    for g in held {
+        g.reservation.settle(m(90_000_000));
+    }
+    let events = events_after(&r, 3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let seen: Vec<(String, Value)> =
+        r.events.events().iter().map(|e| (e.kind.as_str().to_string(), e.data["threshold"].clone())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("budget.alert".to_string(), json!(0.5)),
+            ("budget.alert".to_string(), json!(0.8)),
+            ("budget.exceeded".to_string(), Value::Null)
+        ],
+        "{events:?}"
+    );
 }

@@ -30,23 +30,46 @@ pub(crate) use svc_providers::raw::{write_fields, Fields};
 /// lowered to `cap` when the client asked for more (or set to it when the client asked for none). Every other
 /// field is copied as the client wrote it, in its order, without being parsed.
 pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> Result<Bytes, ApiError> {
+    prepare_with(api, raw, upstream_model, cap, None)
+}
+
+/// [`prepare`], and for a Responses body the built-in tool calls (`max_tool_calls`: web searches) lowered to
+/// `tool_calls` when the client allowed more (or set to it when the client set none).
+pub fn prepare_with(
+    api: Api,
+    raw: &[u8],
+    upstream_model: &str,
+    cap: Option<u64>,
+    tool_calls: Option<u64>,
+) -> Result<Bytes, ApiError> {
     let Fields(fields) = serde_json::from_slice(raw)
         .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
     let cap = cap.filter(|_| api != Api::Embeddings);
     let field = cap_field(api);
     let model = serde_json::to_vec(upstream_model).map_err(|_| ApiError::internal("cannot encode the model"))?;
-    let mut capped = false;
+    let tool_calls = tool_calls.filter(|_| api == Api::Responses);
+    let (mut capped, mut tools_bounded) = (false, false);
+    let lowered = |key: &str, to: u64| {
+        let asked = fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
+        asked.is_none_or(|a| a > to).then(|| Cow::Owned(to.to_string().into_bytes()))
+    };
     let mut out = write_fields(&fields, |key| {
         if key == "model" {
             return Some(Cow::Borrowed(&model[..]));
         }
+        if let Some(t) = tool_calls.filter(|_| key == "max_tool_calls") {
+            tools_bounded = true;
+            return lowered(key, t);
+        }
         let c = cap.filter(|_| key == field)?;
         capped = true;
-        let asked = fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
-        asked.is_none_or(|a| a > c).then(|| Cow::Owned(c.to_string().into_bytes()))
+        lowered(key, c)
     });
     if let (Some(c), false) = (cap, capped) {
         append(&mut out, field, c.to_string().as_bytes());
+    }
+    if let (Some(t), false) = (tool_calls, tools_bounded) {
+        append(&mut out, "max_tool_calls", t.to_string().as_bytes());
     }
     Ok(Bytes::from(out))
 }
@@ -132,6 +155,9 @@ mod tests {
         let out = prepare(Api::Responses, raw, "up", Some(100)).unwrap_or_default();
         assert_eq!(&out[..], &br#"{"input":[1, 2.50, "\u00e9"],"model":"up","max_output_tokens":10}"#[..]);
         let out = prepare(Api::Messages, br#"{"model":"m"}"#, "up", Some(7)).unwrap_or_default();
+        let bounded = |raw: &[u8]| prepare_with(Api::Responses, raw, "up", None, Some(0)).unwrap_or_default();
+        assert_eq!(&bounded(br#"{"model":"m","max_tool_calls":3}"#)[..], br#"{"model":"up","max_tool_calls":0}"#);
+        assert_eq!(&bounded(br#"{"model":"m"}"#)[..], br#"{"model":"up","max_tool_calls":0}"#);
         assert_eq!(&out[..], &br#"{"model":"up","max_tokens":7}"#[..]);
         assert!(prepare(Api::Messages, b"[1]", "up", None).is_err());
     }

@@ -59,6 +59,15 @@ impl Unseen {
                 };
             }
         }
+        // A Responses request's `max_tool_calls` bounds its built-in tool calls, web searches included.
+        if let (Some(most), Searches::AtMost(_) | Searches::Unlimited) =
+            (req.get("max_tool_calls").and_then(Value::as_u64), searches)
+        {
+            searches = match searches {
+                Searches::AtMost(n) => Searches::AtMost(n.min(most)),
+                _ => Searches::AtMost(most),
+            };
+        }
         Unseen { uncounted, searches }
     }
 
@@ -109,6 +118,8 @@ mod tests {
     #[test]
     fn web_searches_are_bounded_by_their_tools() {
         assert_eq!(of(json!({"tools": [{"type": "web_search"}]})).searches, Searches::Unlimited);
+        let bounded = json!({"tools": [{"type": "web_search"}], "max_tool_calls": 2});
+        assert_eq!(of(bounded).searches, Searches::AtMost(2), "max_tool_calls bounds them");
         let anthropic = json!({"tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]});
         assert_eq!(of(anthropic).searches, Searches::AtMost(3));
         let two = json!({"tools": [{"type": "web_search_20250305", "max_uses": 3}, {"type": "web_search_20250305", "max_uses": 2}]});

@@ -38,15 +38,19 @@ pub enum Refusal {
     RateLimit,
     /// `server.max_in_flight` requests were in flight (503).
     Overload,
+    /// Fleet mode: a budget this node could not judge (503 `budget_unavailable`: the store cannot be asked, or
+    /// the room is held by a silent node or moving between nodes).
+    BudgetUnavailable,
 }
 
 impl Refusal {
-    /// `budget`, `rate_limit` or `overload`.
+    /// `budget`, `rate_limit`, `overload` or `budget_unavailable`.
     pub fn as_str(self) -> &'static str {
         match self {
             Refusal::Budget => "budget",
             Refusal::RateLimit => "rate_limit",
             Refusal::Overload => "overload",
+            Refusal::BudgetUnavailable => "budget_unavailable",
         }
     }
 
@@ -56,6 +60,7 @@ impl Refusal {
             "budget_exceeded" => Some(Refusal::Budget),
             "rate_limit_exceeded" => Some(Refusal::RateLimit),
             "overloaded_error" => Some(Refusal::Overload),
+            "budget_unavailable" => Some(Refusal::BudgetUnavailable),
             _ => None,
         }
     }

@@ -1,10 +1,10 @@
 //! Admission: whether a request may start now. [`enter`] takes its place among `server.max_in_flight`
-//! requests (503 with `Retry-After` beyond it) before anything else is done; [`admit`], once the deployments
-//! it may try and so the prices are known, counts it against the rate limits and reserves its worst case in
-//! its budgets (429 otherwise), possibly with a lower completion cap (see `crate::budgets`).
+//! requests (503 with `Retry-After` beyond it) before anything else is done; once the deployments it may try
+//! and so the prices are known, [`rate`] counts it against the rate limits and [`ask`] says the worst case its
+//! budgets reserve (see `crate::budgets`; `super::tighten` for the last part of a budget).
 
 use crate::auth::Principal;
-use crate::budgets::{Ask, Budgets, Grant};
+use crate::budgets::Ask;
 use crate::error::ApiError;
 use crate::front::{Searches, Unseen};
 use crate::pipeline::routing::Route;
@@ -52,6 +52,8 @@ pub fn route_cap(route: &Route, asked: Option<u64>) -> u64 {
 pub struct Beyond {
     /// Input tokens the body does not hold: a stored response chain's history (as billed), web search results.
     pub input_tokens: u64,
+    /// Of those, the web search results (which no input count holds).
+    pub results: u64,
     /// The most input any of the deployments takes (its context window), when every one of them says.
     pub window: Option<u64>,
     /// Whether the input cannot be counted at all (then the window bounds it).
@@ -92,7 +94,54 @@ pub fn beyond(
     };
     let results = searches.saturating_mul(settings.web_search_result_tokens);
     let history = history.flatten().unwrap_or(0);
-    Ok(Beyond { input_tokens: history.saturating_add(results), window, uncounted: uncounted.is_some(), searches })
+    let input_tokens = history.saturating_add(results);
+    Ok(Beyond { input_tokens, results, window, uncounted: uncounted.is_some(), searches })
+}
+
+/// The `anthropic-beta` values that change what a call costs: the 1M-token context (its long-context tier) and
+/// the 1-hour cache writes. Each passes only when every deployment that may serve the request prices it.
+const PRICED_BETAS: [(&str, &str); 2] = [
+    ("context-1m-", "the long-context tier (`input_cost_per_token_above_200k_tokens`)"),
+    ("extended-cache-ttl-", "1-hour cache writes (`cache_creation_input_token_cost_above_1hr`)"),
+];
+
+/// Whether the client's `anthropic-beta` values (`betas`, comma-separated) may reach the deployments of
+/// `candidates` that speak Messages: with `allowed` set, only the values it lists (exact, or a prefix ending in
+/// `*`); else every value, except one that changes the price when a deployment that may serve the request has no
+/// price for what it changes. 400 naming the value otherwise.
+pub fn check_betas(candidates: &[Arc<Route>], betas: &str, allowed: Option<&[String]>) -> Result<(), ApiError> {
+    let native = || candidates.iter().filter(|r| r.deployment.speaks(svc_providers::passthrough::Wire::Messages));
+    if native().next().is_none() {
+        return Ok(());
+    }
+    for beta in betas.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+        if let Some(list) = allowed {
+            let listed = |a: &String| a.strip_suffix('*').map_or(a == beta, |prefix| beta.starts_with(prefix));
+            if !list.iter().any(listed) {
+                return Err(ApiError::bad_request(
+                    format!("anthropic-beta `{beta}` is not allowed by this gateway (gateway_settings.anthropic_beta_allowed)"),
+                    None,
+                ));
+            }
+            continue;
+        }
+        let Some((_, what)) = PRICED_BETAS.iter().find(|(prefix, _)| beta.starts_with(prefix)) else { continue };
+        let priced = |r: &Arc<Route>| match beta.starts_with("context-1m-") {
+            true => r.prices.long.is_some(),
+            false => r.prices.cache_write_1h.is_some(),
+        };
+        if let Some(unpriced) = native().find(|r| !priced(r)) {
+            return Err(ApiError::bad_request(
+                format!(
+                    "anthropic-beta `{beta}` changes the price of the call, and deployment `{}` has no price for \
+                     {what}; configure it, or list the beta in gateway_settings.anthropic_beta_allowed",
+                    unpriced.deployment.id
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What a request asks of its budgets over the deployments it may try: the conservative prompt estimate and
@@ -132,19 +181,17 @@ pub fn ask(
     ask
 }
 
-/// Counts the request against rate limits and reserves its worst case in its budgets. The master key
-/// passes untouched (spec 8.2).
-pub async fn admit(
+/// Counts a request of `prompt_tokens` against the rate limits. The master key passes untouched (spec 8.2).
+pub async fn rate(
     rates: &RateLimits,
-    budgets: &Arc<Budgets>,
     config: &Config,
     principal: &Principal,
-    ask: &Ask,
-) -> Result<Grant, ApiError> {
+    prompt_tokens: u64,
+) -> Result<(), ApiError> {
     if principal.key().is_some() {
-        rates.admit(principal, config, ask.prompt_tokens).await?;
+        rates.admit(principal, config, prompt_tokens).await?;
     }
-    budgets.admit(principal, ask).await
+    Ok(())
 }
 
 #[cfg(test)]
@@ -178,6 +225,7 @@ mod tests {
         let unlimited = Unseen { searches: Searches::Unlimited, ..Unseen::default() };
         let searches = beyond(&r, unlimited, None, true, &settings).unwrap();
         assert_eq!((searches.searches, searches.input_tokens), (5, 50_000), "the configured default and results");
+        assert_eq!(searches.results, 50_000, "the results are told apart from a history");
     }
 
     #[test]
@@ -195,7 +243,7 @@ mod tests {
         let r = routes(TWO);
         let req =
             svc_providers::ChatRequest::parse(br#"{"model":"a","messages":[{"role":"user","content":"hi"}]}"#).unwrap();
-        let counted = Beyond { input_tokens: 100_000, window: Some(3000), uncounted: false, searches: 2 };
+        let counted = Beyond { input_tokens: 100_000, results: 0, window: Some(3000), uncounted: false, searches: 2 };
         let a = ask(&r, &req, 20, counted, false);
         assert_eq!(a.prompt_tokens, 3000, "never more than the window");
         assert_eq!(a.fixed, Money::from_nanos(20_000_000), "two searches at the dearest deployment's 0.01");

@@ -62,6 +62,8 @@ pub(super) struct Call<'a> {
     pub(super) inbound: &'a Inbound,
     /// Whether the request continues a stored response (`previous_response_id`).
     pub(super) continues: bool,
+    /// The built-in tool calls (web searches) the budgets pay for, when lower than the client's.
+    pub(super) tool_calls: Option<u64>,
 }
 
 /// A failed call: the deployment that gave the last error (or, when the time was up before any attempt, the
@@ -214,7 +216,7 @@ impl Call<'_> {
         within: Duration,
     ) -> Result<Answer, ProviderError> {
         let upstream_model = route.upstream_model(self.alias);
-        let body = front::passthrough::prepare(self.api, self.body, &upstream_model, told)
+        let body = front::passthrough::prepare_with(self.api, self.body, &upstream_model, told, self.tool_calls)
             .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
         let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
         let open = async {

@@ -10,9 +10,9 @@
 //! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'
 //!    (pinned to the deployment holding the stored response the request continues, which must be one the
 //!    caller may reach: [`stored::reach`], else 404 as an unknown `previous_response_id`).
-//! 6. [`admission::admit`]: rate limits, and the worst case on the dearest deployment of the plan reserved in
-//!    the team's and key's budgets, possibly with a lower completion cap (429 `Budget exceeded` /
-//!    `rate_limit_exceeded`).
+//! 6. [`admission`]: rate limits, and the worst case on the dearest deployment of the plan reserved in the
+//!    team's and key's budgets; when it does not fit, first bounded tightly by the provider's exact input count
+//!    (`tighten`), then possibly with a lower completion cap (429 `Budget exceeded` / `rate_limit_exceeded`).
 //! 7. `attempts`: the provider call, passed through when the deployment speaks the client's API, else as a
 //!    chat completion; the alias becomes the upstream id on the way out and comes back in `model`; failures
 //!    retried along the plan.
@@ -30,6 +30,7 @@ pub mod routing;
 pub mod settlement;
 pub mod spend_writer;
 pub mod stored;
+mod tighten;
 pub mod upstream;
 
 use crate::auth::Principal;
@@ -70,6 +71,13 @@ pub struct Inbound {
     pub headers: Vec<(axum::http::HeaderName, HeaderValue)>,
 }
 
+impl Inbound {
+    /// The client's `anthropic-beta` values, when it sent any.
+    fn betas(&self) -> Option<&str> {
+        self.headers.iter().find(|(name, _)| name.as_str() == "anthropic-beta").and_then(|(_, v)| v.to_str().ok())
+    }
+}
+
 /// Runs one model request through the stages listed at the top of this file. `alias` receives the alias asked
 /// for as soon as it is read (moved there, not copied), so the caller can name it in a refusal's request line.
 pub async fn handle(
@@ -91,9 +99,13 @@ pub async fn handle(
         Some(id) => Some(continued(state, &principal, id).await?),
         None => None,
     };
-    let (plan, first) = plan(&state.models, state.events.as_ref(), alias, home.as_ref())?;
+    let (mut plan, first) = plan(&state.models, state.events.as_ref(), alias, home.as_ref())?;
+    if let Some(betas) = inbound.betas() {
+        admission::check_betas(plan.candidates(), betas, state.config.gateway.anthropic_beta_allowed.as_deref())?;
+    }
     let history = home.as_ref().map(|h| h.tokens);
-    let (grant, meter) = admit(state, &principal, &plan, &req, body, unseen, history).await?;
+    let asked = Asked { req: &req, body, inbound, alias };
+    let Admitted { grant, meter, tool_calls } = admit(state, &principal, &mut plan, asked, unseen, history).await?;
     let call = Call {
         state,
         principal,
@@ -109,6 +121,7 @@ pub async fn handle(
         api: inbound.api,
         inbound,
         continues: continues.is_some(),
+        tool_calls,
     };
     let outcome = call.attempts(plan, req, first).await;
     call.respond(outcome, ticket, grant.reservation).await
@@ -161,25 +174,67 @@ fn plan(
     Ok((plan, first))
 }
 
-/// Stage 6: rate limits and the budget reservation of the worst case over the plan; the meter the answer will
-/// be judged with.
+/// What the admission reads of the request: its chat form, the client's body, how it came in and its alias.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    req: &'a ChatRequest,
+    body: &'a [u8],
+    inbound: &'a Inbound,
+    alias: &'a str,
+}
+
+/// An admitted request: its holds, the meter its answer will be judged with, and the built-in tool calls
+/// (web searches) it is left, when they had to be turned off for it to fit.
+struct Admitted {
+    grant: Grant,
+    meter: Meter,
+    tool_calls: Option<u64>,
+}
+
+/// Stage 6: rate limits and the budget reservation of the worst case over the plan. In the last part of a
+/// budget, where that does not fit, the bound is made tight first (`tighten`: the exact input count), then the
+/// web searches are turned off where they can be, then the completion is capped (or the request refused).
 async fn admit(
     state: &AppState,
     principal: &Principal,
-    plan: &Plan,
-    req: &ChatRequest,
-    body: &[u8],
+    plan: &mut Plan,
+    asked: Asked<'_>,
     unseen: Unseen,
     history: Option<Option<u64>>,
-) -> Result<(Grant, Meter), ApiError> {
-    let prompt_estimate = estimate::prompt_tokens(req);
+) -> Result<Admitted, ApiError> {
+    let Asked { req, body, inbound, alias } = asked;
+    let mut prompt_estimate = estimate::prompt_tokens(req);
     // Most requests hold all they are billed for: only the others pay for finding out who is budgeted.
     let budgeted = (unseen.uncounted.is_some() || matches!(history, Some(None))) && state.budgets.apply_to(principal);
     let beyond = admission::beyond(plan.candidates(), unseen, history, budgeted, &state.config.gateway.admission)?;
     // A prompt cache entry kept for an hour (`"ttl": "1h"` on a block) is written at its own, dearer price.
     let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
-    let ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
-    let grant = admission::admit(&state.rates, &state.budgets, &state.config, principal, &ask).await?;
+    let mut ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
+    admission::rate(&state.rates, &state.config, principal, ask.prompt_tokens).await?;
+    let mut tool_calls = None;
+    let grant = match state.budgets.admit_whole(principal, &ask).await? {
+        Some(grant) => Some(grant),
+        None => match tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await {
+            Some(tight) => {
+                (ask, prompt_estimate) = (tight.ask, tight.counted);
+                match tight.without_searches {
+                    Some(bare) => match state.budgets.admit_whole(principal, &ask).await? {
+                        Some(grant) => Some(grant),
+                        None => {
+                            (ask, tool_calls) = (bare, Some(0));
+                            None
+                        }
+                    },
+                    None => None,
+                }
+            }
+            None => None,
+        },
+    };
+    let grant = match grant {
+        Some(grant) => grant,
+        None => state.budgets.admit(principal, &ask).await?,
+    };
     let meter = Meter {
         prompt_estimate,
         // The deployment's own bounds are set per attempt.
@@ -190,5 +245,5 @@ async fn admit(
         choices: ask.choices,
         budgeted: grant.reservation.is_budgeted(),
     };
-    Ok((grant, meter))
+    Ok(Admitted { grant, meter, tool_calls })
 }

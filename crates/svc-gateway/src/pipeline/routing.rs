@@ -274,6 +274,16 @@ impl Plan {
         &self.candidates
     }
 
+    /// Keeps only the deployments that count input as the first one does (its provider and upstream model).
+    pub fn keep_like_first(&mut self) {
+        let Some(first) = self.candidates.first().cloned() else { return };
+        let like = |r: &Arc<Route>| {
+            r.deployment.provider_name() == first.deployment.provider_name()
+                && r.deployment.upstream_model == first.deployment.upstream_model
+        };
+        self.candidates.retain(like);
+    }
+
     /// Keeps only the deployment `id` (a stored response's home), when the plan holds it.
     pub fn pin(&mut self, id: &str) {
         if self.candidates.iter().any(|r| r.deployment.id == id) {

@@ -23,6 +23,15 @@ use svc_store::{NodeState, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The longest a take from the store's bucket may keep a request (or the top-up it waits for): a node cut off
+/// from the store falls back to limiting on its own at once instead of after the pool's acquire timeout.
+const STORE_WAIT: Duration = Duration::from_millis(750);
+
+/// `call`, given at most [`STORE_WAIT`].
+async fn bounded<T>(call: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    tokio::time::timeout(STORE_WAIT, call).await.unwrap_or(Err(StoreError::Timeout(STORE_WAIT.as_millis())))
+}
+
 /// A chunk is at most 1/(SHARE × live nodes) of a limit.
 const SHARE: i64 = 4;
 
@@ -152,7 +161,7 @@ impl FleetRates {
         }
         let lacks = n - a.held().max(0);
         let want = self.chunk(per_minute).max(lacks);
-        let got = self.store.rate_take(&a.scope, per_minute, per_minute, lacks, want).await?;
+        let got = bounded(self.store.rate_take(&a.scope, per_minute, per_minute, lacks, want)).await?;
         a.add(got);
         Ok(a.take(n).is_some())
     }
@@ -182,7 +191,7 @@ impl FleetRates {
         self.tasks.spawn(async move {
             let _one = a.asking.lock().await;
             let chunk = me.chunk(a.per_minute);
-            match me.store.rate_take(&a.scope, a.per_minute, a.per_minute, 1, chunk).await {
+            match bounded(me.store.rate_take(&a.scope, a.per_minute, a.per_minute, 1, chunk)).await {
                 Ok(got) => a.add(got),
                 Err(e) => tracing::warn!(error = %e, bucket = %a.scope, "cannot top up a fleet-wide rate allowance"),
             }

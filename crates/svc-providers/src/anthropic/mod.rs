@@ -130,6 +130,11 @@ impl Anthropic {
         http::with_key(call, HeaderName::from_static("x-api-key"), self.api_key.as_ref(), deployment)
     }
 
+    /// The Messages body a chat-completions request becomes (not streamed).
+    pub(crate) fn messages_body(&self, req: &ChatRequest) -> Result<Map<String, Value>, ProviderError> {
+        request::to_messages_request(req, self.default_max_tokens, false)
+    }
+
     fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)

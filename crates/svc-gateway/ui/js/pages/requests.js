@@ -5,6 +5,16 @@ import { api, visibleKeys, visibleTeams } from '../api.js';
 import { h, fill, card, table, pill, money, count, time, select } from '../dom.js';
 
 const PAGE = 50;
+// A record's priced parts (`spend_parts_nanos`), as the Spend cell names them.
+const PARTS = [['input', 'in'], ['output', 'out'], ['cache_read', 'cache read'], ['cache_write', 'cache write'], ['tools', 'tools']];
+
+/** Where a request's money went: its non-zero parts, and its basis when the bill was not simply believed. */
+function spendCell(r) {
+  const p = r.spend_parts_nanos || {};
+  const parts = PARTS.filter(([k]) => p[k] > 0).map(([k, label]) => `${label} ${money(p[k] / 1e9)}`).join(' · ');
+  const flagged = r.basis && r.basis !== 'billed' ? pill(r.basis.replace('_', ' '), 'warn') : null;
+  return h('td', { class: 'num', 'data-parts': '' }, money(r.spend), flagged, h('span', { class: 'sub' }, parts));
+}
 
 export default {
   id: 'requests',
@@ -57,7 +67,7 @@ export default {
             h('td', null, r.key_alias || (r.key_id ? options.names.get(r.key_id) || r.key_id : '(master key)'), h('span', { class: 'sub' }, [r.team_id, r.agent_role].filter(Boolean).join(' · '))),
             h('td', null, r.model, h('span', { class: 'sub' }, r.deployment || '')),
             `${count(r.prompt_tokens)} → ${count(r.completion_tokens)}`,
-            money(r.spend),
+            spendCell(r),
             pill(String(r.status), r.status >= 500 ? 'bad' : r.status >= 400 ? 'warn' : 'ok'),
             `${count(r.latency_ms)} ms`,
             h('td', { class: 'hide-sm' }, r.client || '—', h('span', { class: 'sub' }, [r.api, r.session_id].filter(Boolean).join(' · '))),
