@@ -55,10 +55,13 @@ pub struct Slice {
     /// holds the whole unspent lease).
     pub exposable: Money,
     /// What a report allows beyond the exposure for requests to come before the next one: at each report, half
-    /// of what it was or what was reserved since the last report, whichever is more.
+    /// of what it was or what was reserved since the last report and one more of the largest of those requests,
+    /// whichever is more.
     pub headroom: Money,
     /// Reserved since the last report.
     pub flow: Money,
+    /// The largest request reserved since the last report.
+    pub largest: Money,
 }
 
 impl Default for Slice {
@@ -70,6 +73,7 @@ impl Default for Slice {
             exposable: Money::MAX,
             headroom: Money::ZERO,
             flow: Money::ZERO,
+            largest: Money::ZERO,
         }
     }
 }
@@ -257,7 +261,8 @@ impl Account {
     pub fn report_exposure(&mut self, written: Money) -> Option<Money> {
         let exposure = self.exposure();
         let s = self.slice.as_mut()?;
-        s.headroom = Money::from_nanos(s.headroom.nanos() / 2).max(std::mem::take(&mut s.flow));
+        let flow = std::mem::take(&mut s.flow).plus(std::mem::take(&mut s.largest));
+        s.headroom = Money::from_nanos(s.headroom.nanos() / 2).max(flow);
         let report = exposure.minus(written).at_least_zero().plus(s.headroom);
         s.exposable = s.exposable.min(report.plus(written));
         Some(report)
@@ -405,6 +410,7 @@ impl Account {
         self.reserved = self.reserved.plus(amount);
         if let Some(s) = self.slice.as_mut() {
             s.flow = s.flow.plus(amount);
+            s.largest = s.largest.max(amount);
         }
     }
 
@@ -589,25 +595,25 @@ mod tests {
         a.unwritten(m(80));
         a.hold(m(50));
         assert_eq!(a.exposure(), m(130));
-        // A report with a batch of 80: the 50 in flight, and as much as was reserved since the last report. The
-        // ceiling is lowered at once (counting the batch until it is written), and applied when the store takes
-        // the report.
-        assert_eq!(a.report_exposure(m(80)), Some(m(50 + 150)));
-        assert_eq!(a.slice().map(|s| s.exposable), Some(m(280)));
-        assert_eq!(a.room(t(0)), m(150));
-        assert!(a.exposure_binds(m(200)) && !a.exposure_binds(m(100)) && !a.exposure_binds(m(400)));
+        // A report with a batch of 80: the 50 in flight, and as much as was reserved since the last report and one
+        // more of the largest of those requests. The ceiling is lowered at once (counting the batch until it is
+        // written), and applied when the store takes the report.
+        assert_eq!(a.report_exposure(m(80)), Some(m(50 + 150 + 100)));
+        assert_eq!(a.slice().map(|s| s.exposable), Some(m(380)));
+        assert_eq!(a.room(t(0)), m(250));
+        assert!(a.exposure_binds(m(300)) && !a.exposure_binds(m(200)) && !a.exposure_binds(m(400)));
         a.written(m(80));
-        a.exposed(m(200));
-        assert_eq!((a.room(t(0)), a.exposure_wanted(m(150))), (m(150), None), "the slice has 370");
+        a.exposed(m(300));
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(250))), (m(250), None), "the slice has 370");
         // Past the ceiling: ask the store for what is needed, or twice the ceiling.
-        assert_eq!(a.exposure_wanted(m(160)), Some(m(400)));
+        assert_eq!(a.exposure_wanted(m(260)), Some(m(600)));
         assert_eq!(a.exposure_wanted(m(700)), Some(m(750)));
         a.exposed(m(1050));
         assert_eq!((a.room(t(0)), a.exposure_wanted(m(300))), (m(370), None), "now the slice is what binds");
         // Idle, the headroom halves at each report.
         a.release(m(50));
-        assert_eq!(a.report_exposure(Money::ZERO), Some(m(75)));
-        assert_eq!(a.report_exposure(Money::ZERO), Some(m(37)));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(m(125)));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(m(62)));
         for _ in 0..10 {
             a.report_exposure(Money::ZERO);
         }
