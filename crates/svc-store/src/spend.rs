@@ -350,29 +350,46 @@ impl<'f> Where<'f> {
 
 /// The values of one spend row ([`bind_all`]), in the column order of [`insert_spend_sql`].
 const SPEND_COLUMNS: usize = 28;
+/// Of them, those a row without prompt-cache or server-tool use leaves at their default 0 (a lean row).
+const CACHE_AND_TOOL_COLUMNS: usize = 6;
 
-/// The text of a spend INSERT of `rows` rows (a power of two up to 512), made once per backend and row count.
-fn insert_spend_sql(backend: Backend, rows: usize) -> &'static str {
+/// Whether a record used no prompt cache and no server-side tool: its row can leave those columns to their
+/// default 0 (six bound values fewer, most of the records of plain traffic).
+fn is_lean(r: &SpendRecord) -> bool {
+    (r.cache_read_tokens | r.cache_write_tokens | r.tool_uses | r.cache_read_cost | r.cache_write_cost | r.tool_cost)
+        == 0
+}
+
+/// The text of a spend INSERT of `rows` rows (a power of two up to 512), of lean rows or whole ones, made once
+/// per backend, row count and shape.
+fn insert_spend_sql(backend: Backend, rows: usize, lean: bool) -> &'static str {
     use std::sync::OnceLock;
-    static TEXTS: [[OnceLock<String>; 10]; 2] = [const { [const { OnceLock::new() }; 10] }; 2];
+    static TEXTS: [[[OnceLock<String>; 10]; 2]; 2] = [const { [const { [const { OnceLock::new() }; 10] }; 2] }; 2];
     debug_assert!(rows.is_power_of_two() && rows <= 512);
-    let slot = &TEXTS[usize::from(backend == Backend::Postgres)][rows.trailing_zeros().min(9) as usize];
+    let slot =
+        &TEXTS[usize::from(backend == Backend::Postgres)][usize::from(lean)][rows.trailing_zeros().min(9) as usize];
     slot.get_or_init(|| {
         let mut sql = String::from(
             "INSERT INTO spend_log (record_id, node, request_id, ts_ms, key_id, team_id, agent_role, model_alias, \
-             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, response_id, \
-             cache_read_tokens, cache_write_tokens, tool_uses, input_cost, output_cost, cache_read_cost, cache_write_cost, \
-             tool_cost, basis) VALUES ",
+             upstream_model, deployment, prompt_tokens, completion_tokens, cost, status, latency_ms, api, client, session_id, response_id, ",
         );
-        crate::push_values(&mut sql, backend, rows, SPEND_COLUMNS);
+        sql.push_str(if lean {
+            "input_cost, output_cost, basis) VALUES "
+        } else {
+            "cache_read_tokens, cache_write_tokens, tool_uses, input_cost, output_cost, cache_read_cost, cache_write_cost, \
+             tool_cost, basis) VALUES "
+        });
+        let columns = if lean { SPEND_COLUMNS - CACHE_AND_TOOL_COLUMNS } else { SPEND_COLUMNS };
+        crate::push_values(&mut sql, backend, rows, columns);
         sql.push_str(" ON CONFLICT (record_id) DO NOTHING");
         sql
     })
 }
 
 /// The [`SPEND_COLUMNS`] values of a spend row, in [`insert_spend_sql`]'s column order, `sane` its numbers in
-/// range. Strings are bound borrowed: no copy per record here (sqlx's worker copies them).
-fn bind_all<'q>(args: &mut AnyArguments<'q>, r: &'q SpendRecord, sane: Sane) -> Result<(), BoxDynError> {
+/// range (`lean`: without the cache and tool columns). Strings are bound borrowed: no copy per record here
+/// (sqlx's worker copies them).
+fn bind_all<'q>(args: &mut AnyArguments<'q>, r: &'q SpendRecord, sane: Sane, lean: bool) -> Result<(), BoxDynError> {
     args.add(r.record_id.as_str())?;
     args.add(r.node.as_deref())?;
     args.add(r.request_id.as_str())?;
@@ -392,8 +409,13 @@ fn bind_all<'q>(args: &mut AnyArguments<'q>, r: &'q SpendRecord, sane: Sane) -> 
     args.add(r.client.as_deref())?;
     args.add(r.session_id.as_deref())?;
     args.add(r.response_id.as_deref())?;
-    for n in [sane.4, sane.5, sane.6, sane.7, sane.8, sane.9, sane.10, sane.11] {
-        args.add(n)?;
+    if lean {
+        args.add(sane.7)?;
+        args.add(sane.8)?;
+    } else {
+        for n in [sane.4, sane.5, sane.6, sane.7, sane.8, sane.9, sane.10, sane.11] {
+            args.add(n)?;
+        }
     }
     args.add(r.basis.as_deref())
 }
@@ -431,6 +453,8 @@ impl Store {
         for chunk in chunks {
             // The arguments are sized once: bound one by one, their vector grew (and was copied) log2(19 n) times.
             let mut args = AnyArguments::default();
+            // A chunk of records that used no prompt cache and no server-side tool binds six values fewer a row.
+            let lean = chunk.iter().all(|r| is_lean(r.borrow()));
             args.reserve(chunk.len() * SPEND_COLUMNS, 0);
             for r in chunk {
                 let r: &SpendRecord = r.borrow();
@@ -439,9 +463,9 @@ impl Store {
                     tracing::error!(request_id = %r.request_id, prompt_tokens = r.prompt_tokens, completion_tokens = r.completion_tokens,
                         cost = r.cost, "a spend record out of range was clamped before it was stored");
                 }
-                bind_all(&mut args, r, sane).map_err(sqlx::Error::Encode)?;
+                bind_all(&mut args, r, sane, lean).map_err(sqlx::Error::Encode)?;
             }
-            let q = sqlx::query_with(insert_spend_sql(self.backend(), chunk.len()), args);
+            let q = sqlx::query_with(insert_spend_sql(self.backend(), chunk.len(), lean), args);
             match tx.as_mut() {
                 Some(tx) => q.execute(&mut **tx).await?,
                 None => q.execute(self.writer()).await?,

@@ -244,6 +244,31 @@ async fn response_owners(s: &Store) {
     assert_eq!(back.iter().filter(|r| r.response_id.as_deref() == Some("resp_1")).count(), 2);
 }
 
+/// A record's parts come back as written, whether its batch is written lean (no cache or tool parts: those
+/// columns left to their default 0) or whole, and in a batch that mixes both.
+async fn spend_parts_round_trip_lean_and_whole(s: &Store) {
+    let lean = |i| SpendRecord { input_cost: 60, output_cost: 40, basis: Some("billed".into()), ..rec(i, "p") };
+    let whole = |i| SpendRecord {
+        cache_read_tokens: 7,
+        cache_write_tokens: 3,
+        tool_uses: 1,
+        cache_read_cost: 5,
+        cache_write_cost: 6,
+        tool_cost: 9,
+        input_cost: 40,
+        output_cost: 40,
+        ..rec(i, "p")
+    };
+    s.insert_spend_batch(&[lean(1), lean(2)]).await.unwrap();
+    s.insert_spend_batch(&[whole(3)]).await.unwrap();
+    s.insert_spend_batch(&[lean(4), whole(5)]).await.unwrap();
+    let mut back =
+        s.query_spend(&SpendFilter { team_id: Some("p".into()), ..Default::default() }, 10, 0).await.unwrap();
+    back.sort_by_key(|r| r.ts_ms);
+    let want = [lean(1), lean(2), whole(3), lean(4), whole(5)];
+    assert_eq!(back, want);
+}
+
 macro_rules! both_backends {
     ($($name:ident),*) => {
         mod on_sqlite { $( #[tokio::test] async fn $name() { let db = super::sqlite().await; super::$name(&db.store).await; } )* }
@@ -470,6 +495,7 @@ async fn node_names_are_unique(s: &Store) {
 }
 
 both_backends!(
+    spend_parts_round_trip_lean_and_whole,
     keys_round_trip,
     teams_keep_anchor,
     spend_and_outbox,

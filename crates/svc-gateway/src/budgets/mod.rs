@@ -357,30 +357,34 @@ impl Budgets {
         anchor: DateTime<Utc>,
     ) -> Result<Cell, ApiError> {
         let cell = self.cell(scope);
-        cell.get_or_try_init(|| async {
-            let now = self.now();
-            let period = duration.period_at(anchor, now);
-            if self.leases.is_some() {
-                // Fleet mode: the fleet's spend is learned from the store with the first grant.
-                let mut account = Account::leased(limit, duration, anchor, now);
-                let label = scope.label();
-                let asked = self.store.notices(&label, period.start.timestamp_millis());
-                let notices = lease::bounded(lease::STORE_WAIT, asked).await.map_err(|e| refusal::unreachable(&e))?;
+        // Boxed: the first use's store reads, a large future every admission would carry.
+        cell.get_or_try_init(|| {
+            Box::pin(async {
+                let now = self.now();
+                let period = duration.period_at(anchor, now);
+                if self.leases.is_some() {
+                    // Fleet mode: the fleet's spend is learned from the store with the first grant.
+                    let mut account = Account::leased(limit, duration, anchor, now);
+                    let label = scope.label();
+                    let asked = self.store.notices(&label, period.start.timestamp_millis());
+                    let notices =
+                        lease::bounded(lease::STORE_WAIT, asked).await.map_err(|e| refusal::unreachable(&e))?;
+                    let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
+                    account.restore_notices(&announced);
+                    return Ok::<_, ApiError>(Entry::new(account));
+                }
+                let mut filter = SpendFilter { start_ms: Some(period.start.timestamp_millis()), ..Default::default() };
+                match scope {
+                    Scope::Team(t) => filter.team_id = Some(t.clone()),
+                    Scope::Key(k) => filter.key_id = Some(k.clone()),
+                }
+                let spent = Money::from_nanos_i128(self.store.sum_spend(&filter).await?);
+                let mut account = Account::new(limit, duration, anchor, spent, now);
+                let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
                 let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
                 account.restore_notices(&announced);
-                return Ok::<_, ApiError>(Entry::new(account));
-            }
-            let mut filter = SpendFilter { start_ms: Some(period.start.timestamp_millis()), ..Default::default() };
-            match scope {
-                Scope::Team(t) => filter.team_id = Some(t.clone()),
-                Scope::Key(k) => filter.key_id = Some(k.clone()),
-            }
-            let spent = Money::from_nanos_i128(self.store.sum_spend(&filter).await?);
-            let mut account = Account::new(limit, duration, anchor, spent, now);
-            let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
-            let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
-            account.restore_notices(&announced);
-            Ok::<_, ApiError>(Entry::new(account))
+                Ok::<_, ApiError>(Entry::new(account))
+            })
         })
         .await?;
         Ok(cell)
@@ -443,7 +447,9 @@ impl Budgets {
                 Tried::Short(short) => {
                     if let Some(leases) = &self.leases {
                         for i in short {
-                            if leases.ask_for(self, &cells[i].0, &cells[i].1, ask).await == lease::Asked::Unreachable {
+                            // Boxed: store calls of fleet mode, a large future every admission would carry.
+                            let asking = Box::pin(leases.ask_for(self, &cells[i].0, &cells[i].1, ask));
+                            if asking.await == lease::Asked::Unreachable {
                                 asked = lease::Asked::Unreachable;
                             }
                         }
@@ -453,7 +459,8 @@ impl Budgets {
                     last_try = rounds >= 3 || !Leases::exposure_binds(&cells, ask.worst_case());
                 }
                 Tried::Refused { index, refusal, period_start } => {
-                    return Err(self.refuse(&cells, index, refusal, period_start, ask, &who, asked).await);
+                    // Boxed: a refusal reads the store in fleet mode, a large future every admission would carry.
+                    return Err(Box::pin(self.refuse(&cells, index, refusal, period_start, ask, &who, asked)).await);
                 }
             }
         }

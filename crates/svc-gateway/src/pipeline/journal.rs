@@ -47,6 +47,9 @@ fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
         ("cost", s.cost),
         ("status", s.status),
         ("latency_ms", s.latency_ms),
+    ];
+    // Fields a record reads as 0 when they are missing: written only when they are not.
+    let parts = [
         ("cache_read_tokens", s.cache_read_tokens),
         ("cache_write_tokens", s.cache_write_tokens),
         ("tool_uses", s.tool_uses),
@@ -62,14 +65,18 @@ fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
         line.extend_from_slice(b"\":");
     };
     line.push(b'{');
+    // A text field left out reads as `None`.
     for (name, value) in texts {
-        key(line, name);
-        match value {
-            Some(v) => push_str(line, v),
-            None => line.extend_from_slice(b"null"),
+        if let Some(v) = value {
+            key(line, name);
+            push_str(line, v);
         }
     }
     for (name, n) in numbers {
+        key(line, name);
+        push_int(line, n);
+    }
+    for (name, n) in parts.into_iter().filter(|(_, n)| *n != 0) {
         key(line, name);
         push_int(line, n);
     }
@@ -316,8 +323,11 @@ mod tests {
             assert_eq!(line.last(), Some(&b'\n'));
             assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1, "one line");
             assert_eq!(serde_json::from_slice::<ChargedRecord>(&line)?, r);
+            // What serde writes, less the fields that read back as `None` or 0 when left out.
             let mut by_serde = serde_json::to_value(&r.record)?;
             if let serde_json::Value::Object(map) = &mut by_serde {
+                let required = ["ts_ms", "prompt_tokens", "completion_tokens", "cost", "status", "latency_ms"];
+                map.retain(|k, v| !v.is_null() && (*v != serde_json::json!(0) || required.contains(&k.as_str())));
                 map.insert("charges".into(), serde_json::to_value(&r.charges)?);
             }
             assert_eq!(serde_json::from_slice::<serde_json::Value>(&line)?, by_serde);

@@ -183,6 +183,43 @@ struct Asked<'a> {
     alias: &'a str,
 }
 
+/// What the last part of a budget admitted: the holds, the ask they were made for, the prompt's count and the
+/// built-in tool calls left to the request.
+struct LastPart {
+    grant: Grant,
+    ask: crate::budgets::Ask,
+    prompt_estimate: u64,
+    tool_calls: Option<u64>,
+}
+
+/// The last part of a budget, where the loose worst case does not fit: the bound made tight (`tighten`), then
+/// the request without its web searches where they can be turned off, then `Budgets::admit` (a lower
+/// completion cap, or 429).
+async fn last_part(
+    state: &AppState,
+    principal: &Principal,
+    plan: &mut Plan,
+    asked: Asked<'_>,
+    (loose, prompt_estimate): (crate::budgets::Ask, u64),
+    beyond: admission::Beyond,
+    hour_cache: bool,
+) -> Result<LastPart, ApiError> {
+    let Asked { req, body, inbound, alias } = asked;
+    let Some(tight) = tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await else {
+        let grant = state.budgets.admit(principal, &loose).await?;
+        return Ok(LastPart { grant, ask: loose, prompt_estimate, tool_calls: None });
+    };
+    let (mut ask, mut tool_calls) = (tight.ask, None);
+    if let Some(bare) = tight.without_searches {
+        if let Some(grant) = state.budgets.admit_whole(principal, &ask).await? {
+            return Ok(LastPart { grant, ask, prompt_estimate: tight.counted, tool_calls });
+        }
+        (ask, tool_calls) = (bare, Some(0));
+    }
+    let grant = state.budgets.admit(principal, &ask).await?;
+    Ok(LastPart { grant, ask, prompt_estimate: tight.counted, tool_calls })
+}
+
 /// An admitted request: its holds, the meter its answer will be judged with, and the built-in tool calls
 /// (web searches) it is left, when they had to be turned off for it to fit.
 struct Admitted {
@@ -202,38 +239,26 @@ async fn admit(
     unseen: Unseen,
     history: Option<Option<u64>>,
 ) -> Result<Admitted, ApiError> {
-    let Asked { req, body, inbound, alias } = asked;
+    let Asked { req, body, .. } = asked;
     let mut prompt_estimate = estimate::prompt_tokens(req);
     // Most requests hold all they are billed for: only the others pay for finding out who is budgeted.
     let budgeted = (unseen.uncounted.is_some() || matches!(history, Some(None))) && state.budgets.apply_to(principal);
     let beyond = admission::beyond(plan.candidates(), unseen, history, budgeted, &state.config.gateway.admission)?;
     // A prompt cache entry kept for an hour (`"ttl": "1h"` on a block) is written at its own, dearer price.
-    let hour_cache = memchr::memmem::find(body, b"\"ttl\"").is_some();
+    static TTL: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"ttl\""));
+    let hour_cache = TTL.find(body).is_some();
     let mut ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
     admission::rate(&state.rates, &state.config, principal, ask.prompt_tokens).await?;
-    let mut tool_calls = None;
-    let grant = match state.budgets.admit_whole(principal, &ask).await? {
-        Some(grant) => Some(grant),
-        None => match tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await {
-            Some(tight) => {
-                (ask, prompt_estimate) = (tight.ask, tight.counted);
-                match tight.without_searches {
-                    Some(bare) => match state.budgets.admit_whole(principal, &ask).await? {
-                        Some(grant) => Some(grant),
-                        None => {
-                            (ask, tool_calls) = (bare, Some(0));
-                            None
-                        }
-                    },
-                    None => None,
-                }
-            }
-            None => None,
-        },
-    };
-    let grant = match grant {
-        Some(grant) => grant,
-        None => state.budgets.admit(principal, &ask).await?,
+    let (grant, tool_calls) = match state.budgets.admit_whole(principal, &ask).await? {
+        Some(grant) => (grant, None),
+        // Boxed: the last part of a budget is rare, and its futures would make every request's larger.
+        None => {
+            let loose = (ask, prompt_estimate);
+            let last = Box::pin(last_part(state, principal, plan, asked, loose, beyond, hour_cache)).await?;
+            (ask, prompt_estimate) = (last.ask, last.prompt_estimate);
+            (last.grant, last.tool_calls)
+        }
     };
     let meter = Meter {
         prompt_estimate,
