@@ -39,7 +39,11 @@ pub struct Account {
 /// This node's share of a budget its fleet shares: what the store granted it this period (its lease) and
 /// what it spent of that. The store makes sure that the leases of all nodes and the spend of ended leases
 /// never pass the limit together; admission here takes only from the slice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// The slice's *exposure* is what this node may have answered under it and not written: its reservations plus
+/// its unwritten spend. Should the node die, the store holds back what it was last told of that (the lease's
+/// exposure), so admission never takes the exposure past `exposable`, the most the store holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slice {
     /// Granted to this node in the current period.
     pub granted: Money,
@@ -47,6 +51,31 @@ pub struct Slice {
     pub used: Money,
     /// Of `used`, what is not written to the store yet.
     pub unwritten: Money,
+    /// The most the store holds of this node's exposure under the lease (`Money::MAX`: never reported, the store
+    /// holds the whole unspent lease).
+    pub exposable: Money,
+    /// What a report allows beyond the exposure for requests to come before the next one: at each report, half
+    /// of what it was or what was reserved since the last report and one more of the largest of those requests,
+    /// whichever is more.
+    pub headroom: Money,
+    /// Reserved since the last report.
+    pub flow: Money,
+    /// The largest request reserved since the last report.
+    pub largest: Money,
+}
+
+impl Default for Slice {
+    fn default() -> Slice {
+        Slice {
+            granted: Money::ZERO,
+            used: Money::ZERO,
+            unwritten: Money::ZERO,
+            exposable: Money::MAX,
+            headroom: Money::ZERO,
+            flow: Money::ZERO,
+            largest: Money::ZERO,
+        }
+    }
 }
 
 /// Why a reservation was refused.
@@ -195,7 +224,13 @@ impl Account {
     /// not yet written counts against the next grants (it may be charged to them).
     pub fn reset_slice(&mut self) {
         if let Some(slice) = self.slice.as_mut() {
-            *slice = Slice { used: slice.unwritten, unwritten: slice.unwritten, ..Slice::default() };
+            // The store may still hold the old leases' exposures (their return can fail): keep within them.
+            *slice = Slice {
+                used: slice.unwritten,
+                unwritten: slice.unwritten,
+                exposable: slice.exposable,
+                ..Slice::default()
+            };
         }
     }
 
@@ -267,7 +302,9 @@ impl Account {
     fn room_now(&self) -> Money {
         let total = self.limit.minus(self.spent).minus(self.reserved).at_least_zero();
         match &self.slice {
-            Some(s) => total.min(s.granted.minus(s.used).minus(self.reserved).at_least_zero()),
+            Some(s) => total
+                .min(s.granted.minus(s.used).minus(self.reserved).at_least_zero())
+                .min(s.exposable.minus(self.exposure()).at_least_zero()),
             None => total,
         }
     }
@@ -313,6 +350,10 @@ impl Account {
     /// Holds `amount` for a request in flight (after [`Account::check`] passed under the same lock).
     pub fn hold(&mut self, amount: Money) {
         self.reserved = self.reserved.plus(amount);
+        if let Some(s) = self.slice.as_mut() {
+            s.flow = s.flow.plus(amount);
+            s.largest = s.largest.max(amount);
+        }
     }
 
     /// Replaces a reservation by the actual cost; returns what to announce.
@@ -363,6 +404,9 @@ impl Account {
         self.limit = limit;
     }
 }
+
+#[path = "exposure.rs"]
+mod exposure;
 
 #[cfg(test)]
 mod tests {

@@ -74,6 +74,24 @@ pub struct LeaseGrant {
     pub others_spent: i64,
 }
 
+/// A node's report of its exposure in one of its leases: the most it may have answered under the lease and not
+/// yet written (see migration 0014). A reclaimed lease holds back this much (at most its unspent part).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exposure {
+    /// `team:ID` or `key:ID`.
+    pub scope: String,
+    /// Period start, Unix ms.
+    pub period: i64,
+    /// Nano-units.
+    pub exposure: i64,
+    /// The node's sequence number of the report: the store keeps the newest report of each lease.
+    pub seq: i64,
+}
+
+fn exposures_json(exposures: &[Exposure]) -> Result<String, StoreError> {
+    serde_json::to_string(exposures).map_err(|e| StoreError::Batch(e.to_string()))
+}
+
 /// A budget period as the store sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeriodRow {
@@ -106,9 +124,20 @@ impl Store {
 
     /// Grants part of a period's room to a node's lease (creating the period and the lease as needed).
     pub async fn lease_grant(&self, ask: &LeaseAsk<'_>) -> Result<LeaseGrant, StoreError> {
+        self.lease_grant_exposed(ask, &[]).await
+    }
+
+    /// [`Store::lease_grant`], then (in the same transaction) the node's exposure reports: a lease the grant
+    /// creates takes its first report at once.
+    pub async fn lease_grant_exposed(
+        &self,
+        ask: &LeaseAsk<'_>,
+        exposures: &[Exposure],
+    ) -> Result<LeaseGrant, StoreError> {
         self.fleet_only()?;
         let row = sqlx::query(
-            "SELECT g_granted, g_limit, g_lease, g_others_spent FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
+            "SELECT g_granted, g_limit, g_lease, g_others_spent, CAST(svc_budget_expose($4, CAST($9 AS JSONB)) AS BIGINT) \
+             FROM svc_budget_grant($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(ask.scope)
         .bind(ask.period)
@@ -118,6 +147,7 @@ impl Store {
         .bind(ask.want)
         .bind(ask.share)
         .bind(ask.lease_ms)
+        .bind(exposures_json(exposures)?)
         .fetch_one(self.pool())
         .await?;
         Ok(LeaseGrant {
@@ -168,12 +198,27 @@ impl Store {
         Ok(row.try_get(0)?)
     }
 
-    /// Keeps every lease of a node for another `lease_ms`; returns how many.
-    pub async fn lease_renew(&self, node: &str, lease_ms: i64) -> Result<i64, StoreError> {
+    /// Keeps every lease of a node for another `lease_ms` and takes its exposure reports (newer than the
+    /// leases hold), in one transaction; returns how many leases were renewed.
+    pub async fn lease_renew(&self, node: &str, lease_ms: i64, exposures: &[Exposure]) -> Result<i64, StoreError> {
         self.fleet_only()?;
-        let row = sqlx::query("SELECT CAST(svc_budget_renew($1, $2) AS BIGINT)")
+        let row = sqlx::query(
+            "SELECT CAST(svc_budget_renew($1, $2) AS BIGINT), CAST(svc_budget_expose($1, CAST($3 AS JSONB)) AS BIGINT)",
+        )
+        .bind(node)
+        .bind(lease_ms)
+        .bind(exposures_json(exposures)?)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Takes a node's exposure reports (those newer than its leases hold); returns how many leases took one.
+    pub async fn lease_expose(&self, node: &str, exposures: &[Exposure]) -> Result<i64, StoreError> {
+        self.fleet_only()?;
+        let row = sqlx::query("SELECT CAST(svc_budget_expose($1, CAST($2 AS JSONB)) AS BIGINT)")
             .bind(node)
-            .bind(lease_ms)
+            .bind(exposures_json(exposures)?)
             .fetch_one(self.pool())
             .await?;
         Ok(row.try_get(0)?)
@@ -219,8 +264,22 @@ impl Store {
     /// Writes spend records and charges each new one to its budgets, in one round trip. A record already in
     /// the store is skipped (not charged again). Returns how many were new.
     pub async fn write_charged_spend(&self, batch: &[ChargedRecord]) -> Result<i64, StoreError> {
+        self.write_charged_spend_exposed(batch, "", &[]).await
+    }
+
+    /// [`Store::write_charged_spend`], and in the same transaction `node`'s exposure reports (which count the
+    /// batch as written: they take effect only with it).
+    pub async fn write_charged_spend_exposed(
+        &self,
+        batch: &[ChargedRecord],
+        node: &str,
+        exposures: &[Exposure],
+    ) -> Result<i64, StoreError> {
         self.fleet_only()?;
         if batch.is_empty() {
+            if !exposures.is_empty() {
+                self.lease_expose(node, exposures).await?;
+            }
             return Ok(0);
         }
         let sane: Vec<ChargedRecord> = batch
@@ -234,10 +293,23 @@ impl Store {
             })
             .collect();
         let json = serde_json::to_string(&sane).map_err(|e| StoreError::Batch(e.to_string()))?;
-        let row = sqlx::query("SELECT CAST(svc_spend_write(CAST($1 AS JSONB)) AS BIGINT)")
-            .bind(json)
-            .fetch_one(self.writer())
-            .await?;
+        if exposures.is_empty() {
+            let row = sqlx::query("SELECT CAST(svc_spend_write(CAST($1 AS JSONB)) AS BIGINT)")
+                .bind(json)
+                .fetch_one(self.writer())
+                .await?;
+            return Ok(row.try_get(0)?);
+        }
+        // One statement: one transaction, so the reports count the batch as written only if it is.
+        let row = sqlx::query(
+            "SELECT CAST(svc_spend_write(CAST($1 AS JSONB)) AS BIGINT), \
+             CAST(svc_budget_expose($2, CAST($3 AS JSONB)) AS BIGINT)",
+        )
+        .bind(json)
+        .bind(node)
+        .bind(exposures_json(exposures)?)
+        .fetch_one(self.writer())
+        .await?;
         Ok(row.try_get(0)?)
     }
 

@@ -98,7 +98,7 @@ async fn a_dead_nodes_lease_is_reclaimed_with_a_holdback_until_it_comes_back() {
     assert_eq!(s.lease_grant(&dead).await.unwrap().granted, 400);
     assert_eq!(s.lease_grant(&ask("key:k", "b", 1, 400)).await.unwrap().granted, 400);
     s.write_charged_spend(&[spend("r1", "a", 100, "key:k")]).await.unwrap();
-    assert_eq!(s.lease_renew("b", LEASE_MS).await.unwrap(), 1);
+    assert_eq!(s.lease_renew("b", LEASE_MS, &[]).await.unwrap(), 1);
     assert_eq!(s.lease_reclaim().await.unwrap(), 1, "only the expired lease");
     // 100 spent; its unspent 300 held back (its journal may hold that much), nothing back in the period yet.
     let p = period(s, "key:k").await;
@@ -113,6 +113,92 @@ async fn a_dead_nodes_lease_is_reclaimed_with_a_holdback_until_it_comes_back() {
     let p = period(s, "key:k").await;
     assert_eq!((p.granted, p.settled, p.held_back), (600, 130, 0));
     assert_eq!(s.lease_grant(&ask("key:k", "c", 1, 1_000)).await.unwrap().granted, 270);
+}
+
+fn exposed(scope: &str, exposure: i64, seq: i64) -> Exposure {
+    Exposure { scope: scope.into(), period: P, exposure, seq }
+}
+
+async fn lease_exposure(s: &Store, scope: &str, node: &str) -> Option<i64> {
+    sqlx::query_scalar("SELECT exposure FROM budget_leases WHERE scope = $1 AND period_start_ms = $2 AND node = $3")
+        .bind(scope)
+        .bind(P)
+        .bind(node)
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
+}
+
+/// Issue 28, item 8: a reclaimed lease holds back only what its node said it may have answered and not written
+/// (at most its unspent part); the rest returns at once. Its journal, written when it comes back, is charged to
+/// the holdback, and what is left of that is released.
+#[tokio::test]
+async fn a_dead_nodes_lease_holds_back_only_its_reported_exposure() {
+    let db = postgres().await;
+    let s = &db.store;
+    let mut dead = ask("key:k", "a", 1, 400);
+    dead.lease_ms = -1;
+    assert_eq!(s.lease_grant(&dead).await.unwrap().granted, 400);
+    assert_eq!(s.lease_grant(&ask("key:k", "b", 1, 400)).await.unwrap().granted, 400);
+    // Node a writes 100 and, in the same transaction, says it may have answered 50 more it has not written.
+    let batch = [spend("r1", "a", 100, "key:k")];
+    assert_eq!(s.write_charged_spend_exposed(&batch, "a", &[exposed("key:k", 50, 5)]).await.unwrap(), 1);
+    assert_eq!(lease_exposure(s, "key:k", "a").await, Some(50));
+    // An older report (a renewal sent before the batch, answered after it) changes nothing; nor does a report of
+    // a lease the node does not hold.
+    assert_eq!(s.lease_expose("a", &[exposed("key:k", 300, 4), exposed("team:x", 9, 9)]).await.unwrap(), 0);
+    assert_eq!(lease_exposure(s, "key:k", "a").await, Some(50));
+    // A renewal carries reports too (b's lease: its own).
+    assert_eq!(s.lease_renew("b", LEASE_MS, &[exposed("key:k", 30, 1)]).await.unwrap(), 1);
+    assert_eq!(lease_exposure(s, "key:k", "b").await, Some(30));
+    assert_eq!(s.lease_reclaim().await.unwrap(), 1, "only the expired lease");
+    // 100 spent, 50 held back, the other 250 of its unspent 300 back in the period.
+    let p = period(s, "key:k").await;
+    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (400, 150, 50, 100));
+    assert_eq!(s.lease_grant(&ask("key:k", "b", 1, 1_000)).await.unwrap().granted, 450);
+    // Node a comes back: its journal's 30 is taken from the holdback, the rest of which is then released.
+    assert_eq!(
+        s.write_charged_spend(&[spend("r1", "a", 100, "key:k"), spend("r2", "a", 30, "key:k")]).await.unwrap(),
+        1
+    );
+    let p = period(s, "key:k").await;
+    assert_eq!((p.settled, p.held_back, p.spent()), (150, 20, 130));
+    assert_eq!(s.lease_release_holdbacks("a").await.unwrap(), 1);
+    let p = period(s, "key:k").await;
+    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (850, 130, 0, 130));
+    assert_eq!(s.lease_grant(&ask("key:k", "c", 1, 1_000)).await.unwrap().granted, 20);
+}
+
+/// A report above the lease's unspent part holds back no more than that part; a lease whose node never
+/// reported (a node of an earlier version) holds back its whole unspent part, as before reports existed.
+#[tokio::test]
+async fn a_holdback_never_passes_the_unspent_lease() {
+    let db = postgres().await;
+    let s = &db.store;
+    for (node, exposure) in [("a", Some(500)), ("b", None), ("c", Some(0))] {
+        let mut dead = ask("team:t", node, 1, 200);
+        dead.lease_ms = -1;
+        assert_eq!(s.lease_grant(&dead).await.unwrap().granted, 200);
+        s.write_charged_spend(&[spend(&format!("r-{node}"), node, 50, "team:t")]).await.unwrap();
+        if let Some(e) = exposure {
+            assert_eq!(s.lease_expose(node, &[exposed("team:t", e, 1)]).await.unwrap(), 1);
+        }
+    }
+    // A grant carries a report: the lease it creates takes it at once.
+    let mut dead = ask("team:t", "d", 1, 100);
+    dead.lease_ms = -1;
+    assert_eq!(s.lease_grant_exposed(&dead, &[exposed("team:t", 20, 1)]).await.unwrap().granted, 100);
+    assert_eq!(lease_exposure(s, "team:t", "d").await, Some(20));
+    assert_eq!(s.lease_reclaim().await.unwrap(), 4);
+    let held: Vec<(String, i64)> =
+        sqlx::query_as("SELECT node, amount FROM budget_holdbacks WHERE scope = 'team:t' ORDER BY node")
+            .fetch_all(s.pool())
+            .await
+            .unwrap();
+    let want = [("a", 150), ("b", 150), ("d", 20)].map(|(n, a)| (n.to_string(), a)).to_vec();
+    assert_eq!(held, want, "c said it had nothing unwritten");
+    let p = period(s, "team:t").await;
+    assert_eq!((p.granted, p.settled, p.held_back, p.spent()), (0, 470, 320, 150));
 }
 
 #[tokio::test]

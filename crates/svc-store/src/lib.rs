@@ -24,7 +24,7 @@ mod wal;
 pub use file::sqlite_path;
 pub use fleet::{Beat, NodeRow, NodeState, Registration};
 pub use keys::{KeyChanges, KeyRow};
-pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, LeaseAsk, LeaseGrant, PeriodRow};
+pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, Exposure, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};
 pub use outbox_admin::{DeliveryRow, DeliveryState, DestinationStats, EventFilter, EventRow};
 pub use spend::{ResponseOwner, SpendFilter, SpendGroup, SpendRecord, SpendTotal, MAX_RECORD_COST, MAX_RECORD_TOKENS};

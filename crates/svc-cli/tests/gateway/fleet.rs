@@ -307,60 +307,105 @@ async fn a_node_short_of_room_gets_the_spare_other_nodes_hold() {
     assert!(spent >= LIMIT - 2 * WORST, "the first refusal came at {spent} of {LIMIT} ({answered} answered)");
 }
 
+/// Issue 28, item 8: `kill -9` of a node mid-burst strands only what it may have answered and not written. Within
+/// its lease (3 s) + 10 s the survivors spend all but 3 worst cases of the budget; when it comes back, its journal
+/// is written once (every answered request recorded, none twice) and the limit holds.
 #[tokio::test]
 async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
     let up = Upstream::start().await.unwrap();
-    let mut f = Fleet::start(&team_budget(&up), "").await;
+    // (A generous upstream timeout: on a loaded machine a debug build's answer can take seconds.)
+    let mut f = Fleet::start(&team_budget(&up).replace("timeout_seconds: 2\n", "timeout_seconds: 30\n"), "").await;
     let key = f.node(0).key(json!({"team_id": "executor"})).await;
     let team = svc_store::SpendFilter { team_id: Some("executor".into()), ..Default::default() };
-    {
-        let nodes = f.live();
-        let burst = burst(&nodes, &key, 150);
-        let killer = async {
-            // Once the burst is under way on node 3, kill it.
-            let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
-            for _ in 0..400 {
-                let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend_log WHERE node = 'n3'")
-                    .fetch_one(&pool)
-                    .await
-                    .unwrap_or(0);
-                if n > 0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            let pid = nodes[2].pid();
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-        };
-        let (results, ()) = tokio::join!(burst, killer);
-        for (s, b) in results.iter().filter(|(s, _)| *s != 200 && *s != 0) {
-            let logs: Vec<String> = nodes.iter().take(2).map(|g| g.log_text()).collect();
-            assert!(refused_for_now(*s, b) || b.is_null(), "{s} {b}\n{}", logs.join("\n-----\n"));
-        }
+    // Each node answers once (each holds a slice), then a burst across the nodes, then node 3 answers one request
+    // at a time: each admission tops its slice up, so it holds spare (its whole unspent slice was stranded
+    // before issue 28). Then a request on each node, and node 3 dies while its own is in flight (it may have been
+    // answered: its worst case is held back) and its last answers are not written yet.
+    for g in f.live() {
+        assert_eq!(post_chat(g, &key, &capped()).await.0, 200);
     }
+    let results = burst(&f.live(), &key, 24).await;
+    assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
+    let mut answered = 3 + results.len();
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(post_chat(f.node(2), &key, &capped()).await.0, 200);
+        answered += 1;
+    }
+    up.set(|b| b.delay = Duration::from_millis(500));
+    let upstream_saw = up.requests().len();
+    let nodes = f.live();
+    let last = burst(&nodes, &key, 3);
+    let killer = async {
+        while up.requests().len() < upstream_saw + 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pid = f.node(2).pid();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+        tokio::time::Instant::now()
+    };
+    let (results, killed) = tokio::join!(last, killer);
+    let statuses: Vec<u16> = results.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, [200, 200, 0], "{results:?}");
+    answered += 2;
+    up.set(|b| b.delay = Duration::ZERO);
     f.kill(2).await;
     assert!(f.spent(team.clone()).await.0 <= LIMIT);
-    // After the dead node's lease expires, the rest of the budget is usable from the others (less what the
-    // store holds back for the dead node's unwritten spend).
+    // Once the dead node's lease expires, the store holds back only what it may have answered and not written
+    // (here its request in flight and perhaps its last answer): within the lease and 10 s, the survivors spend
+    // all but 3 worst cases of the budget.
     let survivors = [f.node(0), f.node(1)];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        drain(&survivors, &key).await;
+    let deadline = killed + Duration::from_secs(3 + 10);
+    let pool = sqlx::PgPool::connect(&f.db).await.unwrap();
+    let n3_spent = || async {
+        let sum: i64 =
+            sqlx::query_scalar("SELECT CAST(COALESCE(SUM(cost), 0) AS BIGINT) FROM spend_log WHERE node = 'n3'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        sum
+    };
+    let (spent, held_back) = loop {
+        answered += drain(&survivors, &key).await;
         let (spent, _) = f.spent(team.clone()).await;
         assert!(spent <= LIMIT, "spent {spent}");
         let (held_back, n3_leases) = f.period().await;
-        if n3_leases == 0 && spent >= LIMIT - held_back - 2 * WORST {
-            break;
+        if n3_leases == 0 && spent >= LIMIT - 3 * WORST {
+            break (spent, held_back);
         }
-        assert!(tokio::time::Instant::now() < deadline, "the dead node's slice never came back: spent {spent}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    // The dead node comes back: its journal is written, its holdback released, and the whole budget is usable.
-    // (Spare that a node kept while others asked returns when it has been idle for a heartbeat.)
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "13 s after the kill: spent {spent} of {LIMIT}, {held_back} held back for the dead node, which holds \
+             {n3_leases} lease(s)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let n3_written = n3_spent().await;
+    // The dead node comes back: its journal is written (charged to its holdback), what is left of the holdback
+    // released, and the whole budget is usable. (Spare that a node kept while others asked returns when it has
+    // been idle for a heartbeat.)
     f.restart(2).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        drain(&f.live(), &key).await;
+        let replayed = n3_spent().await;
+        if f.period().await.0 == 0 {
+            // What it had answered and not written was held back; besides that, no more than 3 worst cases were
+            // stranded (requests in flight when it died, and what the last requests of a drain could not use).
+            let stranded = LIMIT - spent - (replayed - n3_written);
+            assert!(
+                stranded <= 3 * WORST,
+                "stranded {stranded}: spent {spent}, held back {held_back}, its journal {}",
+                replayed - n3_written
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the holdback is never released");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        answered += drain(&f.live(), &key).await;
         let (spent, _) = f.spent(team.clone()).await;
         assert!(spent <= LIMIT, "spent {spent}");
         if spent >= LIMIT - 3 * WORST {
@@ -369,6 +414,8 @@ async fn a_node_killed_mid_burst_neither_breaks_nor_strands_the_budget() {
         assert!(tokio::time::Instant::now() < deadline, "spent {spent} of {LIMIT}: part of the budget is stranded");
         tokio::time::sleep(Duration::from_millis(1200)).await;
     }
+    // Every answer recorded once.
+    assert_eq!(f.spent(team).await.1, answered);
 }
 
 #[tokio::test]

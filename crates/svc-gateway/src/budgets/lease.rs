@@ -14,6 +14,12 @@
 //!   when room comes back (or after [`NEED_WAIT`]).
 //! - At start (after the spend journal is written) the node returns whatever leases it held before; at a
 //!   clean stop it returns them all.
+//! - Exposure (issue 28): the store holds, for each lease, the most this node may have answered under it and not
+//!   written (svc-budget's `Slice`, migration 0014), and a dead node's reclaimed lease holds back only that. The
+//!   node reports it with its spend batches ([`Budgets::write_spend`], in the batch's transaction), its renewals
+//!   and a grant that may create a lease; a request that would pass it asks the store first
+//!   ([`Leases::raise_exposure`]). A report never lets admission past what the store holds: the node lowers its
+//!   ceiling before it sends a lower one, and raises it once the store has taken a higher one (the newest wins).
 
 use super::{Budgets, Cell, Entry, Scope};
 use crate::error::ApiError;
@@ -23,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_config::{AdmissionMode, FleetConfig};
-use svc_store::{BudgetNotice, LeaseAsk, NodeState, PeriodRow, Store, StoreError};
+use svc_store::{BudgetNotice, Exposure, LeaseAsk, NodeState, PeriodRow, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -78,6 +84,8 @@ pub struct Leases {
     lapsed: AtomicBool,
     /// Until when (ms after `epoch`) admissions do not ask the store (a call failed just before).
     paused_until: AtomicU64,
+    /// The sequence number of the next exposure report (from the clock at start: newer than the last run's).
+    seq: AtomicI64,
 }
 
 fn nanos(m: Money) -> i64 {
@@ -98,6 +106,7 @@ impl Leases {
             epoch: Instant::now(),
             lapsed: AtomicBool::new(false),
             paused_until: AtomicU64::new(0),
+            seq: AtomicI64::new(Utc::now().timestamp_micros()),
         };
         leases.renewed(Instant::now());
         leases
@@ -213,6 +222,7 @@ impl Leases {
         let Some(e) = cell.get() else { return Asked::Asked };
         let full = ask.worst_case();
         let _one = e.granting.lock().await;
+        self.raise_exposure(budgets, scope, e, full).await;
         let room = match e.account.lock() {
             Ok(mut a) => a.room(budgets.now()),
             Err(_) => return Asked::Asked,
@@ -362,10 +372,22 @@ impl Leases {
         want: i64,
         shared: bool,
     ) -> Result<i64, StoreError> {
-        let (period, limit) = match e.account.lock() {
+        let per_request = Money::from_nanos(least.max(want / TARGET));
+        let (period, limit, exposure) = match e.account.lock() {
             Ok(mut a) => {
                 a.roll(budgets.now());
-                (a.period.start, a.limit)
+                // A lease this grant creates holds back no more than what this node may answer (see `report`).
+                let exposure = a.exposure_at_grant(per_request).map(|x| {
+                    let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+                    e.exposed.store(seq, Ordering::Relaxed);
+                    Exposure {
+                        scope: scope.label(),
+                        period: a.period.start.timestamp_millis(),
+                        exposure: nanos(x),
+                        seq,
+                    }
+                });
+                (a.period.start, a.limit, exposure)
             }
             Err(_) => return Ok(0),
         };
@@ -380,7 +402,12 @@ impl Leases {
             share: if shared { SHARE.saturating_mul(self.live.load(Ordering::Relaxed).max(1)) } else { 1 },
             lease_ms: self.lease_ms(),
         };
-        let g = bounded(STORE_WAIT, self.store.lease_grant(&ask)).await.inspect_err(|_| self.pause())?;
+        let g = bounded(STORE_WAIT, self.store.lease_grant_exposed(&ask, exposure.as_slice()))
+            .await
+            .inspect_err(|_| self.pause())?;
+        if let Some(x) = &exposure {
+            Leases::taken(e, x);
+        }
         // Not idle: a request is waiting for this grant (the upkeep must not give it back before it is used).
         e.busy.store(true, Ordering::Relaxed);
         if let Ok(mut a) = e.account.lock() {
@@ -423,12 +450,28 @@ impl Leases {
         }
     }
 
-    /// One heartbeat's renewal of this node's leases (starting the slices afresh when they had lapsed).
+    /// One heartbeat's renewal of this node's leases with the reports of its exposures (starting the slices
+    /// afresh when they had lapsed).
     async fn renew(&self, budgets: &Budgets) {
         let sent = Instant::now();
+        let now = budgets.now();
+        let (cells, reports): (Vec<Cell>, Vec<Exposure>) = budgets
+            .scoped_entries()
+            .into_iter()
+            .filter_map(|(scope, cell)| {
+                let x = self.report(&scope, cell.get()?, Money::ZERO, now)?;
+                Some((cell, x))
+            })
+            .unzip();
         // Bounded, so that the first renewal after the store comes back is not one stuck since it went away.
-        match bounded(self.heartbeat.max(STORE_WAIT), self.store.lease_renew(&self.node, self.lease_ms())).await {
+        let renewal = self.store.lease_renew(&self.node, self.lease_ms(), &reports);
+        match bounded(self.heartbeat.max(STORE_WAIT), renewal).await {
             Ok(_) => {
+                for (cell, x) in cells.iter().zip(&reports) {
+                    if let Some(e) = cell.get() {
+                        Leases::taken(e, x);
+                    }
+                }
                 // Lapsed: a renewal failed for too long, or this one came after the leases' validity ran out
                 // (admission stopped taking from the slices meanwhile).
                 if self.lapsed.swap(false, Ordering::AcqRel) || self.lapsed() {
@@ -500,6 +543,8 @@ impl Leases {
         }
     }
 }
+
+mod exposure;
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,7 @@ use crate::keys::VirtualKey;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::{Arc, Mutex, RwLock};
 use svc_budget::{
     affordable_completion_tokens, Account, BudgetDuration, Money, Notice, NoticeKind, Price, Refusal, Usage,
@@ -98,6 +98,8 @@ struct Entry {
     topping: AtomicBool,
     /// Fleet mode: woken when the store says room of this budget was given back.
     room: tokio::sync::Notify,
+    /// Fleet mode: the sequence number of the newest report of this node's exposure in the budget (`lease`).
+    exposed: AtomicI64,
 }
 
 impl Entry {
@@ -108,6 +110,7 @@ impl Entry {
             busy: AtomicBool::new(false),
             topping: AtomicBool::new(false),
             room: tokio::sync::Notify::new(),
+            exposed: AtomicI64::new(0),
         }
     }
 
@@ -425,6 +428,7 @@ impl Budgets {
         }
         let mut last_try = self.leases.is_none();
         let mut asked = lease::Asked::Asked;
+        let mut rounds = 0;
         loop {
             match self.try_admit(&cells, ask, last_try && settle)? {
                 Tried::Admitted { amount, completion_tokens, low } => {
@@ -450,7 +454,9 @@ impl Budgets {
                             }
                         }
                     }
-                    last_try = true;
+                    // Short only of the exposure the store holds (issue 28): ask again, a few times at most.
+                    rounds += 1;
+                    last_try = rounds >= 3 || !Leases::exposure_binds(&cells, ask.worst_case());
                 }
                 Tried::Refused { index, refusal, period_start } => {
                     // Boxed: a refusal reads the store in fleet mode, a large future every admission would carry.

@@ -4,7 +4,8 @@
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
 //!   on. The writer gathers records for up to [`LINGER`] in a fleet, [`LINGER_SINGLE`] on a single node (or
 //!   [`LINGER_BATCH`] records), and writes them in one transaction (one round trip), idempotently; in a fleet it
-//!   charges each to its budgets' leases. A request waits for the store only when the journal refuses the append
+//!   charges each to its budgets' leases and reports the node's exposure in those budgets with them
+//!   (`Budgets::write_spend`). A request waits for the store only when the journal refuses the append
 //!   (disk full).
 //! - Without one (an in-memory SQLite store): group commit. The writer takes the first record waiting, then
 //!   every other record already queued (up to a batch limit), writes them in one transaction and only then
@@ -90,7 +91,7 @@ impl Target {
     async fn write(&self, records: &[ChargedRecord]) -> Result<(), StoreError> {
         match &self.leases {
             None => self.store.insert_spend_batch(records).await,
-            Some(_) => self.store.write_charged_spend(records).await.map(|_| ()),
+            Some(budgets) => budgets.write_spend(records).await.map(|_| ()),
         }
     }
 
