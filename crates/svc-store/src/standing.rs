@@ -21,6 +21,10 @@ pub struct Standing {
     /// Of that, what is held by leases that were not renewed lately (see [`Store::budget_standing`]): their
     /// nodes are cut off from the store or dead, and cannot give it back until the lease expires.
     pub held_by_silent: i64,
+    /// Of what the other leases hold, the spare of those renewed lately: unspent, and beyond the exposure their
+    /// node last reported (its requests in flight and answers not written, with its headroom; a lease that
+    /// never reported has none). Neither spent nor reserved: live nodes give it back when the fleet needs room.
+    pub spare_of_live: i64,
 }
 
 impl Store {
@@ -48,7 +52,11 @@ impl Store {
                   WHERE h.scope = b.scope AND h.period_start_ms = b.period_start_ms), 0) AS BIGINT), \
              CAST(COALESCE((SELECT SUM(GREATEST(l.amount - l.spent, 0)) FROM budget_leases l \
                   WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms AND l.node <> $3 \
-                    AND l.expires_ms < svc_now_ms() + $4), 0) AS BIGINT) \
+                    AND l.expires_ms < svc_now_ms() + $4), 0) AS BIGINT), \
+             CAST(COALESCE((SELECT SUM(GREATEST(l.amount - l.spent - COALESCE(l.exposure, l.amount - l.spent), 0)) \
+                  FROM budget_leases l \
+                  WHERE l.scope = b.scope AND l.period_start_ms = b.period_start_ms AND l.node <> $3 \
+                    AND l.expires_ms >= svc_now_ms() + $4), 0) AS BIGINT) \
              FROM budget_periods b WHERE b.scope = $1 AND b.period_start_ms = $2",
         )
         .bind(scope)
@@ -64,6 +72,7 @@ impl Store {
                 free: r.try_get(2)?,
                 held_by_others: r.try_get(3)?,
                 held_by_silent: r.try_get(4)?,
+                spare_of_live: r.try_get(5)?,
             })
         })
         .transpose()
@@ -95,14 +104,22 @@ mod tests {
         s.lease_grant(&ask("b", 200)).await.unwrap();
         s.lease_grant(&ask("c", 100)).await.unwrap();
         let a = s.budget_standing("team:t", 1_000, "a", 30_000).await.unwrap();
-        let held = Standing { limit: 1_000, spent: 0, free: 400, held_by_others: 300, held_by_silent: 0 };
+        // Leases that never reported an exposure have no spare to give.
+        let held =
+            Standing { limit: 1_000, spent: 0, free: 400, held_by_others: 300, held_by_silent: 0, spare_of_live: 0 };
         assert_eq!(a, Some(held));
         // Leases of 60 s that expire within 61 s: every one is silent.
         let a = s.budget_standing("team:t", 1_000, "a", 61_000).await.unwrap();
         assert_eq!(a, Some(Standing { held_by_silent: 300, ..held }));
+        // A live lease's spare is what it holds beyond the exposure its node reported.
+        sqlx::query("UPDATE budget_leases SET exposure = 50 WHERE node = 'b'").execute(s.pool()).await.unwrap();
+        let a = s.budget_standing("team:t", 1_000, "a", 30_000).await.unwrap();
+        assert_eq!(a, Some(Standing { spare_of_live: 150, ..held }));
+        sqlx::query("UPDATE budget_leases SET exposure = NULL WHERE node = 'b'").execute(s.pool()).await.unwrap();
         s.lease_end("team:t", 1_000, "c").await.unwrap();
         let b = s.budget_standing("team:t", 1_000, "b", 30_000).await.unwrap();
-        let held = Standing { limit: 1_000, spent: 0, free: 500, held_by_others: 300, held_by_silent: 0 };
+        let held =
+            Standing { limit: 1_000, spent: 0, free: 500, held_by_others: 300, held_by_silent: 0, spare_of_live: 0 };
         assert_eq!(b, Some(held));
         // A dead node's lease, reclaimed: what is held back for it is held by others too (so a refusal adds up).
         s.lease_grant(&LeaseAsk { lease_ms: -1, ..ask("d", 100) }).await.unwrap();

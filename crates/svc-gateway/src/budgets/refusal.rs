@@ -126,7 +126,8 @@ impl Budgets {
 /// What the store's totals say of a request this node cannot hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Judged {
-    /// The store's free room and this node's pay for it: room came back just now (retry).
+    /// The store's free room and this node's pay for it (room came back just now), or with the spare live nodes
+    /// hold beyond what they may have answered, which they give back when asked (retry).
     Moving,
     /// Only with what silent nodes hold, which returns when their leases expire (retry).
     Stranded,
@@ -136,7 +137,7 @@ enum Judged {
 
 /// Judges a request whose least admissible cost is `least` by the store's `standing` and this node's `room`.
 fn judge(standing: &svc_store::Standing, room: Money, least: Money) -> Judged {
-    let here = Money::from_nanos(standing.free).plus(room);
+    let here = Money::from_nanos(standing.free).plus(room).plus(Money::from_nanos(standing.spare_of_live));
     if here >= least {
         Judged::Moving
     } else if here.plus(Money::from_nanos(standing.held_by_silent)) >= least {
@@ -204,6 +205,7 @@ mod tests {
             free: 0,
             held_by_others: 700_000,
             held_by_silent: 0,
+            spare_of_live: 0,
         };
         let r = fleet_refusal(&local, &standing, Money::from_nanos(50_000));
         assert_eq!(
@@ -223,13 +225,23 @@ mod tests {
     #[test]
     fn only_room_no_node_can_give_makes_a_refusal() {
         let m = Money::from_nanos;
-        let standing =
-            svc_store::Standing { limit: 1_000, spent: 600, free: 50, held_by_others: 350, held_by_silent: 200 };
+        let standing = svc_store::Standing {
+            limit: 1_000,
+            spent: 600,
+            free: 50,
+            held_by_others: 350,
+            held_by_silent: 200,
+            spare_of_live: 0,
+        };
         assert_eq!(judge(&standing, m(30), m(80)), Judged::Moving, "free room and this node's pay for it");
         assert_eq!(judge(&standing, m(0), m(80)), Judged::Stranded, "only with what a silent node holds");
         assert_eq!(judge(&standing, m(0), m(300)), Judged::Exceeded, "the rest is held by live nodes");
         let all_live = svc_store::Standing { held_by_silent: 0, ..standing };
         assert_eq!(judge(&all_live, m(0), m(80)), Judged::Exceeded);
+        // Spare a live node holds beyond what it may have answered is room too: neither spent nor reserved.
+        let spare = svc_store::Standing { spare_of_live: 40, ..all_live };
+        assert_eq!(judge(&spare, m(0), m(80)), Judged::Moving, "free 50 and 40 of spare");
+        assert_eq!(judge(&spare, m(0), m(100)), Judged::Exceeded);
     }
 
     #[test]
