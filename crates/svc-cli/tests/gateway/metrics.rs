@@ -76,6 +76,40 @@ async fn metrics_address(g: &Gateway) -> String {
     found.expect("no metrics listener in the log")
 }
 
+/// Starts the real Prometheus server with `dir`'s `prometheus.yml`, once it answers ready (60 s at most); its
+/// address. A port taken between choosing it and Prometheus binding it (the server then exits) is chosen again,
+/// three times at most; a server that does not start says why (its log).
+async fn start_prometheus(dir: &Path) -> (tokio::process::Child, String) {
+    let log = dir.join("prometheus.log");
+    for _ in 0..3 {
+        let port = free_port();
+        let mut child = tokio::process::Command::new(tool("prometheus"))
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while tokio::time::Instant::now() < deadline {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            let ready = client().get(format!("{url}/-/ready")).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return (child, url);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = child.kill().await;
+    }
+    panic!("prometheus did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+}
+
 /// The value of an instant query (the first series), if it has one.
 async fn query(prom: &str, expr: &str) -> Option<f64> {
     let r = client().get(format!("{prom}/api/v1/query")).query(&[("query", expr)]).send().await.ok()?;
@@ -83,9 +117,10 @@ async fn query(prom: &str, expr: &str) -> Option<f64> {
     v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
 }
 
-/// Polls `expr` until it equals `want` (to 1e-9), up to 30 s (Prometheus scrapes every second).
+/// Polls `expr` until it equals `want` (to 1e-9), up to 60 s (Prometheus scrapes every second; a loaded machine
+/// delays its first scrapes).
 async fn settles_at(prom: &str, expr: &str, want: f64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut last = None;
     while tokio::time::Instant::now() < deadline {
         last = query(prom, expr).await;
@@ -150,7 +185,6 @@ async fn prometheus_scrapes_known_traffic_on_both_listeners() {
 
     // The real Prometheus server scrapes both ways in every second.
     let dir = tempfile::tempdir().unwrap();
-    let prom_port = free_port();
     let main = g.url.trim_start_matches("http://").to_string();
     let open_target = open.trim_start_matches("http://").to_string();
     let prom_config = format!(
@@ -164,17 +198,7 @@ scrape_configs:
 "
     );
     std::fs::write(dir.path().join("prometheus.yml"), prom_config).unwrap();
-    let _prom = tokio::process::Command::new(tool("prometheus"))
-        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-        .arg("--log.level=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let prom = format!("http://127.0.0.1:{prom_port}");
+    let (_prom, prom) = start_prometheus(dir.path()).await;
 
     for job in ["svc-open", "svc-keyed"] {
         let j = format!("job=\"{job}\"");
