@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Money, Usage};
-use svc_gateway::auth::Principal;
 use svc_gateway::front::{Api, Caller};
 use svc_gateway::keys::VirtualKey;
 use svc_gateway::observe::{Attempts, Metrics, RequestLine};
+use svc_gateway::principal::Principal;
 
 fn key() -> Arc<VirtualKey> {
     Arc::new(VirtualKey {

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod observe;
 pub mod outbox;
 pub mod pipeline;
+pub mod principal;
 pub mod rate;
 pub mod readiness;
 mod routes;

@@ -10,6 +10,7 @@ pub mod limit;
 
 use crate::error::ApiError;
 use crate::keys::{hash_secret, KeyHash, VirtualKey};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::Request;
 use axum::http::{header, Extensions, HeaderMap, HeaderName};
@@ -20,42 +21,6 @@ use subtle::ConstantTimeEq;
 
 /// Where Anthropic clients put their key.
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
-/// Who is calling.
-#[derive(Debug, Clone)]
-pub enum Principal {
-    /// The master key: admin operations, no budget or rate limits (spec 5.3, 8.2).
-    Master,
-    /// A virtual key.
-    Key(Arc<VirtualKey>),
-}
-
-impl Principal {
-    /// The virtual key, if any.
-    pub fn key(&self) -> Option<&VirtualKey> {
-        match self {
-            Principal::Master => None,
-            Principal::Key(k) => Some(k),
-        }
-    }
-
-    /// Requires the master key or a key of `team_id` (403 otherwise): reading a team's own data.
-    pub fn require_team(&self, team_id: &str) -> Result<(), ApiError> {
-        match self {
-            Principal::Master => Ok(()),
-            Principal::Key(k) if k.team_id == team_id => Ok(()),
-            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "a virtual key sees only its own team")),
-        }
-    }
-
-    /// Requires the master key (403 otherwise).
-    pub fn require_master(&self) -> Result<(), ApiError> {
-        match self {
-            Principal::Master => Ok(()),
-            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "this operation requires the master key")),
-        }
-    }
-}
-
 /// The presented secret, or the 401 to answer.
 fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
     if let Some(v) = headers.get(header::AUTHORIZATION) {

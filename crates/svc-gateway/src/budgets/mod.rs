@@ -24,10 +24,10 @@
 //! admits from what it holds and answers 503 when that is not enough: only the store's totals justify a
 //! refusal, and its `budget.exceeded` (`refusal`).
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::events::EventSink;
 use crate::keys::VirtualKey;
+use crate::principal::Principal;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};

@@ -2,9 +2,9 @@
 //! that team).
 
 use crate::admin::{Admin, CreateKey, KeyInfo, UpdateKey};
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body, ApiQuery};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};

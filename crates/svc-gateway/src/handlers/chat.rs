@@ -2,12 +2,12 @@
 //! `POST /responses` (OpenAI Responses). Each reads its body, turns it into the pipeline's request by its
 //! front end (`crate::front`) and runs the one pipeline.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::front::{Api, Caller};
 use crate::handlers::read_body;
 use crate::observe::{Attempts, Logged, Refusal, RequestLine};
 use crate::pipeline::{self, Inbound};
+use crate::principal::Principal;
 use crate::state::AppState;
 use crate::RequestId;
 use axum::body::Body;

@@ -1,10 +1,10 @@
 //! `POST /events`: a key emits a fleet event through the durable outbox. 202 with exactly the envelope (its
 //! outbox id in `X-SVC-Outbox-Id`); 400 on a bad kind, data or priority; 403 when the key may not post the
-//! kind (`crate::events::poster`).
+//! kind ([`poster`]).
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};
@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
-use svc_events::{EmitError, EventKind, Meta, PushOverrides, Source};
+use svc_events::{EmitError, EventKind, Meta, Origin, PushOverrides, Source};
 
 /// The largest `data` of a posted event, in bytes of JSON text (it is stored in the outbox and delivered to
 /// every destination; a push message holds a few KiB).
@@ -79,7 +79,7 @@ pub async fn post(
     posted.check_bounds()?;
     let kind =
         EventKind::parse(&posted.event).map_err(|e| ApiError::bad_request(e.to_string(), Some("event".into())))?;
-    let origin = crate::events::poster(&p, kind)?;
+    let origin = poster(&p, kind)?;
     let priority = match posted.priority.as_deref() {
         Some(text) => Some(svc_config::Priority::parse(text).ok_or_else(|| {
             ApiError::bad_request(
@@ -101,5 +101,59 @@ pub async fn post(
         }
         Err(EmitError::Envelope(e)) => Err(ApiError::bad_request(e.to_string(), Some("data".into()))),
         Err(EmitError::Store(e)) => Err(e.into()),
+    }
+}
+
+/// Who posts `kind` on `POST /events`, or why they may not: the master key may post every kind (a fleet
+/// monitor posts `node.offline`); a virtual key may not post the kinds only the gateway emits (`budget.*`,
+/// `model.*`, `node.*`: that would forge an alarm), nor a kind its `events` list leaves out. A refusal is 403
+/// with `param: "event"`; nothing is stored.
+pub fn poster(principal: &Principal, kind: EventKind) -> Result<Origin, ApiError> {
+    let Some(key) = principal.key() else {
+        return Ok(Origin::Master);
+    };
+    let refuse = |message: String| Err(ApiError::forbidden("permission_error", message).with_param("event"));
+    if kind.gateway_only() {
+        return refuse(format!(
+            "`{kind}` is emitted by the gateway itself; a virtual key may not post `budget.*`, `model.*` or `node.*` events (the master key may)"
+        ));
+    }
+    if !key.events.is_empty() && !key.events.iter().any(|p| svc_config::event_pattern_matches(p, kind.as_str())) {
+        return refuse(format!("this key may post only `{}` events, not `{kind}`", key.events.join("`, `")));
+    }
+    Ok(Origin::Key(key.id.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::keys::VirtualKey;
+    use std::sync::Arc;
+    use svc_store::KeyRow;
+
+    fn key(events: &[&str]) -> Principal {
+        let row =
+            KeyRow { events: events.iter().map(|e| e.to_string()).collect(), ..crate::keys::test_row("k-1", "t") };
+        Principal::Key(Arc::new(VirtualKey::from_row(&row)))
+    }
+
+    #[test]
+    fn who_may_post_what() {
+        let any = key(&[]);
+        let narrow = key(&["task.*", "agent.crashed"]);
+        for kind in EventKind::ALL {
+            assert_eq!(poster(&Principal::Master, kind).unwrap(), Origin::Master, "{kind}");
+            let by_any = poster(&any, kind);
+            assert_eq!(by_any.is_ok(), !kind.gateway_only(), "{kind}");
+            let narrow_ok = ["task.created", "task.done", "task.blocked", "agent.crashed"].contains(&kind.as_str());
+            assert_eq!(poster(&narrow, kind).is_ok(), narrow_ok, "{kind}");
+        }
+        assert_eq!(poster(&any, EventKind::TaskDone).unwrap(), Origin::Key("k-1".into()));
+        let refused = poster(&any, EventKind::NodeOffline).unwrap_err().body();
+        assert_eq!(refused["error"]["param"], "event");
+        assert_eq!(refused["error"]["code"], "403");
+        let refused = poster(&narrow, EventKind::AgentStarted).unwrap_err().body();
+        assert!(refused["error"]["message"].as_str().unwrap().contains("`task.*`, `agent.crashed`"), "{refused}");
     }
 }

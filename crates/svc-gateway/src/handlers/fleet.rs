@@ -1,7 +1,7 @@
 //! `GET /fleet/nodes` (master key): every node of this gateway's fleet, its state and figures.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;

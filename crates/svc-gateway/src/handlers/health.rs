@@ -1,9 +1,9 @@
 //! `GET /health` (liveness, spec 4.3) and `GET /health/readiness` (spec 4.4), with no key; `GET /health/models`
 //! (master key): every deployment's health and figures.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::health::View;
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;

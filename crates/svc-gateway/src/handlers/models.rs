@@ -1,7 +1,7 @@
 //! `GET /models` (spec 4.2): the aliases the caller may use.
 
-use crate::auth::Principal;
 use crate::pipeline::access;
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;

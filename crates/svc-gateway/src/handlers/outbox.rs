@@ -1,9 +1,9 @@
 //! The outbox for people (master key or a dashboard session): `GET /events/recent`,
 //! `GET /events/destinations`, `POST /events/redeliver`.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body, ApiQuery};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};

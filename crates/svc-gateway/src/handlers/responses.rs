@@ -3,9 +3,9 @@
 //! and whether the caller may reach it (`pipeline::stored::reach`: an id the caller may not reach is answered
 //! as unknown), then asks the deployment that holds it.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::pipeline::{access, stored};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, Path, State};
 use axum::http::Uri;

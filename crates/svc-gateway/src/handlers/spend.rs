@@ -1,9 +1,9 @@
 //! `GET /spend/logs` (master key, or a virtual key for its own team): the spend records, filtered and paginated.
 
 use crate::admin::Admin;
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::handlers::{bounded, ApiQuery};
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;

@@ -1,7 +1,7 @@
 //! `GET /gateway/stats` (master key or a dashboard session): this process's request counters.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;

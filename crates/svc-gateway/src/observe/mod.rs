@@ -14,8 +14,8 @@ mod series;
 pub use metrics::Metrics;
 pub use scrape::{metrics_router, scrape};
 
-use crate::auth::Principal;
 use crate::front::{Api, Caller};
+use crate::principal::Principal;
 use std::time::Duration;
 use svc_budget::{Money, Usage};
 

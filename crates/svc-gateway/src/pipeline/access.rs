@@ -1,10 +1,10 @@
 //! Model access (spec 8.3): an alias must exist (404 `model_not_found`) and be allowed to the caller's team
 //! and key (403). The master key may use every alias.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::pipeline::routing;
 use crate::pipeline::routing::ModelTable;
+use crate::principal::Principal;
 use svc_config::Config;
 
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.

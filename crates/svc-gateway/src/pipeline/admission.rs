@@ -3,20 +3,17 @@
 //! and so the prices are known, [`rate`] counts it against the rate limits and [`ask`] says the worst case its
 //! budgets reserve (see `crate::budgets`; `super::tighten` for the last part of a budget).
 
-use crate::auth::Principal;
 use crate::budgets::Ask;
 use crate::error::ApiError;
 use crate::front::{Searches, Unseen};
-use crate::pipeline::routing::Route;
+use crate::pipeline::routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
+use crate::principal::Principal;
 use crate::rate::RateLimits;
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
 use svc_providers::ChatRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Completion tokens reserved when neither the request nor the model gives a cap.
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
 
 /// What an admitted request holds until it is settled.
 #[derive(Debug)]

@@ -33,11 +33,11 @@ pub mod stored;
 mod tighten;
 pub mod upstream;
 
-use crate::auth::Principal;
 use crate::budgets::Grant;
 use crate::error::ApiError;
 use crate::events::EventSink;
 use crate::front::{Api, Caller, Translated, Unseen};
+use crate::principal::Principal;
 use crate::state::AppState;
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};

@@ -22,6 +22,9 @@ use svc_config::{Config, ProviderKind};
 use svc_events::RetryPolicy;
 use svc_providers::{Anthropic, Deployment, Mock, OpenAi, ProviderError, Upstream};
 
+/// Completion tokens reserved when neither the request nor the model gives a cap (a route's default cap).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
+
 /// One deployment of an alias, with what the gateway (not the provider) needs to know of it.
 #[derive(Debug)]
 pub struct Route {
@@ -133,7 +136,7 @@ impl ModelTable {
                     client.clone(),
                     m.api_base.as_deref().unwrap_or(Anthropic::DEFAULT_API_BASE),
                     m.api_key.as_ref().map(|k| k.expose()),
-                    m.max_output_tokens.unwrap_or(crate::pipeline::admission::DEFAULT_MAX_OUTPUT_TOKENS as u32),
+                    m.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS as u32),
                 ))),
             };
             let route = Arc::new(Route {

@@ -2,7 +2,6 @@
 //! and the spend record is made durable through the [`SpendWriter`](super::spend_writer::SpendWriter) before
 //! the response completes.
 
-use crate::auth::Principal;
 use crate::budgets::Reservation;
 use crate::front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
@@ -10,6 +9,7 @@ use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use crate::pipeline::routing::{InFlight, Route};
 use crate::pipeline::stored;
+use crate::principal::Principal;
 use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

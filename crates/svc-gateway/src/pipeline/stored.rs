@@ -13,9 +13,9 @@
 //!
 //! What it does not do: call the upstream (the handlers and the attempts do).
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::pipeline::routing::{ModelTable, Route};
+use crate::principal::Principal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use svc_store::Store;

@@ -15,8 +15,8 @@
 
 pub mod fleet;
 
-use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::principal::Principal;
 use foldhash::HashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};

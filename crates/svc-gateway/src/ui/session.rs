@@ -5,9 +5,9 @@
 //!
 //! What this file does not do: decide what a principal may do (the handlers do, as for a key) or serve pages.
 
-use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::keys::{KeyCache, KeyHash};
+use crate::principal::Principal;
 use axum::http::{header, HeaderMap, Method};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;

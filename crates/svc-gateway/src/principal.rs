@@ -1,0 +1,42 @@
+//! Who is calling: the master key or a virtual key, as authentication resolved it. A leaf: every stage and
+//! handler names the caller, and nothing here reaches back into them.
+
+use crate::error::ApiError;
+use crate::keys::VirtualKey;
+use std::sync::Arc;
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    /// The master key: admin operations, no budget or rate limits (spec 5.3, 8.2).
+    Master,
+    /// A virtual key.
+    Key(Arc<VirtualKey>),
+}
+
+impl Principal {
+    /// The virtual key, if any.
+    pub fn key(&self) -> Option<&VirtualKey> {
+        match self {
+            Principal::Master => None,
+            Principal::Key(k) => Some(k),
+        }
+    }
+
+    /// Requires the master key or a key of `team_id` (403 otherwise): reading a team's own data.
+    pub fn require_team(&self, team_id: &str) -> Result<(), ApiError> {
+        match self {
+            Principal::Master => Ok(()),
+            Principal::Key(k) if k.team_id == team_id => Ok(()),
+            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "a virtual key sees only its own team")),
+        }
+    }
+
+    /// Requires the master key (403 otherwise).
+    pub fn require_master(&self) -> Result<(), ApiError> {
+        match self {
+            Principal::Master => Ok(()),
+            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "this operation requires the master key")),
+        }
+    }
+}
