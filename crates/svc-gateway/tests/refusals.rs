@@ -127,12 +127,10 @@ async fn a_stored_response_of_another_key_is_a_404_as_if_unknown() {
     let store = svc_store::Store::connect(&format!("sqlite://{}", dir.path().join("svc.db").display())).await.unwrap();
     let record = svc_store::SpendRecord {
         record_id: "r1".into(),
-        node: None,
         request_id: "q1".into(),
         ts_ms: 1,
         key_id: Some(my_id),
         team_id: Some("t".into()),
-        agent_role: None,
         model_alias: "m-a".into(),
         upstream_model: "a".into(),
         deployment: "m-*".into(),
@@ -142,18 +140,8 @@ async fn a_stored_response_of_another_key_is_a_404_as_if_unknown() {
         status: 200,
         latency_ms: 1,
         api: Some("responses".into()),
-        client: None,
-        session_id: None,
         response_id: Some("resp_mine".into()),
-        cache_read_tokens: 0,
-        cache_write_tokens: 0,
-        tool_uses: 0,
-        input_cost: 0,
-        output_cost: 0,
-        cache_read_cost: 0,
-        cache_write_cost: 0,
-        tool_cost: 0,
-        basis: None,
+        ..Default::default()
     };
     store.insert_spend_batch(&[record]).await.unwrap();
     for (method, uri) in [

@@ -9,8 +9,8 @@ use sqlx::error::BoxDynError;
 use sqlx::{Arguments, Row};
 use std::borrow::Borrow;
 
-/// One request's spend.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One request's spend (`Default`: every field empty, 0 or `None`, for building a record field by field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpendRecord {
     /// The record's own id, unique in the store: a record written twice (a batch retried after a commit whose
     /// answer was lost, a journal replayed) is kept once.

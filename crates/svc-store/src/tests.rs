@@ -103,7 +103,6 @@ fn rec(i: i64, team: &str) -> SpendRecord {
         ts_ms: i,
         key_id: Some("k".into()),
         team_id: Some(team.into()),
-        agent_role: None,
         model_alias: "m".into(),
         upstream_model: "u".into(),
         deployment: "m".into(),
@@ -112,19 +111,7 @@ fn rec(i: i64, team: &str) -> SpendRecord {
         cost: 100,
         status: 200,
         latency_ms: 3,
-        api: None,
-        client: None,
-        session_id: None,
-        response_id: None,
-        cache_read_tokens: 0,
-        cache_write_tokens: 0,
-        tool_uses: 0,
-        input_cost: 0,
-        output_cost: 0,
-        cache_read_cost: 0,
-        cache_write_cost: 0,
-        tool_cost: 0,
-        basis: None,
+        ..Default::default()
     }
 }
 

@@ -79,12 +79,10 @@ fn principal() -> Principal {
 async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
     let r = SpendRecord {
         record_id: uuid::Uuid::new_v4().to_string(),
-        node: None,
         request_id: uuid::Uuid::new_v4().to_string(),
         ts_ms: when.timestamp_millis(),
         key_id: Some("k1".into()),
         team_id: Some("t".into()),
-        agent_role: None,
         model_alias: "m".into(),
         upstream_model: "m".into(),
         deployment: "m".into(),
@@ -93,19 +91,7 @@ async fn spend(store: &Store, when: DateTime<Utc>, cost: i64) {
         cost,
         status: 200,
         latency_ms: 1,
-        api: None,
-        client: None,
-        session_id: None,
-        response_id: None,
-        cache_read_tokens: 0,
-        cache_write_tokens: 0,
-        tool_uses: 0,
-        input_cost: 0,
-        output_cost: 0,
-        cache_read_cost: 0,
-        cache_write_cost: 0,
-        tool_cost: 0,
-        basis: None,
+        ..Default::default()
     };
     store.insert_spend_batch(&[r]).await.unwrap();
 }

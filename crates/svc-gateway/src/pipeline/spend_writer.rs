@@ -380,12 +380,10 @@ pub(crate) mod tests {
     fn spend(id: &str) -> svc_store::SpendRecord {
         svc_store::SpendRecord {
             record_id: id.into(),
-            node: None,
             request_id: id.into(),
             ts_ms: 1,
             key_id: Some("k".into()),
             team_id: Some("t".into()),
-            agent_role: None,
             model_alias: "m".into(),
             upstream_model: "u".into(),
             deployment: "d".into(),
@@ -394,19 +392,7 @@ pub(crate) mod tests {
             cost: 7,
             status: 200,
             latency_ms: 1,
-            api: None,
-            client: None,
-            session_id: None,
-            response_id: None,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            tool_uses: 0,
-            input_cost: 0,
-            output_cost: 0,
-            cache_read_cost: 0,
-            cache_write_cost: 0,
-            tool_cost: 0,
-            basis: None,
+            ..Default::default()
         }
     }
 
