@@ -13,7 +13,6 @@ and the median."""
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,22 +74,14 @@ def main():
     rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
     fake = conftest._spawn([sys.executable, os.path.join(HERE, "..", "tests", "python", "fake_llm.py"), "--metered"],
                            r"listening on (http://\S+)")
-    tmp = tempfile.mkdtemp(prefix="svc-last-part-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(conftest.METERED_CONFIG.format(db=os.path.join(tmp, "svc.db"), fake=fake[1].group(1)))
-    env = dict(os.environ, SVC_MASTER_KEY=conftest.MASTER, RUST_LOG="info")
-    env.pop("SVC_CONFIG", None)
-    svc = conftest._spawn([conftest.svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env,
-                          cwd=tmp)
-    gateway = svc[1].group(1)
+    svc, gateway = conftest.serve(conftest.METERED_CONFIG, "svc-last-part-", fake=fake[1].group(1))
     try:
         for cli in ("claude", "codex"):
             figures = [one_round(cli, gateway, n) for n in range(1, rounds + 1)]
             print(f"{cli:7} median {100 * statistics.median(figures):.2f} % (spread "
                   f"{100 * min(figures):.2f}–{100 * max(figures):.2f} %, {rounds} rounds)", flush=True)
     finally:
-        conftest._stop(svc[0])
+        conftest._stop(svc)
         conftest._stop(fake[0])
 
 

@@ -42,38 +42,9 @@ def svc_binary():
 
 @pytest.fixture(scope="session")
 def gateway():
-    tmp = tempfile.mkdtemp(prefix="svc-sdk-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(CONFIG.format(db=os.path.join(tmp, "svc.db")))
-    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
-    env.pop("SVC_CONFIG", None)
-    proc = subprocess.Popen(
-        [svc_binary(), "serve", "--config", config], cwd=tmp, env=env, stderr=subprocess.PIPE, text=True
-    )
-    found = {}
-    log = []
-
-    def read():
-        for line in proc.stderr:
-            log.append(line)
-            m = re.search(r"listening on (http://\S+)", line)
-            if m and "url" not in found:
-                found["url"] = m.group(1)
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.time() + 30
-    while "url" not in found and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    if "url" not in found:
-        proc.kill()
-        raise RuntimeError("svc did not start:\n" + "".join(log))
-    yield found["url"]
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    proc, url = serve(CONFIG, "svc-sdk-")
+    yield url
+    _stop(proc)
 
 
 @pytest.fixture(scope="session")
@@ -139,6 +110,19 @@ def _stop(proc):
         proc.kill()
 
 
+def serve(template, prefix, env_in=None, **fields):
+    """Starts `svc serve` in a new temporary directory on `template` (its `{db}` filled with a database there, the
+    rest with `fields`), with the variables `env_in(directory)` gives added; returns (process, base URL)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    config = os.path.join(tmp, "svc.yaml")
+    with open(config, "w") as f:
+        f.write(template.format(db=os.path.join(tmp, "svc.db"), **fields))
+    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info", **(env_in(tmp) if env_in else {}))
+    env.pop("SVC_CONFIG", None)
+    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    return proc, m.group(1)
+
+
 def fake_anthropic_binary():
     path = os.environ.get(
         "SVC_FAKE_ANTHROPIC_BIN", os.path.join(os.path.dirname(svc_binary()), "svc-fake-anthropic")
@@ -162,18 +146,9 @@ def fake_anthropic():
 @pytest.fixture(scope="session")
 def anthropic_gateway(fake_anthropic):
     """A gateway whose `anthropic/claude-sonnet-4-5` alias is served by the fake Anthropic server."""
-    tmp = tempfile.mkdtemp(prefix="svc-sdk-anthropic-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(
-            ANTHROPIC_CONFIG.format(
-                db=os.path.join(tmp, "svc.db"), alias=ANTHROPIC_ALIAS, api_base=fake_anthropic["url"], key=ANTHROPIC_KEY
-            )
-        )
-    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
-    env.pop("SVC_CONFIG", None)
-    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
-    yield m.group(1)
+    proc, url = serve(ANTHROPIC_CONFIG, "svc-sdk-anthropic-", alias=ANTHROPIC_ALIAS, api_base=fake_anthropic["url"],
+                      key=ANTHROPIC_KEY)
+    yield url
     _stop(proc)
 
 
@@ -244,18 +219,9 @@ def webhook_gateway():
     receiver = _Receiver()
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{receiver.server_address[1]}"
-    tmp = tempfile.mkdtemp(prefix="svc-webhooks-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(
-            WEBHOOK_CONFIG.format(
-                db=os.path.join(tmp, "svc.db"), receiver=base, whsec=WHSEC_SECRET, plain=PLAIN_SECRET
-            )
-        )
-    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info", SVC_HOOKS_FILE=os.path.join(tmp, "hooks.json"))
-    env.pop("SVC_CONFIG", None)
-    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
-    yield {"url": m.group(1), "receiver": receiver}
+    proc, url = serve(WEBHOOK_CONFIG, "svc-webhooks-", receiver=base, whsec=WHSEC_SECRET, plain=PLAIN_SECRET,
+                      env_in=lambda tmp: {"SVC_HOOKS_FILE": os.path.join(tmp, "hooks.json")})
+    yield {"url": url, "receiver": receiver}
     _stop(proc)
     receiver.shutdown()
 
@@ -303,14 +269,8 @@ def fake_llm():
 @pytest.fixture(scope="session")
 def agent_gateway(fake_llm):
     """A gateway whose aliases reach the fake LLM by pass-through and by translation."""
-    tmp = tempfile.mkdtemp(prefix="svc-agents-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(AGENT_CONFIG.format(db=os.path.join(tmp, "svc.db"), fake=fake_llm))
-    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
-    env.pop("SVC_CONFIG", None)
-    proc, m, log = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
-    yield m.group(1)
+    proc, url = serve(AGENT_CONFIG, "svc-agents-", fake=fake_llm)
+    yield url
     _stop(proc)
 
 
@@ -347,14 +307,8 @@ def metered_llm():
 @pytest.fixture(scope="session")
 def metered_gateway(metered_llm):
     """A gateway passing Messages and Responses through to the metered fake LLM, at real models' prices."""
-    tmp = tempfile.mkdtemp(prefix="svc-metered-")
-    config = os.path.join(tmp, "svc.yaml")
-    with open(config, "w") as f:
-        f.write(METERED_CONFIG.format(db=os.path.join(tmp, "svc.db"), fake=metered_llm))
-    env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info")
-    env.pop("SVC_CONFIG", None)
-    proc, m, log = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
-    yield m.group(1)
+    proc, url = serve(METERED_CONFIG, "svc-metered-", fake=metered_llm)
+    yield url
     _stop(proc)
 
 
