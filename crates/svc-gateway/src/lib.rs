@@ -134,7 +134,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }
     if model_request {
-        state.ui.counters.record(resp.status());
+        state.requests.record(resp.status());
     }
     if anthropic {
         resp = front::messages::error_in_shape(resp);
@@ -222,7 +222,7 @@ fn spawn_auth_sweeper(
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => state.auth_failures.sweep(),
+                _ = tick.tick() => state.auth.failures.sweep(),
             }
         }
     });
@@ -274,8 +274,8 @@ fn spawn_key_listener(state: AppState) -> tokio::task::JoinHandle<()> {
 }
 
 async fn refresh_keys(state: &AppState) {
-    match state.keys.refresh(&state.store, false).await {
-        Ok(true) => state.rates.retain_keys(&state.keys.ids()),
+    match state.auth.keys.refresh(&state.store, false).await {
+        Ok(true) => state.rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
     }

@@ -2,9 +2,10 @@
 //! node is registered first) or [`AppState::new`] (no registration: tests that drive the router) and shared as
 //! one `Arc`.
 
+use crate::auth::AuthState;
 use crate::budgets::{Budgets, Clock};
 use crate::events::EventSink;
-use crate::keys::{hash_secret, KeyCache, KeyHash};
+use crate::keys::{hash_secret, KeyCache};
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::routing::ModelTable;
@@ -29,12 +30,11 @@ pub struct Inner {
     pub config: Arc<Config>,
     /// The store.
     pub store: Store,
-    /// Virtual keys by hash.
-    pub keys: KeyCache,
-    /// SHA-256 of the master key, compared in constant time.
-    pub master_hash: Option<KeyHash>,
+    /// What authentication reads: the keys, the master key, the failed-authentication limit, the dashboard's
+    /// sessions.
+    pub auth: Arc<AuthState>,
     /// Aliases → deployments.
-    pub models: ModelTable,
+    pub models: Arc<ModelTable>,
     /// Requests in flight (`server.max_in_flight`).
     pub in_flight: Arc<Semaphore>,
     /// Provider readiness, cached.
@@ -49,8 +49,6 @@ pub struct Inner {
     pub budgets: Arc<Budgets>,
     /// Rate limiters.
     pub rates: RateLimits,
-    /// Failed authentications per client address.
-    pub auth_failures: crate::auth::limit::AuthFailures,
     /// Where gateway events go.
     pub events: Arc<dyn EventSink>,
     /// Stores events in the outbox and wakes its worker.
@@ -61,8 +59,8 @@ pub struct Inner {
     pub node: Arc<crate::fleet::FleetNode>,
     /// The Prometheus series (`GET /metrics`).
     pub metrics: Arc<crate::observe::Metrics>,
-    /// The dashboard's sessions and request counters.
-    pub ui: crate::ui::Ui,
+    /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
+    pub requests: crate::ui::stats::RequestCounters,
 }
 
 /// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
@@ -199,7 +197,7 @@ impl AppState {
     ) -> Result<AppState, StateError> {
         let client = svc_providers::UpstreamClient::new().map_err(|e| StateError::Client(e.to_string()))?;
         let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
-        let models = ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?;
+        let models = Arc::new(ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?);
         // The journal's lock before the registration: on one machine a second process of this node stops here.
         let journal = open_journal(&config, &store)?;
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
@@ -266,14 +264,21 @@ impl AppState {
             ))),
             svc_store::Backend::Sqlite => RateLimits::default(),
         };
-        let auth_failures = crate::auth::limit::AuthFailures::new(&config.server, &metrics);
+        let auth = Arc::new(AuthState {
+            keys,
+            master_hash: master_key.map(hash_secret),
+            store: store.clone(),
+            failures: crate::auth::limit::AuthFailures::new(&config.server, &metrics),
+            sessions: crate::ui::session::Sessions::default(),
+        });
+        let probe = config.gateway.health.probe_interval;
+        crate::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
         let state = AppState(Arc::new(Inner {
             in_flight,
             node,
             config,
             store,
-            keys,
-            master_hash: master_key.map(hash_secret),
+            auth,
             models,
             readiness,
             spend,
@@ -281,14 +286,12 @@ impl AppState {
             started: chrono::Utc::now().timestamp(),
             budgets,
             rates,
-            auth_failures,
             events,
             outbox,
             shutdown,
             metrics,
-            ui: crate::ui::Ui::default(),
+            requests: crate::ui::stats::RequestCounters::default(),
         }));
-        crate::health::probe::spawn(&state);
         Ok(state)
     }
 }
