@@ -41,20 +41,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
         "crates/svc-providers/src/generated.rs",
         "crates/svc-providers/src/request/mod.rs",
     ],
-    // svc-config: the loader's modules and the helpers under them (`ConfigError`, `BUILTIN_YAML` in `load.rs`;
-    // `ConfigSource` in `load.rs` for `types.rs`). Cut in the next commit.
-    &[
-        "crates/svc-config/src/diagnostics.rs",
-        "crates/svc-config/src/event_pattern.rs",
-        "crates/svc-config/src/load.rs",
-        "crates/svc-config/src/load_limits.rs",
-        "crates/svc-config/src/load_models.rs",
-        "crates/svc-config/src/load_notify.rs",
-        "crates/svc-config/src/load_prices.rs",
-        "crates/svc-config/src/load_server.rs",
-        "crates/svc-config/src/reader.rs",
-        "crates/svc-config/src/types.rs",
-    ],
 ];
 
 /// Product functions over 80 lines today, as `file::Type::name`, each with the length it may not exceed.
