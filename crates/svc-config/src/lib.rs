@@ -6,6 +6,7 @@
 //! for a running server (the CLI does).
 
 mod diagnostics;
+mod event_kind;
 mod event_pattern;
 mod ip_block;
 mod load;
@@ -20,6 +21,7 @@ mod source;
 mod types;
 
 pub use diagnostics::{ConfigError, Diagnostic, Severity};
+pub use event_kind::{EventKind, EventSeverity, UnknownKind};
 pub use event_pattern::{event_pattern_error, event_pattern_matches};
 pub use ip_block::IpBlock;
 pub use load::{load_builtin, load_file, load_str};

@@ -507,21 +507,3 @@ impl Config {
         out
     }
 }
-
-/// The event kinds of spec 6.1, in the spec's order (`test` is accepted besides).
-pub const EVENT_KINDS: &[&str] = &[
-    "agent.started",
-    "agent.stopped",
-    "agent.crashed",
-    "task.created",
-    "task.done",
-    "task.blocked",
-    "epic.closed",
-    "budget.alert",
-    "budget.exceeded",
-    "model.degraded",
-    "model.unavailable",
-    "node.offline",
-    "swarm.complete",
-    "swarm.timeout",
-];
