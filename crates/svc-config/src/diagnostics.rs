@@ -1,9 +1,10 @@
-//! One problem found in a configuration file, printed as `file:line:column: message`, and the two steps that
-//! turn problems into a [`ConfigError`]: a YAML syntax error, and the walk's findings once it is done.
+//! One problem found in a configuration file, printed as `file:line:column: message`; [`ConfigError`], what a
+//! configuration that cannot be used is; and the two steps that turn problems into one: a YAML syntax error,
+//! and the walk's findings once it is done.
 
-use crate::load::ConfigError;
 use crate::node::{self, Node};
 use std::fmt;
+use std::path::PathBuf;
 
 /// How bad a [`Diagnostic`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,6 +38,31 @@ impl fmt::Display for Diagnostic {
         };
         write!(f, "{}:{}:{}: {level}{}", self.file, self.line, self.col, self.message)
     }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file `{path}`: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file has problems; every one is listed (warnings too).
+    #[error("{}", render(.diagnostics))]
+    Invalid { diagnostics: Vec<Diagnostic> },
+    /// The built-in demo has nowhere to keep its store.
+    #[error(
+        "no place for the demo store: neither XDG_DATA_HOME nor HOME is set (set one, or give a config file \
+         with `server.database_url`)"
+    )]
+    NoDataDir,
+}
+
+fn render(diags: &[Diagnostic]) -> String {
+    diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
 }
 
 /// The YAML tree of `text`; a syntax error is the one diagnostic.

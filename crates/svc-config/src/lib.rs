@@ -6,6 +6,7 @@
 //! for a running server (the CLI does).
 
 mod diagnostics;
+mod event_kind;
 mod event_pattern;
 mod ip_block;
 mod load;
@@ -16,14 +17,17 @@ mod load_prices;
 mod load_server;
 mod node;
 mod reader;
+mod source;
 mod types;
 
-pub use diagnostics::{Diagnostic, Severity};
+pub use diagnostics::{ConfigError, Diagnostic, Severity};
+pub use event_kind::{EventKind, EventSeverity, UnknownKind};
 pub use event_pattern::{event_pattern_error, event_pattern_matches};
 pub use ip_block::IpBlock;
-pub use load::{find_config, load_builtin, load_file, load_str, ConfigError, ConfigSource, BUILTIN_YAML};
+pub use load::{load_builtin, load_file, load_str};
 pub use load_notify::{load_push_builtin, load_push_file, load_push_str, valid_topic};
 pub use load_server::demo_store_path;
+pub use source::{find_config, ConfigSource, BUILTIN_YAML};
 pub use types::*;
 
 pub use svc_budget::{BudgetDuration, Money, Price, Prices};

@@ -1,71 +1,24 @@
 //! Finding and loading the configuration: raw YAML → [`Node`] tree → validated [`Config`], collecting every
 //! problem on the way.
 //!
-//! 1. `find_config`: `--config PATH`, else `$SVC_CONFIG`, else `./svc.yaml`, else the built-in demo.
+//! 1. `source::find_config`: `--config PATH`, else `$SVC_CONFIG`, else `./svc.yaml`, else the built-in demo.
 //! 2. `node::parse`: YAML syntax (the only stage that stops at the first problem).
 //! 3. `build`: section by section, every unknown key, wrong type, bad value and missing variable is recorded
 //!    with its position; cross-references (team models → aliases) are checked last.
 //! 4. A relative SQLite path is taken from the file's folder; the demo's store goes to the user's data folder.
 
-use crate::diagnostics::{checked, parse_root, Diagnostic};
+use crate::diagnostics::{checked, parse_root, ConfigError};
+use crate::load_limits::{admission, streams};
 use crate::load_models::{did_you_mean, models, Models};
+use crate::load_notify::notifications;
 use crate::load_server::{demo_store_url, fleet, server};
 use crate::node::Node;
 use crate::reader::{Fields, Key, Reader};
+use crate::source::{ConfigSource, BUILTIN_YAML};
 use crate::types::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use svc_budget::{BudgetDuration, Money};
-
-/// The built-in demo configuration (four mock-served aliases).
-pub const BUILTIN_YAML: &str = include_str!("builtin.yaml");
-
-/// Where a configuration came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// A file.
-    File(PathBuf),
-    /// The built-in demo configuration.
-    Builtin,
-}
-
-/// A configuration that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file `{path}`: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file has problems; every one is listed (warnings too).
-    #[error("{}", render(.diagnostics))]
-    Invalid { diagnostics: Vec<Diagnostic> },
-    /// The built-in demo has nowhere to keep its store.
-    #[error(
-        "no place for the demo store: neither XDG_DATA_HOME nor HOME is set (set one, or give a config file \
-         with `server.database_url`)"
-    )]
-    NoDataDir,
-}
-
-fn render(diags: &[Diagnostic]) -> String {
-    diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
-}
-
-/// Picks the configuration file: `explicit`, else `$SVC_CONFIG`, else `./svc.yaml` when it exists.
-/// `None` means: use the built-in demo configuration.
-pub fn find_config(explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return Some(p.to_path_buf());
-    }
-    if let Some(p) = std::env::var_os("SVC_CONFIG").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let local = PathBuf::from("svc.yaml");
-    local.exists().then_some(local)
-}
 
 /// Loads and validates a file, reading `os.environ/NAME` references from the process environment.
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
@@ -121,7 +74,7 @@ fn build(r: &mut Reader, root: &Node, source: ConfigSource) -> Config {
     let fleet = fleet(r, get("fleet"), base.as_deref());
     let models = models(r, get("model_list"));
     let gateway = gateway(r, get("gateway_settings"), &models);
-    let notifications = crate::load_notify::notifications(r, get("notifications"));
+    let notifications = notifications(r, get("notifications"));
     Config { source, server, fleet, models: models.entries, gateway, notifications, warnings: Vec::new() }
 }
 
@@ -181,8 +134,8 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
     };
     out.routing = routing(r, &f);
     out.health = health(r, &f);
-    out.admission = crate::load_limits::admission(r, &f);
-    out.streams = crate::load_limits::streams(r, &f);
+    out.admission = admission(r, &f);
+    out.streams = streams(r, &f);
     if let Some(d) = duration(r, &f, "budget_duration") {
         out.budget_duration = d;
     }

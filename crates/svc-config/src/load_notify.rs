@@ -1,10 +1,11 @@
 //! The `notifications:` section (spec 2.7): the push block, webhooks and shell-hook settings; and loading the
 //! push block alone ([`load_push_file`]), for a command that reads nothing else.
 
-use crate::diagnostics::{checked, parse_root};
-use crate::load::{ConfigError, BUILTIN_YAML};
+use crate::diagnostics::{checked, parse_root, ConfigError};
+use crate::event_pattern::event_pattern_error;
 use crate::node::{Node, Value};
 use crate::reader::{Key, Reader};
+use crate::source::BUILTIN_YAML;
 use crate::types::*;
 use std::path::Path;
 use std::time::Duration;
@@ -164,7 +165,7 @@ fn webhook(r: &mut Reader, node: &Node, path: &str) -> Option<WebhookConfig> {
     };
     let mut events = Vec::new();
     for (e, n) in r.strings(&f, "events").unwrap_or_default() {
-        match crate::event_pattern_error(&e) {
+        match event_pattern_error(&e) {
             None => events.push(e),
             Some(why) => r.error(&n, format!("{}: {why}", f.child("events"))),
         }

@@ -1,5 +1,8 @@
 //! The validated configuration. Built only by the loader; every field already has its domain type.
 
+use crate::diagnostics::Diagnostic;
+use crate::ip_block::IpBlock;
+use crate::source::ConfigSource;
 use std::fmt;
 use std::time::Duration;
 use svc_budget::{BudgetDuration, Money};
@@ -8,7 +11,7 @@ use svc_budget::{BudgetDuration, Money};
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Where it came from.
-    pub source: crate::ConfigSource,
+    pub source: ConfigSource,
     /// `server:`.
     pub server: ServerConfig,
     /// `fleet:`.
@@ -20,7 +23,7 @@ pub struct Config {
     /// `notifications:`.
     pub notifications: NotificationsConfig,
     /// Warnings found while loading (the configuration is still usable).
-    pub warnings: Vec<crate::Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// A secret string (master key, API key, webhook secret, push token). Its `Debug` and `Display` never show it.
@@ -91,7 +94,7 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Reverse proxies in front of the gateway (`server.trusted_proxies`, default none): a connection from one
     /// of them is taken to come from the right-most `X-Forwarded-For` address that is not one of them.
-    pub trusted_proxies: Vec<crate::IpBlock>,
+    pub trusted_proxies: Vec<IpBlock>,
     /// Failed authentications a client address may make at once (`server.auth_failures_burst`, default 20);
     /// 0 turns the limit off.
     pub auth_failures_burst: u32,
@@ -504,21 +507,3 @@ impl Config {
         out
     }
 }
-
-/// The event kinds of spec 6.1, in the spec's order (`test` is accepted besides).
-pub const EVENT_KINDS: &[&str] = &[
-    "agent.started",
-    "agent.stopped",
-    "agent.crashed",
-    "task.created",
-    "task.done",
-    "task.blocked",
-    "epic.closed",
-    "budget.alert",
-    "budget.exceeded",
-    "model.degraded",
-    "model.unavailable",
-    "node.offline",
-    "swarm.complete",
-    "swarm.timeout",
-];

@@ -1,5 +1,6 @@
 //! The HTTP client every sink shares, bounded reads of what a receiver answers, and short human descriptions
-//! of transport failures.
+//! of transport failures (cut to a length on a character boundary by [`cut_to_bytes`], as the push sink cuts
+//! its title and body).
 //!
 //! Redirects are never followed (a 3xx is a failed delivery: senders of webhooks treat it so); per-attempt
 //! timeouts are set per request by each sink, not here. A receiver or push server decides how much it sends
@@ -83,5 +84,17 @@ pub fn reason_from_body(body: &str) -> String {
         }
     }
     let line = body.lines().next().unwrap_or("").trim();
-    crate::sinks::ntfy::cut_to_bytes(line, 200).to_string()
+    cut_to_bytes(line, 200).to_string()
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn cut_to_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }

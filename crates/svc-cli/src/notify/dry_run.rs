@@ -5,7 +5,7 @@
 //! a blank line, the envelope as pretty JSON. When there is no push block the first block is the first
 //! webhook's.
 
-use super::run::Plan;
+use super::plan::Plan;
 use std::io::Write as _;
 use svc_events::{Destination, Origin};
 

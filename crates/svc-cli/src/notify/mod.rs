@@ -6,6 +6,7 @@ mod dry_run;
 pub mod error;
 pub mod events_cmd;
 pub mod hooks_cmd;
+mod plan;
 mod run;
 
 pub use args::NotifyArgs;

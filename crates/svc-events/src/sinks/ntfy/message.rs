@@ -7,6 +7,7 @@
 
 use super::summary::body_text;
 use crate::envelope::Envelope;
+use crate::http::cut_to_bytes;
 use crate::kinds::{EventKind, UnknownKind};
 use base64::Engine as _;
 use svc_config::{NtfyConfig, Priority, Secret};
@@ -77,18 +78,6 @@ impl PushMessage {
         }
         out
     }
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut_to_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// A header-safe value: control characters (CR, LF, tab, …) become spaces, then the value is trimmed; printable

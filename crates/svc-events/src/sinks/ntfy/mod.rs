@@ -11,7 +11,8 @@ mod message;
 mod subscribe;
 mod summary;
 
-pub use message::{cut_to_bytes, header_value, PushMessage, PushOverrides, MAX_BODY_BYTES, MAX_TITLE_BYTES};
+pub use crate::http::cut_to_bytes;
+pub use message::{header_value, PushMessage, PushOverrides, MAX_BODY_BYTES, MAX_TITLE_BYTES};
 pub use subscribe::{subscribe, subscribe_with, IDLE_TIMEOUT, MAX_LINE_BYTES};
 pub use summary::{body_text, summary};
 
