@@ -152,6 +152,60 @@ async fn replay_journal(store: &Store, (journal, replay): (Journal, Replay)) -> 
     Ok(Arc::new(journal))
 }
 
+/// The outbox worker, delivering events to the configured push server, webhooks and this node's hooks, started
+/// on `tasks`; and the sink of the gateway's own events (`events`, or one into the outbox).
+async fn start_events(
+    config: &Arc<Config>,
+    store: &Store,
+    metrics: &Arc<crate::observe::Metrics>,
+    events: Option<Arc<dyn EventSink>>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<(Emitter<StoreOutbox>, Arc<dyn EventSink>), StateError> {
+    // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
+    let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
+    let deliverer = Arc::new(
+        Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
+    );
+    rename_legacy_destinations(store, &deliverer).await?;
+    // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
+    // node's own.
+    let options = WorkerOptions {
+        holder: Some(config.fleet.node.clone()),
+        lease: config.fleet.lease,
+        ..WorkerOptions::default()
+    };
+    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
+    let outbox = worker.emitter();
+    worker.spawn(tasks, shutdown.clone());
+    let events = events.unwrap_or_else(|| {
+        let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
+        if store.backend() == svc_store::Backend::Postgres {
+            sink.health = Some(store.clone());
+        }
+        Arc::new(sink)
+    });
+    Ok((outbox, events))
+}
+
+/// The spend writer on `tasks`: journaled when there is a journal, charging the budgets' leases on a fleet node
+/// (whose leases start first).
+async fn start_spend(
+    store: &Store,
+    tasks: &TaskTracker,
+    journal: Option<Arc<Journal>>,
+    budgets: &Arc<Budgets>,
+) -> Result<SpendWriter, StateError> {
+    Ok(match (journal, budgets.leases()) {
+        (Some(journal), Some(leases)) => {
+            leases.start().await?;
+            SpendWriter::start_journaled(store.clone(), tasks, journal, Some(budgets.clone()))
+        }
+        (Some(journal), None) => SpendWriter::start_journaled(store.clone(), tasks, journal, None),
+        (None, _) => SpendWriter::start(store.clone(), tasks),
+    })
+}
+
 impl AppState {
     /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
     /// outbox worker delivering events to the configured push server, webhooks and this node's hooks. The node
@@ -224,38 +278,9 @@ impl AppState {
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
-        // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
-        let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
-        let deliverer = Arc::new(
-            Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
-        );
-        rename_legacy_destinations(&store, &deliverer).await?;
-        // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
-        // node's own.
-        let options = WorkerOptions {
-            holder: Some(config.fleet.node.clone()),
-            lease: config.fleet.lease,
-            ..WorkerOptions::default()
-        };
-        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
-        let outbox = worker.emitter();
-        worker.spawn(&tasks, shutdown.clone());
-        let events = events.unwrap_or_else(|| {
-            let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
-            if store.backend() == svc_store::Backend::Postgres {
-                sink.health = Some(store.clone());
-            }
-            Arc::new(sink)
-        });
+        let (outbox, events) = start_events(&config, &store, &metrics, events, &tasks, &shutdown).await?;
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
-        let spend = match (journal, budgets.leases()) {
-            (Some(journal), Some(leases)) => {
-                leases.start().await?;
-                SpendWriter::start_journaled(store.clone(), &tasks, journal, Some(budgets.clone()))
-            }
-            (Some(journal), None) => SpendWriter::start_journaled(store.clone(), &tasks, journal, None),
-            (None, _) => SpendWriter::start(store.clone(), &tasks),
-        };
+        let spend = start_spend(&store, &tasks, journal, &budgets).await?;
         let rates = match store.backend() {
             svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(crate::rate::fleet::FleetRates::new(
                 store.clone(),
