@@ -369,6 +369,13 @@ async fn a_burst_billed_above_its_bodies_never_passes_the_budget() {
     assert!(ok > 0 && ok < 40, "{ok} answered");
     let records = admin_get(&s.g, "/spend/logs?limit=100").await["data"].as_array().cloned().unwrap();
     assert_eq!(records.len(), ok);
-    assert!(records.iter().all(|r| r["basis"] == "billed" && r["spend_nanos"] == 2_508_000), "{records:?}");
+    // Every call recorded as billed. A call admitted in the budget's last part with a lowered cap may have reserved
+    // less than the 1,234 prompt tokens it is billed for (no count of a chat upstream's input exists): it is
+    // flagged `over_reservation`, never cut (item 1 of issue 28).
+    assert!(
+        records.iter().all(|r| r["spend_nanos"] == 2_508_000
+            && ["billed", "over_reservation"].contains(&r["basis"].as_str().unwrap_or(""))),
+        "{records:?}"
+    );
     assert!(ok as i64 * 2_508_000 <= 300_000_000);
 }
