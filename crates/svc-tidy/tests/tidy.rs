@@ -49,16 +49,11 @@ const KNOWN_LONG_FNS: &[(&str, usize)] = &[
     ("crates/svc-bench/src/proxy.rs::render", 82),
     ("crates/svc-bench/src/report.rs::render", 121),
     ("crates/svc-bench/src/report.rs::targets", 95),
-    ("crates/svc-config/src/load.rs::gateway", 88),
-    ("crates/svc-config/src/load.rs::team", 92),
-    ("crates/svc-config/src/load_server.rs::server", 92),
     ("crates/svc-gateway/src/front/passthrough_stream.rs::PassStream::event", 86),
     ("crates/svc-gateway/src/observe/metrics.rs::Metrics::new", 165),
     ("crates/svc-gateway/src/pipeline/attempts.rs::Call::attempts", 108),
     ("crates/svc-gateway/src/pipeline/spend_writer.rs::write_all", 84),
     ("crates/svc-gateway/src/state.rs::AppState::build", 102),
-    ("crates/svc-providers/src/anthropic/request.rs::to_messages_request", 90),
-    ("crates/svc-testkit/src/responses.rs::responses", 87),
 ];
 
 fn root() -> PathBuf {
