@@ -38,10 +38,6 @@ const KNOWN_CIRCLES: &[&[&str]] = &[
 
 /// Product functions over 80 lines today, as `file::Type::name`, each with the length it may not exceed.
 const KNOWN_LONG_FNS: &[(&str, usize)] = &[
-    ("crates/svc-bench/src/bench.rs::describe", 91),
-    ("crates/svc-bench/src/proxy.rs::render", 82),
-    ("crates/svc-bench/src/report.rs::render", 121),
-    ("crates/svc-bench/src/report.rs::targets", 95),
     ("crates/svc-gateway/src/front/passthrough_stream.rs::PassStream::event", 86),
     ("crates/svc-gateway/src/observe/metrics.rs::Metrics::new", 165),
     ("crates/svc-gateway/src/pipeline/attempts.rs::Call::attempts", 108),
