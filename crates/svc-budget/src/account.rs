@@ -54,14 +54,12 @@ pub struct Slice {
     /// The most the store holds of this node's exposure under the lease (`Money::MAX`: never reported, the store
     /// holds the whole unspent lease).
     pub exposable: Money,
-    /// What a report allows beyond the exposure for requests to come before the next one: at each report, half
-    /// of what it was or what was reserved since the last report and one more of the largest of those requests,
-    /// whichever is more.
+    /// What a report allows beyond the exposure for requests to come before the next one: half of what was
+    /// reserved since the last report (a node that dies strands at most this beyond what it may have answered;
+    /// a request past it asks the store, [`Account::exposure_wanted`]).
     pub headroom: Money,
     /// Reserved since the last report.
     pub flow: Money,
-    /// The largest request reserved since the last report.
-    pub largest: Money,
 }
 
 impl Default for Slice {
@@ -73,7 +71,6 @@ impl Default for Slice {
             exposable: Money::MAX,
             headroom: Money::ZERO,
             flow: Money::ZERO,
-            largest: Money::ZERO,
         }
     }
 }
@@ -352,7 +349,6 @@ impl Account {
         self.reserved = self.reserved.plus(amount);
         if let Some(s) = self.slice.as_mut() {
             s.flow = s.flow.plus(amount);
-            s.largest = s.largest.max(amount);
         }
     }
 

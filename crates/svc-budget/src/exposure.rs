@@ -19,20 +19,21 @@ impl Account {
     pub fn report_exposure(&mut self, written: Money) -> Option<Money> {
         let exposure = self.exposure();
         let s = self.slice.as_mut()?;
-        let flow = std::mem::take(&mut s.flow).plus(std::mem::take(&mut s.largest));
-        s.headroom = Money::from_nanos(s.headroom.nanos() / 2).max(flow);
+        s.headroom = Money::from_nanos(std::mem::take(&mut s.flow).nanos() / 2);
         let report = exposure.minus(written).at_least_zero().plus(s.headroom);
         s.exposable = s.exposable.min(report.plus(written));
         Some(report)
     }
 
     /// Fleet mode: a request of worst case `full` would take the exposure past the ceiling: the exposure to
-    /// report before it is admitted (what it needs, or twice the ceiling, so that a burst asks a few times, not
-    /// at each request), or `None` when it fits.
+    /// report before it is admitted, or `None` when it fits. What it needs, and as much again as was reserved
+    /// since the last report, up to twice the ceiling: a burst asks a few times, not at each request, while a
+    /// client that sends one request at a time is given room for that one only (a node that dies then strands
+    /// only what it may have answered).
     pub fn exposure_wanted(&self, full: Money) -> Option<Money> {
         let need = self.exposure().plus(full);
         let s = self.slice.as_ref()?;
-        (need > s.exposable).then(|| need.max(s.exposable.plus(s.exposable)))
+        (need > s.exposable).then(|| need.max(need.plus(s.flow).min(s.exposable.plus(s.exposable))))
     }
 
     /// Fleet mode: the exposure to report with a grant when the store may hold none yet (the grant may create
@@ -82,32 +83,36 @@ mod tests {
         assert!(a.granted(t(0), m(500), m(1000), Money::ZERO));
         assert_eq!((a.room(t(0)), a.exposure_wanted(m(100))), (m(500), None), "never reported: the whole slice");
         a.hold(m(100));
+        a.release(m(100));
+        a.hold(m(100));
         a.settle(m(100), m(80), &[], t(0));
         a.unwritten(m(80));
         a.hold(m(50));
         assert_eq!(a.exposure(), m(130));
-        // A report with a batch of 80: the 50 in flight, and as much as was reserved since the last report and one
-        // more of the largest of those requests. The ceiling is lowered at once (counting the batch until it is
-        // written), and applied when the store takes the report.
-        assert_eq!(a.report_exposure(m(80)), Some(m(50 + 150 + 100)));
-        assert_eq!(a.slice().map(|s| s.exposable), Some(m(380)));
-        assert_eq!(a.room(t(0)), m(250));
-        assert!(a.exposure_binds(m(300)) && !a.exposure_binds(m(200)) && !a.exposure_binds(m(400)));
+        // A report with a batch of 80: the 50 in flight, and half as much as was reserved since the last report (a
+        // request that failed included). The ceiling is lowered at once (counting the batch until it is written),
+        // and applied when the store takes the report.
+        assert_eq!(a.report_exposure(m(80)), Some(m(50 + 125)));
+        assert_eq!(a.slice().map(|s| s.exposable), Some(m(255)));
+        assert_eq!(a.room(t(0)), m(125));
+        assert!(a.exposure_binds(m(200)) && !a.exposure_binds(m(100)) && !a.exposure_binds(m(400)));
         a.written(m(80));
-        a.exposed(m(300));
-        assert_eq!((a.room(t(0)), a.exposure_wanted(m(250))), (m(250), None), "the slice has 370");
-        // Past the ceiling: ask the store for what is needed, or twice the ceiling.
-        assert_eq!(a.exposure_wanted(m(260)), Some(m(600)));
-        assert_eq!(a.exposure_wanted(m(700)), Some(m(750)));
+        a.exposed(m(175));
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(125))), (m(125), None), "the slice has 370");
+        // Past the ceiling: ask the store for what is needed; nothing reserved since the report, nothing more.
+        assert_eq!(a.exposure_wanted(m(200)), Some(m(250)));
+        // In a burst, what is needed and as much again as was reserved since the report, up to twice the ceiling.
+        a.hold(m(20));
+        assert_eq!(a.exposure_wanted(m(200)), Some(m(290)));
+        a.hold(m(100));
+        assert_eq!(a.exposure_wanted(m(100)), Some(m(350)));
+        assert_eq!(a.exposure_wanted(m(300)), Some(m(470)));
+        a.release(m(100));
         a.exposed(m(1050));
-        assert_eq!((a.room(t(0)), a.exposure_wanted(m(300))), (m(370), None), "now the slice is what binds");
-        // Idle, the headroom halves at each report.
-        a.release(m(50));
-        assert_eq!(a.report_exposure(Money::ZERO), Some(m(125)));
-        assert_eq!(a.report_exposure(Money::ZERO), Some(m(62)));
-        for _ in 0..10 {
-            a.report_exposure(Money::ZERO);
-        }
+        assert_eq!((a.room(t(0)), a.exposure_wanted(m(300))), (m(350), None), "now the slice is what binds");
+        // Idle, the next report holds half the last flow, the one after nothing.
+        a.release(m(70));
+        assert_eq!(a.report_exposure(Money::ZERO), Some(m(60)));
         assert_eq!(a.report_exposure(Money::ZERO), Some(Money::ZERO));
         a.exposed(Money::ZERO);
         assert_eq!(a.room(t(0)), Money::ZERO);

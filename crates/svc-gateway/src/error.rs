@@ -73,6 +73,13 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, kind, message)
     }
 
+    /// 404 for a model alias this gateway does not serve (the one answer for it, whichever stage finds it).
+    pub fn unknown_model(alias: &str) -> ApiError {
+        ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."))
+            .with_param("model")
+            .code("model_not_found")
+    }
+
     /// 413 for a body over the limit.
     pub fn too_large(limit: usize) -> ApiError {
         ApiError::new(

@@ -134,7 +134,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }
     if model_request {
-        state.ui.counters.record(resp.status());
+        state.requests.record(resp.status());
     }
     if anthropic {
         resp = front::messages::error_in_shape(resp);
@@ -178,10 +178,9 @@ pub async fn serve(
         })?),
         None => None,
     };
-    let poller = spawn_key_poller(state.clone());
-    let listener_task = spawn_key_listener(state.clone());
     let tasks = state.tasks.clone();
     let stop = state.shutdown.clone();
+    spawn_key_watch(state.clone(), &tasks, stop.clone());
     let node = state.node.clone();
     node.spawn(state.events.clone(), &tasks, stop.clone());
     state.budgets.spawn_upkeep(&tasks, stop.clone());
@@ -196,8 +195,6 @@ pub async fn serve(
     }
     let limits = server::Limits::from_config(&state.config.server);
     let result = server::run(app(state), listener, limits, shutdown).await;
-    poller.abort();
-    listener_task.abort();
     stop.cancel();
     node.stop().await;
     tasks.close();
@@ -222,7 +219,7 @@ fn spawn_auth_sweeper(
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => state.auth_failures.sweep(),
+                _ = tick.tick() => state.auth.failures.sweep(),
             }
         }
     });
@@ -246,51 +243,59 @@ fn spawn_metrics_listener(
     Ok(())
 }
 
+/// Keeps the key cache current until shutdown: [`listen_for_keys`] and [`poll_keys`], on the task tracker.
+fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop: tokio_util::sync::CancellationToken) {
+    tasks.spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            // The poller never ends; the listener ends at once on SQLite (no channel).
+            _ = async { tokio::join!(listen_for_keys(&state), poll_keys(&state)) } => {}
+        }
+    });
+}
+
 /// On a PostgreSQL store, hears of every key change in the fleet as it commits (`LISTEN`), so a key created,
 /// revoked or rotated on any node takes effect on this one within moments; the poller stays as the fallback.
-fn spawn_key_listener(state: AppState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut waits =
-            svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
-        loop {
-            match state.store.key_changes().await {
-                Ok(None) => return,
-                Ok(Some(mut changes)) => {
-                    waits = svc_events::RetryPolicy::OUTBOX
-                        .with_delays(Duration::from_millis(200), Duration::from_secs(10))
-                        .delays();
-                    // Changes made while this node was not listening.
-                    refresh_keys(&state).await;
-                    while changes.next().await.is_ok() {
-                        refresh_keys(&state).await;
-                    }
-                    tracing::warn!("lost the key-change channel of the store; listening again");
+/// Returns only when the store has no such channel (SQLite).
+async fn listen_for_keys(state: &AppState) {
+    let mut waits =
+        svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
+    loop {
+        match state.store.key_changes().await {
+            Ok(None) => return,
+            Ok(Some(mut changes)) => {
+                waits = svc_events::RetryPolicy::OUTBOX
+                    .with_delays(Duration::from_millis(200), Duration::from_secs(10))
+                    .delays();
+                // Changes made while this node was not listening.
+                refresh_keys(state).await;
+                while changes.next().await.is_ok() {
+                    refresh_keys(state).await;
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot listen for key changes; the poller covers them meanwhile"),
+                tracing::warn!("lost the key-change channel of the store; listening again");
             }
-            tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(10))).await;
+            Err(e) => tracing::warn!(error = %e, "cannot listen for key changes; the poller covers them meanwhile"),
         }
-    })
+        tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(10))).await;
+    }
 }
 
 async fn refresh_keys(state: &AppState) {
-    match state.keys.refresh(&state.store, false).await {
-        Ok(true) => state.rates.retain_keys(&state.keys.ids()),
+    match state.auth.keys.refresh(&state.store, false).await {
+        Ok(true) => state.rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
     }
 }
 
 /// Notices key changes made by other processes (CLI, other nodes) within a second.
-fn spawn_key_poller(state: AppState) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            refresh_keys(&state).await;
-        }
-    })
+async fn poll_keys(state: &AppState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        refresh_keys(state).await;
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/fleet/nodes", get(fleet::nodes)),
         ("/health/models", get(health::models)),
     ])
-    .route_layer(Authenticate(state.clone()))
+    .route_layer(Authenticate(state.auth.clone()))
 }
 
 /// Routes open to anyone (spec 5.7: the health examples carry no key).

@@ -2,9 +2,10 @@
 //! node is registered first) or [`AppState::new`] (no registration: tests that drive the router) and shared as
 //! one `Arc`.
 
+use crate::auth::AuthState;
 use crate::budgets::{Budgets, Clock};
 use crate::events::EventSink;
-use crate::keys::{hash_secret, KeyCache, KeyHash};
+use crate::keys::{hash_secret, KeyCache};
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::routing::ModelTable;
@@ -29,12 +30,11 @@ pub struct Inner {
     pub config: Arc<Config>,
     /// The store.
     pub store: Store,
-    /// Virtual keys by hash.
-    pub keys: KeyCache,
-    /// SHA-256 of the master key, compared in constant time.
-    pub master_hash: Option<KeyHash>,
+    /// What authentication reads: the keys, the master key, the failed-authentication limit, the dashboard's
+    /// sessions.
+    pub auth: Arc<AuthState>,
     /// Aliases → deployments.
-    pub models: ModelTable,
+    pub models: Arc<ModelTable>,
     /// Requests in flight (`server.max_in_flight`).
     pub in_flight: Arc<Semaphore>,
     /// Provider readiness, cached.
@@ -49,8 +49,6 @@ pub struct Inner {
     pub budgets: Arc<Budgets>,
     /// Rate limiters.
     pub rates: RateLimits,
-    /// Failed authentications per client address.
-    pub auth_failures: crate::auth::limit::AuthFailures,
     /// Where gateway events go.
     pub events: Arc<dyn EventSink>,
     /// Stores events in the outbox and wakes its worker.
@@ -61,8 +59,8 @@ pub struct Inner {
     pub node: Arc<crate::fleet::FleetNode>,
     /// The Prometheus series (`GET /metrics`).
     pub metrics: Arc<crate::observe::Metrics>,
-    /// The dashboard's sessions and request counters.
-    pub ui: crate::ui::Ui,
+    /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
+    pub requests: crate::ui::stats::RequestCounters,
 }
 
 /// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
@@ -154,6 +152,60 @@ async fn replay_journal(store: &Store, (journal, replay): (Journal, Replay)) -> 
     Ok(Arc::new(journal))
 }
 
+/// The outbox worker, delivering events to the configured push server, webhooks and this node's hooks, started
+/// on `tasks`; and the sink of the gateway's own events (`events`, or one into the outbox).
+async fn start_events(
+    config: &Arc<Config>,
+    store: &Store,
+    metrics: &Arc<crate::observe::Metrics>,
+    events: Option<Arc<dyn EventSink>>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<(Emitter<StoreOutbox>, Arc<dyn EventSink>), StateError> {
+    // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
+    let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
+    let deliverer = Arc::new(
+        Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
+    );
+    rename_legacy_destinations(store, &deliverer).await?;
+    // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
+    // node's own.
+    let options = WorkerOptions {
+        holder: Some(config.fleet.node.clone()),
+        lease: config.fleet.lease,
+        ..WorkerOptions::default()
+    };
+    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
+    let outbox = worker.emitter();
+    worker.spawn(tasks, shutdown.clone());
+    let events = events.unwrap_or_else(|| {
+        let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
+        if store.backend() == svc_store::Backend::Postgres {
+            sink.health = Some(store.clone());
+        }
+        Arc::new(sink)
+    });
+    Ok((outbox, events))
+}
+
+/// The spend writer on `tasks`: journaled when there is a journal, charging the budgets' leases on a fleet node
+/// (whose leases start first).
+async fn start_spend(
+    store: &Store,
+    tasks: &TaskTracker,
+    journal: Option<Arc<Journal>>,
+    budgets: &Arc<Budgets>,
+) -> Result<SpendWriter, StateError> {
+    Ok(match (journal, budgets.leases()) {
+        (Some(journal), Some(leases)) => {
+            leases.start().await?;
+            SpendWriter::start_journaled(store.clone(), tasks, journal, Some(budgets.clone()))
+        }
+        (Some(journal), None) => SpendWriter::start_journaled(store.clone(), tasks, journal, None),
+        (None, _) => SpendWriter::start(store.clone(), tasks),
+    })
+}
+
 impl AppState {
     /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
     /// outbox worker delivering events to the configured push server, webhooks and this node's hooks. The node
@@ -199,7 +251,7 @@ impl AppState {
     ) -> Result<AppState, StateError> {
         let client = svc_providers::UpstreamClient::new().map_err(|e| StateError::Client(e.to_string()))?;
         let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
-        let models = ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?;
+        let models = Arc::new(ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?);
         // The journal's lock before the registration: on one machine a second process of this node stops here.
         let journal = open_journal(&config, &store)?;
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
@@ -226,38 +278,9 @@ impl AppState {
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
-        // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
-        let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
-        let deliverer = Arc::new(
-            Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
-        );
-        rename_legacy_destinations(&store, &deliverer).await?;
-        // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
-        // node's own.
-        let options = WorkerOptions {
-            holder: Some(config.fleet.node.clone()),
-            lease: config.fleet.lease,
-            ..WorkerOptions::default()
-        };
-        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
-        let outbox = worker.emitter();
-        worker.spawn(&tasks, shutdown.clone());
-        let events = events.unwrap_or_else(|| {
-            let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
-            if store.backend() == svc_store::Backend::Postgres {
-                sink.health = Some(store.clone());
-            }
-            Arc::new(sink)
-        });
+        let (outbox, events) = start_events(&config, &store, &metrics, events, &tasks, &shutdown).await?;
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
-        let spend = match (journal, budgets.leases()) {
-            (Some(journal), Some(leases)) => {
-                leases.start().await?;
-                SpendWriter::start_journaled(store.clone(), &tasks, journal, Some(budgets.clone()))
-            }
-            (Some(journal), None) => SpendWriter::start_journaled(store.clone(), &tasks, journal, None),
-            (None, _) => SpendWriter::start(store.clone(), &tasks),
-        };
+        let spend = start_spend(&store, &tasks, journal, &budgets).await?;
         let rates = match store.backend() {
             svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(crate::rate::fleet::FleetRates::new(
                 store.clone(),
@@ -266,14 +289,21 @@ impl AppState {
             ))),
             svc_store::Backend::Sqlite => RateLimits::default(),
         };
-        let auth_failures = crate::auth::limit::AuthFailures::new(&config.server, &metrics);
+        let auth = Arc::new(AuthState {
+            keys,
+            master_hash: master_key.map(hash_secret),
+            store: store.clone(),
+            failures: crate::auth::limit::AuthFailures::new(&config.server, &metrics),
+            sessions: crate::ui::session::Sessions::default(),
+        });
+        let probe = config.gateway.health.probe_interval;
+        crate::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
         let state = AppState(Arc::new(Inner {
             in_flight,
             node,
             config,
             store,
-            keys,
-            master_hash: master_key.map(hash_secret),
+            auth,
             models,
             readiness,
             spend,
@@ -281,14 +311,12 @@ impl AppState {
             started: chrono::Utc::now().timestamp(),
             budgets,
             rates,
-            auth_failures,
             events,
             outbox,
             shutdown,
             metrics,
-            ui: crate::ui::Ui::default(),
+            requests: crate::ui::stats::RequestCounters::default(),
         }));
-        crate::health::probe::spawn(&state);
         Ok(state)
     }
 }

@@ -168,14 +168,23 @@ fn refused_for_now(status: u16, body: &Value) -> bool {
         || (status == 503 && ["budget_room_stranded", "budget_room_moving"].contains(&e["code"].as_str().unwrap_or("")))
 }
 
+/// Every request of a burst not answered was refused `Budget exceeded` by `budget`, or answered 503 to retry
+/// (while other nodes hold spare beyond what they may have answered, which they give back when asked, or, on a
+/// loaded machine, while a node's renewal is late); at least one was refused.
 fn assert_refusals(results: &[(u16, Value)], budget: &str) {
+    let mut refused = 0;
     for (s, b) in results.iter().filter(|(s, _)| *s != 200) {
+        if *s == 503 && refused_for_now(*s, b) {
+            continue;
+        }
         assert_eq!(
             (*s, b["error"]["message"].as_str(), b["error"]["budget"].as_str()),
             (429, Some("Budget exceeded"), Some(budget)),
             "{b}"
         );
+        refused += 1;
     }
+    assert!(refused > 0, "nothing refused: {results:?}");
 }
 
 fn team_budget(up: &Upstream) -> String {

@@ -9,15 +9,31 @@ pub mod client;
 pub mod limit;
 
 use crate::error::ApiError;
-use crate::keys::{hash_secret, KeyHash, VirtualKey};
+use crate::keys::{hash_secret, KeyCache, KeyHash, VirtualKey};
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::ui::session::Sessions;
 use axum::extract::Request;
 use axum::http::{header, Extensions, HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
 use client::Origin;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use svc_store::Store;
+
+/// What authentication reads: the keys, the master key's digest, the store (for keys this node has not heard
+/// of yet), the limit of failed authentications and the dashboard's sessions.
+pub struct AuthState {
+    /// Virtual keys by hash.
+    pub(crate) keys: KeyCache,
+    /// SHA-256 of the master key, compared in constant time.
+    pub(crate) master_hash: Option<KeyHash>,
+    /// Where keys this node has not heard of are looked up.
+    pub(crate) store: Store,
+    /// Failed authentications per client address.
+    pub(crate) failures: limit::AuthFailures,
+    /// Signed-in dashboard browsers.
+    pub(crate) sessions: Sessions,
+}
 
 /// Where Anthropic clients put their key.
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
@@ -47,9 +63,9 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
 /// Resolves a request's headers to a principal. A failure counts against the request's client address
 /// (its `RequestId`, in `extensions`, has the peer), which may turn its 401 into a 429; a valid virtual key
 /// takes nothing from it.
-pub async fn resolve(state: &AppState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
+pub async fn resolve(state: &AuthState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
     let from = Origin::new(headers, extensions);
-    let failures = &state.auth_failures;
+    let failures = &state.failures;
     let secret = presented(headers).map_err(|e| failures.failed(&from, e))?;
     let digest = hash_secret(secret);
     if let Some(master) = &state.master_hash {
@@ -76,7 +92,7 @@ pub async fn resolve(state: &AppState, headers: &HeaderMap, extensions: &Extensi
 /// The virtual key with hash `digest` when it may be used: `unknown()` when there is none, 401 when it is
 /// revoked or expired. (The dashboard's sign-in, which has a limit of its own.)
 pub(crate) async fn live_key(
-    state: &AppState,
+    state: &AuthState,
     digest: &KeyHash,
     unknown: impl FnOnce() -> ApiError,
 ) -> Result<Arc<VirtualKey>, ApiError> {
@@ -99,11 +115,11 @@ fn usable(key: &VirtualKey) -> Result<(), ApiError> {
 /// Puts the [`Principal`] in the request extensions or answers 401 (429 past the limit of failed
 /// authentications). A request without a key may carry a dashboard session cookie instead (and then, to change
 /// anything, its CSRF token: `ui::session`); the session path is not limited.
-pub async fn authenticate<S>(state: AppState, mut req: Request, next: S) -> Response
+pub async fn authenticate<S>(state: Arc<AuthState>, mut req: Request, next: S) -> Response
 where
     S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>,
 {
-    let resolved = match crate::ui::session::principal(&state.ui.sessions, &state.keys, req.method(), req.headers()) {
+    let resolved = match crate::ui::session::principal(&state.sessions, &state.keys, req.method(), req.headers()) {
         Some(by_session) => by_session,
         None => resolve(&state, req.headers(), req.extensions()).await,
     };
@@ -119,7 +135,7 @@ where
 /// The layer that runs [`authenticate`] before the routes it wraps. (axum's `from_fn` boxes the route again
 /// and makes a service of it for every request.)
 #[derive(Clone)]
-pub struct Authenticate(pub AppState);
+pub struct Authenticate(pub Arc<AuthState>);
 
 impl<S> tower::Layer<S> for Authenticate {
     type Service = Authenticated<S>;
@@ -131,7 +147,7 @@ impl<S> tower::Layer<S> for Authenticate {
 /// A route behind [`Authenticate`].
 #[derive(Clone)]
 pub struct Authenticated<S> {
-    state: AppState,
+    state: Arc<AuthState>,
     inner: S,
 }
 

@@ -16,7 +16,7 @@ use svc_budget::Money;
 type Answer = Result<Json<Value>, ApiError>;
 
 fn admin(state: &AppState) -> Admin<'_> {
-    Admin { store: &state.store, config: &state.config, cache: Some(&state.keys) }
+    Admin { store: &state.store, config: &state.config, cache: Some(&state.auth.keys) }
 }
 
 async fn body<T: serde::de::DeserializeOwned>(

@@ -54,7 +54,7 @@ pub fn parse_time(text: &str, param: &str) -> Result<i64, ApiError> {
 
 /// Each known key's name by id: its alias, else its hint (`sk-svc-…abcd`); a deleted key is not named.
 fn key_aliases(s: &AppState) -> std::collections::HashMap<String, String> {
-    s.keys.all().iter().map(|k| (k.id.clone(), k.alias.clone().unwrap_or_else(|| k.hint.clone()))).collect()
+    s.auth.keys.all().iter().map(|k| (k.id.clone(), k.alias.clone().unwrap_or_else(|| k.hint.clone()))).collect()
 }
 
 /// `GET /spend/logs?group_by=…`: totals per group of the records the filters match, dearest first.

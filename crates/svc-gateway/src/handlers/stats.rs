@@ -13,7 +13,7 @@ pub async fn stats(State(s): State<AppState>, Extension(p): Extension<Principal>
     p.require_master()?;
     let in_flight = s.config.server.max_in_flight.saturating_sub(s.in_flight.available_permits());
     Ok(Json(json!({
-        "requests": s.ui.counters.requests(), "errors": s.ui.counters.errors(), "in_flight": in_flight,
+        "requests": s.requests.requests(), "errors": s.requests.errors(), "in_flight": in_flight,
         "node": s.config.fleet.node, "fleet": s.config.fleet.name, "started": s.started,
         "version": env!("CARGO_PKG_VERSION"),
     })))

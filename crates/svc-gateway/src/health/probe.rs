@@ -6,9 +6,11 @@
 
 use crate::events::EventSink;
 use crate::pipeline::routing::ModelTable;
-use crate::state::AppState;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Probes every deployment once, concurrently, and records each result.
 pub async fn round(models: &ModelTable, sink: &dyn EventSink) {
@@ -19,16 +21,20 @@ pub async fn round(models: &ModelTable, sink: &dyn EventSink) {
     futures::future::join_all(probes).await;
 }
 
-/// Starts the background probe on the state's task tracker: a round at once, then one every interval, until
-/// shutdown. Zero interval: no background probe. It holds the state weakly, so it never keeps it alive.
-pub fn spawn(state: &AppState) {
-    let every = state.config.gateway.health.probe_interval;
+/// Starts the background probe of `models` on `tasks`: a round at once, then one `every`, until `stop`. Zero
+/// interval: no background probe. It holds the models and the sink weakly, so it never keeps them alive.
+pub fn spawn(
+    models: &Arc<ModelTable>,
+    sink: &Arc<dyn EventSink>,
+    every: Duration,
+    tasks: &TaskTracker,
+    stop: CancellationToken,
+) {
     if every.is_zero() {
         return;
     }
-    let weak = Arc::downgrade(&state.0);
-    let stop = state.shutdown.clone();
-    state.tasks.spawn(async move {
+    let (models, sink) = (Arc::downgrade(models), Arc::downgrade(sink));
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -36,11 +42,10 @@ pub fn spawn(state: &AppState) {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let Some(inner) = weak.upgrade() else { break };
-            let state = AppState(inner);
+            let (Some(models), Some(sink)) = (models.upgrade(), sink.upgrade()) else { break };
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = round(&state.models, state.events.as_ref()) => {}
+                _ = round(&models, sink.as_ref()) => {}
             }
         }
     });

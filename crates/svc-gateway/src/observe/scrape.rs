@@ -67,7 +67,7 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
     if !m.key_labels() {
         return Ok(());
     }
-    for k in state.keys.all() {
+    for k in state.auth.keys.all() {
         let Some(limit) = k.max_budget else { continue };
         if k.revoked {
             continue;
@@ -143,7 +143,7 @@ async fn exposition(state: &AppState) -> Response {
 /// both can be guessed).
 pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     let from = Origin::new(req.headers(), req.extensions());
-    let failed = |e: ApiError| state.auth_failures.failed(&from, e).into_response();
+    let failed = |e: ApiError| state.auth.failures.failed(&from, e).into_response();
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -156,7 +156,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
         ));
     };
     let digest = hash_secret(token);
-    let master = state.master_hash.as_ref().is_some_and(|h| bool::from(digest.ct_eq(h)));
+    let master = state.auth.master_hash.as_ref().is_some_and(|h| bool::from(digest.ct_eq(h)));
     let scraper = state.config.server.metrics_key.as_ref().is_some_and(|k| {
         let want = hash_secret(k.expose());
         bool::from(digest.ct_eq(&want))
@@ -164,7 +164,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     if !(master || scraper) {
         return failed(ApiError::unauthorized("/metrics needs the master key or server.metrics_key."));
     }
-    if let Err(limited) = state.auth_failures.refuse_if_limited(&from) {
+    if let Err(limited) = state.auth.failures.refuse_if_limited(&from) {
         return limited.into_response();
     }
     exposition(&state).await

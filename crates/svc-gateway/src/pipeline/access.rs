@@ -10,9 +10,7 @@ use svc_config::Config;
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.
 pub fn check(models: &ModelTable, config: &Config, principal: &Principal, alias: &str) -> Result<(), ApiError> {
     if !models.contains(alias) {
-        return Err(ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."))
-            .with_param("model")
-            .code("model_not_found"));
+        return Err(ApiError::unknown_model(alias));
     }
     allowed(config, principal, alias)
 }

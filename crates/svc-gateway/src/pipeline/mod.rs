@@ -165,7 +165,7 @@ fn plan(
     alias: &str,
     continues: Option<&stored::Home>,
 ) -> Result<(Plan, Arc<Route>), ApiError> {
-    let unknown = || ApiError::not_found("model_not_found", format!("The model `{alias}` does not exist."));
+    let unknown = || ApiError::unknown_model(alias);
     let mut plan = models.plan(alias, sink).ok_or_else(unknown)?;
     if let Some(home) = continues {
         plan.pin(&home.route.deployment.id);

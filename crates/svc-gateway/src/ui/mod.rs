@@ -25,20 +25,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
-use session::{Role, Sessions};
+use session::Role;
 use sha2::{Digest, Sha256};
-use stats::RequestCounters;
 use std::sync::OnceLock;
 use subtle::ConstantTimeEq;
-
-/// The dashboard's share of the gateway state.
-#[derive(Default)]
-pub struct Ui {
-    /// Signed-in browsers.
-    pub sessions: Sessions,
-    /// Model requests and errors since start.
-    pub counters: RequestCounters,
-}
 
 /// An embedded file of the dashboard.
 struct Asset {
@@ -141,32 +131,33 @@ struct Login {
 /// "team_id", "expires_in"}` (a virtual key gets its team's read-only view); 401 for any other key, 429 after
 /// too many attempts.
 async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    s.ui.sessions.attempt()?;
+    let sessions = &s.auth.sessions;
+    sessions.attempt()?;
     let bytes = read_body(body, 4096).await?;
     let req: Login = parse_json(&bytes)?;
     let digest = crate::keys::hash_secret(req.key.trim());
-    let role = match &s.master_hash {
+    let role = match &s.auth.master_hash {
         Some(master) if bool::from(digest.ct_eq(master)) => Role::Master,
         _ => team_role(&s, digest).await?,
     };
-    let (token, session) = s.ui.sessions.open(role);
-    let cookie = session::set_cookie(&token, s.ui.sessions.ttl_secs(), session::over_tls(&headers));
+    let (token, session) = sessions.open(role);
+    let cookie = session::set_cookie(&token, sessions.ttl_secs(), session::over_tls(&headers));
     let body = json!({"csrf_token": session.csrf, "role": session.role.as_str(), "team_id": session.role.team(),
-        "expires_in": s.ui.sessions.ttl_secs()});
+        "expires_in": sessions.ttl_secs()});
     Ok(([(header::SET_COOKIE, cookie)], [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 
 /// The read-only view of the team of the virtual key with this hash; 401 for anything but a live key.
 async fn team_role(s: &AppState, digest: crate::keys::KeyHash) -> Result<Role, ApiError> {
     let wrong = || ApiError::unauthorized("That is neither the master key nor a virtual key of this gateway.");
-    let key = crate::auth::live_key(s, &digest, wrong).await?;
+    let key = crate::auth::live_key(&s.auth, &digest, wrong).await?;
     Ok(Role::Team { key: digest, team_id: key.team_id.clone() })
 }
 
 /// `GET /ui/session` → who is signed in and the CSRF token (a reloaded page keeps working); 401 when nobody.
 async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let session = session::cookie_token(&headers)
-        .and_then(|t| s.ui.sessions.touch(t))
+        .and_then(|t| s.auth.sessions.touch(t))
         .ok_or_else(|| ApiError::unauthorized("Not signed in to the dashboard."))?;
     let body = json!({"role": session.role.as_str(), "team_id": session.role.team(), "csrf_token": session.csrf,
         "node": s.config.fleet.node});
@@ -176,11 +167,11 @@ async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Respon
 /// `POST /ui/logout` (with `x-csrf-token`) → 204, the session ended and its cookie cleared.
 async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(token) = session::cookie_token(&headers) {
-        if let Some(session) = s.ui.sessions.touch(token) {
+        if let Some(session) = s.auth.sessions.touch(token) {
             if !session::csrf_ok(&session, &headers) {
                 return Err(ApiError::forbidden("permission_error", "missing or wrong CSRF token"));
             }
-            s.ui.sessions.close(token);
+            s.auth.sessions.close(token);
         }
     }
     let cookie = session::set_cookie("", 0, session::over_tls(&headers));
