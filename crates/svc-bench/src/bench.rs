@@ -174,20 +174,8 @@ fn describe(plan: &Plan, run: &Run, used: Usage) -> (String, Value) {
         Measure::Latency => summary["concurrency"] = json!(1),
         Measure::Peak => summary["concurrency"] = json!(plan.concurrency),
         Measure::Open => {
-            let mut lags = run.dispatch_lag_ns.clone();
-            let late = lags.iter().filter(|&&l| u128::from(l) > LATE.as_nanos()).count();
-            let lag = Percentiles::of(&mut lags);
-            // Missed: due but not answered successfully (failed, timed out, or never sent).
-            let missed = run.due.saturating_sub(ok);
-            text.push_str(&format!(
-                "  due {}, missed {}, dispatched late (> 1 ms) {}; generator lag p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs\n",
-                run.due, missed, late, lag.p50, lag.p99, lag.max
-            ));
             summary["rate"] = json!(plan.rate);
-            summary["due"] = json!(run.due);
-            summary["missed"] = json!(missed);
-            summary["late"] = json!(late);
-            summary["dispatch_lag_us"] = lag.to_json();
+            open_loop(run, ok, &mut text, &mut summary);
         }
     }
     let outside = used.outside / elapsed;
@@ -198,25 +186,47 @@ fn describe(plan: &Plan, run: &Run, used: Usage) -> (String, Value) {
     summary["outside_load_cores"] = json!((outside * 100.0).round() / 100.0);
     summary["steal_cores"] = json!((steal * 100.0).round() / 100.0);
     if let (Some(pid), Some(used)) = (plan.watch_pid, used.target) {
-        let cpu = used.total();
-        let util = cpu / elapsed;
-        let per_req = |s: f64| if ok > 0 { s * 1e6 / ok as f64 } else { 0.0 };
-        text.push_str(&format!(
-            "  watched pid {pid}: {cpu:.2} CPU s, {:.0}% of one core, {:.1} CPU µs per request ({:.1} user, {:.1} system)\n",
-            util * 100.0,
-            per_req(cpu),
-            per_req(used.user),
-            per_req(used.system),
-        ));
-        let tenth = |x: f64| (x * 10.0).round() / 10.0;
-        summary["watch"] = json!({
-            "pid": pid,
-            "cpu_s": (cpu * 100.0).round() / 100.0,
-            "cpu_util": (util * 1000.0).round() / 1000.0,
-            "cpu_us_per_req": tenth(per_req(cpu)),
-            "user_us_per_req": tenth(per_req(used.user)),
-            "system_us_per_req": tenth(per_req(used.system)),
-        });
+        summary["watch"] = watched(pid, used, elapsed, ok, &mut text);
     }
     (text, summary)
+}
+
+/// The open loop's own figures: requests due and missed, and how late the generator handed them over.
+fn open_loop(run: &Run, ok: u64, text: &mut String, summary: &mut Value) {
+    let mut lags = run.dispatch_lag_ns.clone();
+    let late = lags.iter().filter(|&&l| u128::from(l) > LATE.as_nanos()).count();
+    let lag = Percentiles::of(&mut lags);
+    // Missed: due but not answered successfully (failed, timed out, or never sent).
+    let missed = run.due.saturating_sub(ok);
+    text.push_str(&format!(
+        "  due {}, missed {}, dispatched late (> 1 ms) {}; generator lag p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs\n",
+        run.due, missed, late, lag.p50, lag.p99, lag.max
+    ));
+    summary["due"] = json!(run.due);
+    summary["missed"] = json!(missed);
+    summary["late"] = json!(late);
+    summary["dispatch_lag_us"] = lag.to_json();
+}
+
+/// The watched process's CPU time over `elapsed` seconds and `ok` requests, as a line of `text` and as JSON.
+fn watched(pid: u32, used: procstat::Cpu, elapsed: f64, ok: u64, text: &mut String) -> Value {
+    let cpu = used.total();
+    let util = cpu / elapsed;
+    let per_req = |s: f64| if ok > 0 { s * 1e6 / ok as f64 } else { 0.0 };
+    text.push_str(&format!(
+        "  watched pid {pid}: {cpu:.2} CPU s, {:.0}% of one core, {:.1} CPU µs per request ({:.1} user, {:.1} system)\n",
+        util * 100.0,
+        per_req(cpu),
+        per_req(used.user),
+        per_req(used.system),
+    ));
+    let tenth = |x: f64| (x * 10.0).round() / 10.0;
+    json!({
+        "pid": pid,
+        "cpu_s": (cpu * 100.0).round() / 100.0,
+        "cpu_util": (util * 1000.0).round() / 1000.0,
+        "cpu_us_per_req": tenth(per_req(cpu)),
+        "user_us_per_req": tenth(per_req(used.user)),
+        "system_us_per_req": tenth(per_req(used.system)),
+    })
 }

@@ -54,31 +54,13 @@ pub fn render(lines: &[Value], a: &Against<'_>) -> String {
         let _ = write!(out, " {f} | {f} / {proxy} |", f = a.floor, proxy = a.proxy);
     }
     out.push_str(if floor { "\n|---|---:|---:|---:|:---:|---:|---:|\n" } else { "\n|---|---:|---:|---:|:---:|\n" });
-    let ratio = |x: Option<f64>, proxy: Option<f64>| x.zip(proxy).filter(|(_, p)| *p > 0.0).map(|(x, p)| x / p);
-    let shown_ratio = |r: Option<f64>| r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into());
-    // One row: what, then the gateway's, the proxy's and the floor's figures (by label), and the target ratio.
-    let mut row = |what: String, value: &dyn Fn(&str) -> Option<f64>, unit: &str, target: Option<f64>| {
-        let (svc, proxy) = (value(a.gateway), value(a.proxy));
-        let r = ratio(svc, proxy);
-        let met = match (r, target) {
-            (Some(r), Some(t)) => format!("≤ {t}×: {}", if r <= t { "yes" } else { "**no**" }),
-            (None, Some(t)) => format!("≤ {t}×: ?"),
-            _ => String::new(),
-        };
-        let shown = |x: Option<f64>| x.map(|x| format!("{x:.1}{unit}")).unwrap_or_else(|| "–".into());
-        let _ = write!(out, "| {what} | {} | {} | {} | {met} |", shown(svc), shown(proxy), shown_ratio(r));
-        if floor {
-            let f = value(a.floor);
-            let _ = write!(out, " {} | {} |", shown(f), shown_ratio(ratio(f, proxy)));
-        }
-        out.push('\n');
-    };
+    let mut rows = Rows { out, a, floor };
     for (measure, name) in [("latency", "concurrency 1"), ("open", "1,000 req/s")] {
         for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
             for p in ["p50", "p99"] {
                 let target = (p == "p50").then_some(LATENCY_RATIO);
                 let value = |label: &str| added(measure, stream, label, key, p);
-                row(format!("{name}, {what}, {p} added"), &value, " µs", target);
+                rows.row(format!("{name}, {what}, {p} added"), &value, " µs", target);
             }
         }
     }
@@ -89,31 +71,75 @@ pub fn render(lines: &[Value], a: &Against<'_>) -> String {
         for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
             let t = if stream { None } else { target };
             let value = |label: &str| cpu(measure, stream, label, "cpu_us_per_req");
-            row(format!("CPU per request at {name}, {what}"), &value, " µs", t);
+            rows.row(format!("CPU per request at {name}, {what}"), &value, " µs", t);
             // The split into user and system time is sound only where the core is busy (see `procstat`).
             if measure == "peak" {
                 for (key, part) in [("user_us_per_req", "user"), ("system_us_per_req", "system")] {
                     let value = |label: &str| cpu(measure, stream, label, key);
-                    row(format!("… of which {part}"), &value, " µs", None);
+                    rows.row(format!("… of which {part}"), &value, " µs", None);
                 }
             }
         }
     }
     for (stream, what) in [(false, "non-streaming"), (true, "streaming")] {
         let rps = |label: &str| find("peak", stream, label).and_then(|v| v["rps"].as_f64());
-        row(format!("peak, {what} (req/s)"), &rps, "", None);
+        rows.row(format!("peak, {what} (req/s)"), &rps, "", None);
     }
-    let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
-    let rss = |label: &str| {
-        let kib = [(a.gateway, a.gateway_rss_kib), (a.proxy, a.proxy_rss_kib), (a.floor, a.floor_rss_kib)];
-        mib(kib.into_iter().find(|(l, _)| *l == label).and_then(|(_, k)| k))
-    };
-    row("peak RSS".into(), &rss, " MiB", None);
-    if let Some(rss) = mib(a.gateway_rss_kib) {
-        let met = if rss <= RSS_MIB { "yes" } else { "**no**" };
-        let _ = writeln!(out, "\n{} peak RSS {rss:.1} MiB (target ≤ {RSS_MIB} MiB): {met}", a.gateway);
+    rows.rss()
+}
+
+/// The section's table being written.
+struct Rows<'a, 'b> {
+    out: String,
+    a: &'b Against<'a>,
+    /// Whether the floor's columns are shown.
+    floor: bool,
+}
+
+impl Rows<'_, '_> {
+    /// One row: what, then the gateway's, the proxy's and the floor's figures (by label), and the target ratio.
+    fn row(&mut self, what: String, value: &dyn Fn(&str) -> Option<f64>, unit: &str, target: Option<f64>) {
+        let a = self.a;
+        let (svc, proxy) = (value(a.gateway), value(a.proxy));
+        let r = ratio(svc, proxy);
+        let met = match (r, target) {
+            (Some(r), Some(t)) => format!("≤ {t}×: {}", if r <= t { "yes" } else { "**no**" }),
+            (None, Some(t)) => format!("≤ {t}×: ?"),
+            _ => String::new(),
+        };
+        let shown = |x: Option<f64>| x.map(|x| format!("{x:.1}{unit}")).unwrap_or_else(|| "–".into());
+        let _ = write!(self.out, "| {what} | {} | {} | {} | {met} |", shown(svc), shown(proxy), shown_ratio(r));
+        if self.floor {
+            let f = value(a.floor);
+            let _ = write!(self.out, " {} | {} |", shown(f), shown_ratio(ratio(f, proxy)));
+        }
+        self.out.push('\n');
     }
-    out
+
+    /// The peak RSS row, the gateway's RSS target below the table, and the section.
+    fn rss(mut self) -> String {
+        let a = self.a;
+        let mib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
+        let rss = |label: &str| {
+            let kib = [(a.gateway, a.gateway_rss_kib), (a.proxy, a.proxy_rss_kib), (a.floor, a.floor_rss_kib)];
+            mib(kib.into_iter().find(|(l, _)| *l == label).and_then(|(_, k)| k))
+        };
+        self.row("peak RSS".into(), &rss, " MiB", None);
+        if let Some(rss) = mib(a.gateway_rss_kib) {
+            let met = if rss <= RSS_MIB { "yes" } else { "**no**" };
+            let _ = writeln!(self.out, "\n{} peak RSS {rss:.1} MiB (target ≤ {RSS_MIB} MiB): {met}", a.gateway);
+        }
+        self.out
+    }
+}
+
+/// `x` as a multiple of the proxy's figure.
+fn ratio(x: Option<f64>, proxy: Option<f64>) -> Option<f64> {
+    x.zip(proxy).filter(|(_, p)| *p > 0.0).map(|(x, p)| x / p)
+}
+
+fn shown_ratio(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into())
 }
 
 #[cfg(test)]

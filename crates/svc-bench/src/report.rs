@@ -68,86 +68,13 @@ pub fn render(input: &str, opts: &Options) -> String {
         ("peak", "Peak throughput, closed loop at high concurrency"),
     ] {
         for stream in [false, true] {
-            let base = find(measure, stream, &opts.baseline);
             // Columns: the labels measured in this table.
-            let row_targets: Vec<(&String, Option<&Value>)> =
+            let targets: Vec<(&String, Option<&Value>)> =
                 others.iter().map(|l| (*l, find(measure, stream, l))).filter(|(_, v)| v.is_some()).collect();
-            if base.is_none() && row_targets.is_empty() {
-                continue;
+            let table = Table { measure, stream, base: find(measure, stream, &opts.baseline), targets };
+            if table.base.is_some() || !table.targets.is_empty() {
+                table.write(&mut out, title, &opts.baseline);
             }
-            let detail = base.or(row_targets.iter().find_map(|(_, v)| *v));
-            let extra = match (measure, detail) {
-                ("open", Some(v)) => format!(", {} req/s", v["rate"]),
-                ("peak", Some(v)) => format!(", concurrency {}", v["concurrency"]),
-                _ => String::new(),
-            };
-            let _ = writeln!(out, "\n#### {title} — {}{extra}\n", if stream { "streaming" } else { "non-streaming" });
-            let mut header = format!("| | {} |", opts.baseline);
-            let mut rule = "|---|---:|".to_string();
-            for (l, _) in &row_targets {
-                header.push_str(&format!(" {l} | added |"));
-                rule.push_str("---:|---:|");
-            }
-            let _ = writeln!(out, "{header}\n{rule}");
-            let series: &[(&str, &str)] =
-                if stream { &[("ttfb_us", "TTFB "), ("latency_us", "full ")] } else { &[("latency_us", "")] };
-            let pcts: &[(&str, &str)] = match measure {
-                "open" => &[("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9")],
-                _ => &[("p50", "p50"), ("p90", "p90"), ("p99", "p99")],
-            };
-            for (key, prefix) in series {
-                for (p, name) in pcts {
-                    let b = base.and_then(|v| v[*key][*p].as_f64());
-                    let mut line = format!("| {prefix}{name} (µs) | {} |", fmt(b));
-                    for (_, v) in &row_targets {
-                        let x = v.and_then(|v| v[*key][*p].as_f64());
-                        line.push_str(&format!(" {} | {} |", fmt(x), fmt_added(x, b)));
-                    }
-                    let _ = writeln!(out, "{line}");
-                }
-            }
-            let mut count_row = |name: &str, f: &dyn Fn(&Value) -> Option<f64>, ratio: bool| {
-                let b = base.and_then(f);
-                let mut line = format!("| {name} | {} |", fmt0(b));
-                for (_, v) in &row_targets {
-                    let x = v.and_then(f);
-                    let rel = match (x, b) {
-                        (Some(x), Some(b)) if ratio && b > 0.0 => format!("{:.0}%", 100.0 * x / b),
-                        _ => String::new(),
-                    };
-                    line.push_str(&format!(" {} | {rel} |", fmt0(x)));
-                }
-                let _ = writeln!(out, "{line}");
-            };
-            count_row("requests/s", &|v| v["rps"].as_f64(), measure == "peak");
-            if measure == "open" {
-                count_row("missed", &|v| v["missed"].as_f64(), false);
-                count_row("dispatched > 1 ms late", &|v| v["late"].as_f64(), false);
-            }
-            count_row("failed", &|v| v["failed"].as_f64(), false);
-            if measure == "peak" {
-                count_row(
-                    "watched process CPU (% of a core)",
-                    &|v| v["watch"]["cpu_util"].as_f64().map(|u| u * 100.0),
-                    false,
-                );
-                count_row("watched process CPU µs / request", &|v| v["watch"]["cpu_us_per_req"].as_f64(), false);
-                count_row(
-                    "one-core capacity at that cost (req/s)",
-                    &|v| v["watch"]["cpu_us_per_req"].as_f64().filter(|c| *c > 0.0).map(|c| 1e6 / c),
-                    false,
-                );
-            }
-            let mut load_row = |name: &str, key: &str| {
-                let f = |v: Option<&Value>| v.and_then(|v| v[key].as_f64()).map(|x| format!("{x:.2}"));
-                let mut line = format!("| {name} | {} |", f(base).unwrap_or_else(|| "–".into()));
-                for (_, v) in &row_targets {
-                    line.push_str(&format!(" {} | |", f(*v).unwrap_or_else(|| "–".into())));
-                }
-                let _ = writeln!(out, "{line}");
-            };
-            load_row("outside load (cores)", "outside_load_cores");
-            load_row("steal (cores)", "steal_cores");
         }
     }
     out.push_str(&targets(&find, opts));
@@ -164,68 +91,153 @@ pub fn render(input: &str, opts: &Options) -> String {
     out
 }
 
-fn targets<'a>(find: &dyn Fn(&str, bool, &str) -> Option<&'a Value>, opts: &Options) -> String {
-    let mut out = String::from("\n#### Targets\n\n| target | measured | met |\n|---|---:|:---:|\n");
-    let added = |measure: &str, stream: bool, label: &str, key: &str, p: &str| -> Option<f64> {
-        let b = find(measure, stream, &opts.baseline)?[key][p].as_f64()?;
-        let x = find(measure, stream, label)?[key][p].as_f64()?;
-        Some(x - b)
-    };
-    let mut check = |what: String, value: Option<f64>, unit: &str, ok: &dyn Fn(f64) -> bool| {
-        let (shown, met) = match value {
-            Some(v) => (format!("{v:.1} {unit}"), if ok(v) { "yes" } else { "**no**" }),
-            None => ("not measured".to_string(), "?"),
+/// One table: a measurement, plain or streaming, of the baseline and of each other label measured in it.
+struct Table<'a> {
+    measure: &'a str,
+    stream: bool,
+    base: Option<&'a Value>,
+    targets: Vec<(&'a String, Option<&'a Value>)>,
+}
+
+impl Table<'_> {
+    fn write(&self, out: &mut String, title: &str, baseline: &str) {
+        let detail = self.base.or(self.targets.iter().find_map(|(_, v)| *v));
+        let extra = match (self.measure, detail) {
+            ("open", Some(v)) => format!(", {} req/s", v["rate"]),
+            ("peak", Some(v)) => format!(", concurrency {}", v["concurrency"]),
+            _ => String::new(),
         };
-        let _ = writeln!(out, "| {what} | {shown} | {met} |");
-    };
+        let kind = if self.stream { "streaming" } else { "non-streaming" };
+        let _ = writeln!(out, "\n#### {title} — {kind}{extra}\n");
+        let mut header = format!("| | {baseline} |");
+        let mut rule = "|---|---:|".to_string();
+        for (l, _) in &self.targets {
+            header.push_str(&format!(" {l} | added |"));
+            rule.push_str("---:|---:|");
+        }
+        let _ = writeln!(out, "{header}\n{rule}");
+        self.percentiles(out);
+        self.counts(out);
+        self.load(out, "outside load (cores)", "outside_load_cores");
+        self.load(out, "steal (cores)", "steal_cores");
+    }
+
+    /// The latency percentiles (time to first byte too, streaming), each target's with what it adds.
+    fn percentiles(&self, out: &mut String) {
+        let series: &[(&str, &str)] =
+            if self.stream { &[("ttfb_us", "TTFB "), ("latency_us", "full ")] } else { &[("latency_us", "")] };
+        let pcts: &[(&str, &str)] = match self.measure {
+            "open" => &[("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9")],
+            _ => &[("p50", "p50"), ("p90", "p90"), ("p99", "p99")],
+        };
+        for (key, prefix) in series {
+            for (p, name) in pcts {
+                let b = self.base.and_then(|v| v[*key][*p].as_f64());
+                let mut line = format!("| {prefix}{name} (µs) | {} |", fmt(b));
+                for (_, v) in &self.targets {
+                    let x = v.and_then(|v| v[*key][*p].as_f64());
+                    line.push_str(&format!(" {} | {} |", fmt(x), fmt_added(x, b)));
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+
+    /// Throughput, failures, the open loop's misses and the peak's CPU cost.
+    fn counts(&self, out: &mut String) {
+        self.count(out, "requests/s", &|v| v["rps"].as_f64(), self.measure == "peak");
+        if self.measure == "open" {
+            self.count(out, "missed", &|v| v["missed"].as_f64(), false);
+            self.count(out, "dispatched > 1 ms late", &|v| v["late"].as_f64(), false);
+        }
+        self.count(out, "failed", &|v| v["failed"].as_f64(), false);
+        if self.measure == "peak" {
+            let util = |v: &Value| v["watch"]["cpu_util"].as_f64().map(|u| u * 100.0);
+            self.count(out, "watched process CPU (% of a core)", &util, false);
+            self.count(out, "watched process CPU µs / request", &|v| v["watch"]["cpu_us_per_req"].as_f64(), false);
+            let capacity = |v: &Value| v["watch"]["cpu_us_per_req"].as_f64().filter(|c| *c > 0.0).map(|c| 1e6 / c);
+            self.count(out, "one-core capacity at that cost (req/s)", &capacity, false);
+        }
+    }
+
+    /// A row of whole numbers; with `ratio`, each target's as a share of the baseline's.
+    fn count(&self, out: &mut String, name: &str, f: &dyn Fn(&Value) -> Option<f64>, ratio: bool) {
+        let b = self.base.and_then(f);
+        let mut line = format!("| {name} | {} |", fmt0(b));
+        for (_, v) in &self.targets {
+            let x = v.and_then(f);
+            let rel = match (x, b) {
+                (Some(x), Some(b)) if ratio && b > 0.0 => format!("{:.0}%", 100.0 * x / b),
+                _ => String::new(),
+            };
+            line.push_str(&format!(" {} | {rel} |", fmt0(x)));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+
+    /// A row of the machine's load during the runs, in cores.
+    fn load(&self, out: &mut String, name: &str, key: &str) {
+        let f = |v: Option<&Value>| v.and_then(|v| v[key].as_f64()).map(|x| format!("{x:.2}"));
+        let mut line = format!("| {name} | {} |", f(self.base).unwrap_or_else(|| "–".into()));
+        for (_, v) in &self.targets {
+            line.push_str(&format!(" {} | |", f(*v).unwrap_or_else(|| "–".into())));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// Finds the summary line of a measurement, plain or streaming, of a label.
+type Find<'a, 'f> = &'f dyn Fn(&str, bool, &str) -> Option<&'a Value>;
+
+/// The acceptance targets of the gateway issues, each measured and judged, and the cost of crossing cores.
+fn targets<'a>(find: Find<'a, '_>, opts: &Options) -> String {
+    let mut checks = Checks { out: String::from("\n#### Targets\n\n| target | measured | met |\n|---|---:|:---:|\n") };
+    let added = Added { find, baseline: &opts.baseline };
     let gw = opts.gateway.as_str();
     for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
-        check(
+        checks.check(
             format!("issue 2 (a): concurrency 1, {what}, p50 added ≤ {ADDED_C1_P50} µs"),
-            added("latency", stream, gw, key, "p50"),
+            added.p("latency", stream, gw, key, "p50"),
             "µs",
             &|v| v <= ADDED_C1_P50,
         );
     }
-    // The path through the gateway crosses between the cores four times, the direct path not at all; the
-    // upstream served from the gateway's core (two crossings) measures what crossing costs on this machine.
-    let mut info = String::new();
-    for measure in ["latency", "open"] {
-        for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
-            let cross = added(measure, stream, &opts.cross, key, "p50");
-            let own = added(measure, stream, gw, key, "p50").zip(cross).map(|(a, c)| a - 2.0 * c);
-            if let (Some(c), Some(o)) = (cross, own) {
-                let _ = writeln!(
-                    info,
-                    "| {measure}, {what}, p50: floor of 4 core crossings (2 × {c:.1}) | {:.1} µs | gateway's own share ≈ {o:.1} µs |",
-                    2.0 * c
-                );
-            }
-        }
-    }
+    let info = cross_core(&added, gw, &opts.cross);
     for (label, issue) in [(gw, "issue 2 (b)"), (opts.budgets.as_str(), "issue 3, budgets + limits on")] {
         for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
-            check(
+            checks.check(
                 format!("{issue}: open loop, {what}, p50 added ≤ {ADDED_OPEN_P50} µs"),
-                added("open", stream, label, key, "p50"),
+                added.p("open", stream, label, key, "p50"),
                 "µs",
                 &|v| v <= ADDED_OPEN_P50,
             );
-            check(
+            checks.check(
                 format!("{issue}: open loop, {what}, p99 added ≤ {ADDED_OPEN_P99} µs"),
-                added("open", stream, label, key, "p99"),
+                added.p("open", stream, label, key, "p99"),
                 "µs",
                 &|v| v <= ADDED_OPEN_P99,
             );
         }
     }
-    check(
+    peak_targets(&mut checks, find, opts);
+    let mut out = checks.out;
+    if !info.is_empty() {
+        out.push_str("\n| cross-core cost (information, not a target) | | |\n|---|---:|---|\n");
+        out.push_str(&info);
+    }
+    out
+}
+
+/// Issue 2 (c) and issue 3: peak throughput, measured and from the CPU cost, peak RSS, and budgets' cost.
+fn peak_targets<'a>(checks: &mut Checks, find: Find<'a, '_>, opts: &Options) {
+    let gw = opts.gateway.as_str();
+    checks.check(
         format!("issue 2 (c): peak, non-streaming, ≥ {PEAK_RPS} req/s on one core (measured)"),
         find("peak", false, gw).and_then(|v| v["rps"].as_f64()),
         "req/s",
         &|v| v >= PEAK_RPS,
     );
-    check(
+    checks.check(
         "issue 2 (c): peak, non-streaming, one-core capacity from the gateway's CPU µs per request".to_string(),
         find("peak", false, gw)
             .and_then(|v| v["watch"]["cpu_us_per_req"].as_f64())
@@ -234,7 +246,7 @@ fn targets<'a>(find: &dyn Fn(&str, bool, &str) -> Option<&'a Value>, opts: &Opti
         "req/s",
         &|v| v >= PEAK_RPS,
     );
-    check(
+    checks.check(
         format!("issue 2: gateway peak RSS ≤ {RSS_MIB} MiB"),
         opts.rss_kib.map(|k| k as f64 / 1024.0),
         "MiB",
@@ -246,18 +258,65 @@ fn targets<'a>(find: &dyn Fn(&str, bool, &str) -> Option<&'a Value>, opts: &Opti
             .zip(find("peak", stream, gw).and_then(|v| v["rps"].as_f64()))
             .filter(|(_, off)| *off > 0.0)
             .map(|(on, off)| 100.0 * on / off);
-        check(
+        checks.check(
             format!("issue 3: peak {what} with budgets + limits on ≥ {:.0}% of off", BUDGETS_PEAK_RATIO * 100.0),
             ratio,
             "%",
             &|v| v >= BUDGETS_PEAK_RATIO * 100.0,
         );
     }
-    if !info.is_empty() {
-        out.push_str("\n| cross-core cost (information, not a target) | | |\n|---|---:|---|\n");
-        out.push_str(&info);
+}
+
+/// The path through the gateway crosses between the cores four times, the direct path not at all; the
+/// upstream served from the gateway's core (two crossings, label `cross`) measures what crossing costs on this
+/// machine. Rows of information, not targets.
+fn cross_core(added: &Added<'_, '_, '_>, gw: &str, cross: &str) -> String {
+    let mut info = String::new();
+    for measure in ["latency", "open"] {
+        for (stream, key, what) in [(false, "latency_us", "non-streaming"), (true, "ttfb_us", "streaming TTFB")] {
+            let crossing = added.p(measure, stream, cross, key, "p50");
+            let own = added.p(measure, stream, gw, key, "p50").zip(crossing).map(|(a, c)| a - 2.0 * c);
+            if let (Some(c), Some(o)) = (crossing, own) {
+                let _ = writeln!(
+                    info,
+                    "| {measure}, {what}, p50: floor of 4 core crossings (2 × {c:.1}) | {:.1} µs | gateway's own share ≈ {o:.1} µs |",
+                    2.0 * c
+                );
+            }
+        }
     }
-    out
+    info
+}
+
+/// The targets' table being written.
+struct Checks {
+    out: String,
+}
+
+impl Checks {
+    /// One target's row: what, the value measured (or not), and whether `ok` judges it met.
+    fn check(&mut self, what: String, value: Option<f64>, unit: &str, ok: &dyn Fn(f64) -> bool) {
+        let (shown, met) = match value {
+            Some(v) => (format!("{v:.1} {unit}"), if ok(v) { "yes" } else { "**no**" }),
+            None => ("not measured".to_string(), "?"),
+        };
+        let _ = writeln!(self.out, "| {what} | {shown} | {met} |");
+    }
+}
+
+/// What a label's runs add to the baseline's.
+struct Added<'a, 'f, 'b> {
+    find: Find<'a, 'f>,
+    baseline: &'b str,
+}
+
+impl Added<'_, '_, '_> {
+    /// The percentile `p` of series `key` of `label`'s run less the baseline's.
+    fn p(&self, measure: &str, stream: bool, label: &str, key: &str, p: &str) -> Option<f64> {
+        let b = (self.find)(measure, stream, self.baseline)?[key][p].as_f64()?;
+        let x = (self.find)(measure, stream, label)?[key][p].as_f64()?;
+        Some(x - b)
+    }
 }
 
 fn fmt(x: Option<f64>) -> String {

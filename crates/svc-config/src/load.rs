@@ -91,32 +91,34 @@ fn duration(r: &mut Reader, f: &Fields, key: &str) -> Option<BudgetDuration> {
     }
 }
 
+/// The keys of `gateway_settings:`.
+const GATEWAY: &[Key] = &[
+    ("budget_duration", &[]),
+    ("budget_alert_thresholds", &[]),
+    ("readiness_cache_seconds", &[]),
+    ("teams", &[]),
+    ("num_retries", &[]),
+    ("allowed_fails", &[]),
+    ("cooldown_seconds", &["cooldown_time"]),
+    ("health_window_seconds", &[]),
+    ("health_min_requests", &[]),
+    ("degraded_error_rate", &[]),
+    ("unavailable_error_rate", &[]),
+    ("degraded_p95_latency_ms", &[]),
+    ("health_check_interval_seconds", &["health_check_interval"]),
+    ("budget_admission", &[]),
+    ("budget_min_output_tokens", &[]),
+    ("web_search_max_uses", &[]),
+    ("web_search_result_tokens", &[]),
+    ("stream_timeout_seconds", &[]),
+    ("stream_idle_timeout_seconds", &[]),
+    ("stream_max_event_bytes", &[]),
+    ("max_response_bytes", &[]),
+    ("responses_shared_within_team", &[]),
+    ("anthropic_beta_allowed", &[]),
+];
+
 fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySettings {
-    const KEYS: &[Key] = &[
-        ("budget_duration", &[]),
-        ("budget_alert_thresholds", &[]),
-        ("readiness_cache_seconds", &[]),
-        ("teams", &[]),
-        ("num_retries", &[]),
-        ("allowed_fails", &[]),
-        ("cooldown_seconds", &["cooldown_time"]),
-        ("health_window_seconds", &[]),
-        ("health_min_requests", &[]),
-        ("degraded_error_rate", &[]),
-        ("unavailable_error_rate", &[]),
-        ("degraded_p95_latency_ms", &[]),
-        ("health_check_interval_seconds", &["health_check_interval"]),
-        ("budget_admission", &[]),
-        ("budget_min_output_tokens", &[]),
-        ("web_search_max_uses", &[]),
-        ("web_search_result_tokens", &[]),
-        ("stream_timeout_seconds", &[]),
-        ("stream_idle_timeout_seconds", &[]),
-        ("stream_max_event_bytes", &[]),
-        ("max_response_bytes", &[]),
-        ("responses_shared_within_team", &[]),
-        ("anthropic_beta_allowed", &[]),
-    ];
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),
         budget_alert_thresholds_permille: vec![800],
@@ -129,7 +131,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         responses_shared_within_team: false,
         anthropic_beta_allowed: None,
     };
-    let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", KEYS)) else {
+    let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", GATEWAY)) else {
         return out;
     };
     out.routing = routing(r, &f);
@@ -149,32 +151,41 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         out.anthropic_beta_allowed = Some(list.into_iter().map(|(s, _)| s.trim().to_string()).collect());
     }
     if let Some(list) = f.get("budget_alert_thresholds") {
-        let wrapper = Fields::single("gateway_settings.budget_alert_thresholds", list);
-        let mut ts = Vec::new();
-        for (i, item) in r.list(&wrapper, "").into_iter().enumerate() {
-            let one = Fields::single(&format!("gateway_settings.budget_alert_thresholds[{i}]"), item);
-            let parsed = r.decimal(&one, "").and_then(|(t, _)| Money::parse(&t).ok());
-            match parsed.map(|m| m.nanos() / 1_000_000) {
-                Some(pm) if pm > 0 && pm <= 1000 => ts.push(pm as u32),
-                _ => r.error(
-                    item,
-                    format!(
-                        "gateway_settings.budget_alert_thresholds[{i}]: expected a fraction in (0, 1], such as 0.8"
-                    ),
-                ),
-            }
-        }
-        ts.sort_unstable();
-        ts.dedup();
-        out.budget_alert_thresholds_permille = ts;
+        out.budget_alert_thresholds_permille = alert_thresholds(r, list);
     }
-    let default_duration = out.budget_duration;
-    for (i, item) in r.list(&f, "teams").into_iter().enumerate() {
-        if let Some(t) = team(r, item, &format!("gateway_settings.teams[{i}]"), models, default_duration) {
-            if out.teams.iter().any(|o| o.team_id == t.team_id) {
+    out.teams = teams(r, &f, models, out.budget_duration);
+    out
+}
+
+/// `budget_alert_thresholds`: fractions in (0, 1], as per-mille, sorted and without repeats.
+fn alert_thresholds(r: &mut Reader, list: &Node) -> Vec<u32> {
+    let wrapper = Fields::single("gateway_settings.budget_alert_thresholds", list);
+    let mut ts = Vec::new();
+    for (i, item) in r.list(&wrapper, "").into_iter().enumerate() {
+        let one = Fields::single(&format!("gateway_settings.budget_alert_thresholds[{i}]"), item);
+        let parsed = r.decimal(&one, "").and_then(|(t, _)| Money::parse(&t).ok());
+        match parsed.map(|m| m.nanos() / 1_000_000) {
+            Some(pm) if pm > 0 && pm <= 1000 => ts.push(pm as u32),
+            _ => r.error(
+                item,
+                format!("gateway_settings.budget_alert_thresholds[{i}]: expected a fraction in (0, 1], such as 0.8"),
+            ),
+        }
+    }
+    ts.sort_unstable();
+    ts.dedup();
+    ts
+}
+
+/// `teams`, each once; a team without its own `budget_duration` takes `default`.
+fn teams(r: &mut Reader, f: &Fields, models: &Models, default: BudgetDuration) -> Vec<TeamConfig> {
+    let mut out: Vec<TeamConfig> = Vec::new();
+    for (i, item) in r.list(f, "teams").into_iter().enumerate() {
+        if let Some(t) = team(r, item, &format!("gateway_settings.teams[{i}]"), models, default) {
+            if out.iter().any(|o| o.team_id == t.team_id) {
                 r.error(item, format!("gateway_settings.teams[{i}]: team `{}` is listed twice", t.team_id));
             }
-            out.teams.push(t);
+            out.push(t);
         }
     }
     out
@@ -262,43 +273,49 @@ fn fraction(r: &mut Reader, f: &Fields, key: &str) -> Option<u32> {
     }
 }
 
+/// The keys of a team.
+const TEAM: &[Key] = &[
+    ("team_id", &[]),
+    ("budget_limit", &["max_budget"]),
+    ("models", &[]),
+    ("budget_duration", &[]),
+    ("budget_start", &[]),
+    ("rpm_limit", &[]),
+    ("tpm_limit", &[]),
+];
+
 fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDuration) -> Option<TeamConfig> {
-    const KEYS: &[Key] = &[
-        ("team_id", &[]),
-        ("budget_limit", &["max_budget"]),
-        ("models", &[]),
-        ("budget_duration", &[]),
-        ("budget_start", &[]),
-        ("rpm_limit", &[]),
-        ("tpm_limit", &[]),
-    ];
-    let f = r.fields(node, path, KEYS)?;
+    let f = r.fields(node, path, TEAM)?;
     let Some(team_id) = r.string(&f, "team_id") else {
         r.error(node, format!("{path}: missing `team_id`"));
         return None;
     };
-    let budget_limit = match r.decimal(&f, "budget_limit") {
-        Some((text, _)) => match Money::parse(&text) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                if let Some(n) = f.get("budget_limit") {
-                    r.error(n, format!("{}: {e}", f.child("budget_limit")));
-                }
-                None
-            }
-        },
-        None => None,
-    };
-    // A budgeted team's unpriced models cost it nothing: worth a warning, as `svc config check` promises.
-    // An alias whose entry has errors is known (its entry's errors say what is wrong) but has no prices to judge.
+    let budget_limit = money(r, &f, "budget_limit");
+    let models = team_models(r, &f, node, all, budget_limit.is_some());
+    Some(TeamConfig {
+        team_id,
+        budget_limit,
+        models,
+        budget_duration: duration(r, &f, "budget_duration").unwrap_or(default),
+        budget_start: time(r, &f, "budget_start"),
+        rpm_limit: r.int(&f, "rpm_limit"),
+        tpm_limit: r.int(&f, "tpm_limit"),
+    })
+}
+
+/// A team's `models`: the aliases it may use, each known (a wildcard is not checked by name). A budgeted team's
+/// unpriced models cost it nothing: worth a warning, as `svc config check` promises. An alias whose entry has
+/// errors is known (its entry's errors say what is wrong) but has no prices to judge.
+fn team_models(r: &mut Reader, f: &Fields, node: &Node, all: &Models, budgeted: bool) -> Vec<String> {
+    let path = &f.path;
     let models = &all.entries;
     let is_free = |alias: &str| {
         models.iter().filter(|m| m.alias == alias).all(|m| m.prices.input.is_zero() && m.prices.output.is_zero())
     };
     let unpriced =
         |alias: &str| format!("model `{alias}` has no prices, so its use costs 0 against this team's budget");
-    let listed = r.strings(&f, "models").unwrap_or_default();
-    if budget_limit.is_some() && listed.is_empty() {
+    let listed = r.strings(f, "models").unwrap_or_default();
+    if budgeted && listed.is_empty() {
         // No list: the team may use every alias, so every unpriced one is free against its budget.
         let mut warned: Vec<&str> = Vec::new();
         for m in models {
@@ -320,39 +337,43 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
             );
             continue;
         }
-        if budget_limit.is_some() && models.iter().any(|m| m.alias == name) && is_free(&name) {
+        if budgeted && models.iter().any(|m| m.alias == name) && is_free(&name) {
             r.warn(&n, format!("{}: {}", f.child("models"), unpriced(&name)));
         }
         allowed.push(name);
     }
-    let budget_duration = duration(r, &f, "budget_duration").unwrap_or(default);
-    let budget_start = match r.string(&f, "budget_start") {
-        Some(text) => match chrono::DateTime::parse_from_rfc3339(&text) {
-            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
-            Err(_) => {
-                if let Some(n) = f.get("budget_start") {
-                    r.error(
-                        n,
-                        format!(
-                            "{}: `{text}` is not an RFC 3339 time such as `2026-11-01T00:00:00Z`",
-                            f.child("budget_start")
-                        ),
-                    );
-                }
-                None
+    allowed
+}
+
+/// An amount of money at `key`, if given and valid.
+fn money(r: &mut Reader, f: &Fields, key: &str) -> Option<Money> {
+    let (text, _) = r.decimal(f, key)?;
+    match Money::parse(&text) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            if let Some(n) = f.get(key) {
+                r.error(n, format!("{}: {e}", f.child(key)));
             }
-        },
-        None => None,
-    };
-    Some(TeamConfig {
-        team_id,
-        budget_limit,
-        models: allowed,
-        budget_duration,
-        budget_start,
-        rpm_limit: r.int(&f, "rpm_limit"),
-        tpm_limit: r.int(&f, "tpm_limit"),
-    })
+            None
+        }
+    }
+}
+
+/// An RFC 3339 time at `key`, if given and valid.
+fn time(r: &mut Reader, f: &Fields, key: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = r.string(f, key)?;
+    match chrono::DateTime::parse_from_rfc3339(&text) {
+        Ok(t) => Some(t.with_timezone(&chrono::Utc)),
+        Err(_) => {
+            if let Some(n) = f.get(key) {
+                r.error(
+                    n,
+                    format!("{}: `{text}` is not an RFC 3339 time such as `2026-11-01T00:00:00Z`", f.child(key)),
+                );
+            }
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,27 +16,29 @@ use std::time::Duration;
 /// `?` the parameters and `#` a fragment (sqlx percent-decodes the path).
 const URL_PATH: &AsciiSet = &percent_encoding::CONTROLS.add(b'%').add(b'?').add(b'#');
 
+/// The keys of `server:`.
+const SERVER: &[Key] = &[
+    ("host", &[]),
+    ("port", &[]),
+    ("master_key", &[]),
+    ("database_url", &[]),
+    ("max_in_flight", &[]),
+    ("max_request_body_bytes", &[]),
+    ("header_read_timeout_seconds", &[]),
+    ("keep_alive_timeout_seconds", &[]),
+    ("max_connections", &[]),
+    ("shutdown_timeout_seconds", &[]),
+    ("metrics_key", &[]),
+    ("metrics_address", &[]),
+    ("metrics_key_labels", &[]),
+    ("log_format", &[]),
+    ("trusted_proxies", &[]),
+    ("auth_failures_burst", &[]),
+    ("auth_failures_per_minute", &[]),
+];
+
 pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -> ServerConfig {
-    const KEYS: &[Key] = &[
-        ("host", &[]),
-        ("port", &[]),
-        ("master_key", &[]),
-        ("database_url", &[]),
-        ("max_in_flight", &[]),
-        ("max_request_body_bytes", &[]),
-        ("header_read_timeout_seconds", &[]),
-        ("keep_alive_timeout_seconds", &[]),
-        ("max_connections", &[]),
-        ("shutdown_timeout_seconds", &[]),
-        ("metrics_key", &[]),
-        ("metrics_address", &[]),
-        ("metrics_key_labels", &[]),
-        ("log_format", &[]),
-        ("trusted_proxies", &[]),
-        ("auth_failures_burst", &[]),
-        ("auth_failures_per_minute", &[]),
-    ];
-    let f = node.and_then(|n| r.fields(n, "server", KEYS));
+    let f = node.and_then(|n| r.fields(n, "server", SERVER));
     let mut s = ServerConfig {
         host: "127.0.0.1".into(),
         port: 4000,
@@ -63,43 +65,8 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         if let Some(v) = r.int(&f, "port") {
             s.port = v;
         }
-        if f.get("master_key").is_some() {
-            match r.string(&f, "master_key") {
-                Some(k) if k.trim().is_empty() => {
-                    if let Some(n) = f.get("master_key") {
-                        r.error(n, "server.master_key: is empty");
-                    }
-                }
-                Some(k) => s.master_key = Some(Secret::new(k)),
-                None => {}
-            }
-        }
-        if let Some(v) = r.string(&f, "database_url") {
-            if !(v.starts_with("sqlite:") || v.starts_with("postgres://") || v.starts_with("postgresql://")) {
-                if let Some(n) = f.get("database_url") {
-                    r.error(n, "server.database_url: expected `sqlite://PATH` or `postgres://…`");
-                }
-            }
-            s.database_url = v;
-        }
-        if let Some(v) = at_least_one(r, &f, "max_in_flight") {
-            s.max_in_flight = v;
-        }
-        if let Some(v) = r.int(&f, "max_request_body_bytes") {
-            s.max_request_body_bytes = v;
-        }
-        if let Some(v) = at_least_one(r, &f, "header_read_timeout_seconds") {
-            s.header_read_timeout = Duration::from_secs(v);
-        }
-        if let Some(v) = at_least_one(r, &f, "keep_alive_timeout_seconds") {
-            s.keep_alive_timeout = Duration::from_secs(v);
-        }
-        if let Some(v) = at_least_one(r, &f, "max_connections") {
-            s.max_connections = v;
-        }
-        if let Some(v) = r.int::<u64>(&f, "shutdown_timeout_seconds") {
-            s.shutdown_timeout = Duration::from_secs(v);
-        }
+        key_and_store(r, &f, &mut s);
+        limits(r, &f, &mut s);
         metrics(r, &f, &mut s);
         clients(r, &f, &mut s);
     }
@@ -107,6 +74,52 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         s.database_url = resolve_sqlite(&s.database_url, base);
     }
     s
+}
+
+/// `master_key` (not empty; `SVC_MASTER_KEY` is its default) and `database_url` (SQLite or PostgreSQL).
+fn key_and_store(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
+    if f.get("master_key").is_some() {
+        match r.string(f, "master_key") {
+            Some(k) if k.trim().is_empty() => {
+                if let Some(n) = f.get("master_key") {
+                    r.error(n, "server.master_key: is empty");
+                }
+            }
+            Some(k) => s.master_key = Some(Secret::new(k)),
+            None => {}
+        }
+    }
+    if let Some(v) = r.string(f, "database_url") {
+        if !(v.starts_with("sqlite:") || v.starts_with("postgres://") || v.starts_with("postgresql://")) {
+            if let Some(n) = f.get("database_url") {
+                r.error(n, "server.database_url: expected `sqlite://PATH` or `postgres://…`");
+            }
+        }
+        s.database_url = v;
+    }
+}
+
+/// The request and connection bounds: `max_in_flight`, `max_request_body_bytes`, the header and keep-alive
+/// timeouts, `max_connections`, `shutdown_timeout_seconds`.
+fn limits(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
+    if let Some(v) = at_least_one(r, f, "max_in_flight") {
+        s.max_in_flight = v;
+    }
+    if let Some(v) = r.int(f, "max_request_body_bytes") {
+        s.max_request_body_bytes = v;
+    }
+    if let Some(v) = at_least_one(r, f, "header_read_timeout_seconds") {
+        s.header_read_timeout = Duration::from_secs(v);
+    }
+    if let Some(v) = at_least_one(r, f, "keep_alive_timeout_seconds") {
+        s.keep_alive_timeout = Duration::from_secs(v);
+    }
+    if let Some(v) = at_least_one(r, f, "max_connections") {
+        s.max_connections = v;
+    }
+    if let Some(v) = r.int::<u64>(f, "shutdown_timeout_seconds") {
+        s.shutdown_timeout = Duration::from_secs(v);
+    }
 }
 
 /// `metrics_key`, `metrics_address`, `metrics_key_labels` and `log_format`.

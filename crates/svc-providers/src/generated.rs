@@ -7,7 +7,7 @@
 //! or a delta type an upstream adds tomorrow counts from the day it appears:
 //!
 //! - [`Rule::Choices`] (chat completions): every string but ids, roles, types, finish reasons, indexes and
-//!   log probabilities ([`crate::estimate::is_not_generated`]);
+//!   log probabilities ([`is_not_generated`]);
 //! - [`Rule::Delta`] (a piece of a stream: the `delta` of a Messages `content_block_delta` or of a Responses
 //!   `*.delta` event): every string but `type` tags. Text, thinking, signatures, citations, refusals,
 //!   reasoning, tool arguments and delta types not known today all count;
@@ -25,11 +25,17 @@
 //!
 //! What this file does not do: decide what a count is used for (the gateway's meter and stream stage do).
 
-use crate::estimate::{is_not_generated, text_tokens};
 use crate::raw::Key;
+use crate::tokens::text_tokens;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
+
+/// Whether the value of key `key` in `choices` is not generated text: ids, roles, types, finish reasons,
+/// indexes and log probabilities.
+pub fn is_not_generated(key: &str) -> bool {
+    matches!(key, "id" | "role" | "type" | "finish_reason" | "index" | "logprobs")
+}
 
 /// Which strings of a value are generated output (see the file's head).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,7 @@ mod provider;
 pub mod raw;
 mod request;
 pub mod sse;
+mod tokens;
 pub mod usage;
 
 /// The translations without HTTP, for the fuzz targets in `fuzz/`. Not a stable API.

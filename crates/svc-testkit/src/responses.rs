@@ -10,7 +10,7 @@
 //! answered 404, as OpenAI does; one it keeps bills the chain's history (the previous response's input and
 //! output) as input, before the new input.
 
-use crate::upstream::{error, take, Shared, StreamGuard};
+use crate::upstream::{error, take, Behaviour, Shared, StreamGuard};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
@@ -126,8 +126,15 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
         let created = json!({"type": "response.created", "response": response("in_progress", json!([]), Value::Null)});
         return endless(s, created, event, b.chunk_delay);
     }
+    let created = response("in_progress", json!([]), Value::Null);
+    streamed(&b, created, item, response("completed", Value::Array(output), usage))
+}
+
+/// The events OpenAI streams for one message `item` (`b.content` in `b.chunks` deltas) between the
+/// `created` and `completed` responses, with an event type no client knows (clients must skip it).
+fn streamed(b: &Behaviour, created: Value, item: Value, completed: Value) -> Response {
     let mut events = vec![
-        ("response.created", json!({"response": response("in_progress", json!([]), Value::Null)})),
+        ("response.created", json!({"response": created})),
         (
             "response.output_item.added",
             json!({"output_index": 0, "item": {"type": "message", "id": "msg_test", "status": "in_progress", "role": "assistant", "content": []}}),
@@ -151,7 +158,7 @@ pub async fn responses(State(s): State<Arc<Shared>>, headers: HeaderMap, body: B
     ));
     events.push(("response.x_unknown_event", json!({"note": "new event types pass"})));
     events.push(("response.output_item.done", json!({"output_index": 0, "item": item})));
-    events.push(("response.completed", json!({"response": response("completed", Value::Array(output), usage)})));
+    events.push(("response.completed", json!({"response": completed})));
     let body: String = events
         .into_iter()
         .enumerate()

@@ -28,64 +28,8 @@ pub(super) fn to_messages_request(
     let max_tokens = req.max_tokens().unwrap_or(u64::from(default_max_tokens));
     out.insert("max_tokens".into(), json!(max_tokens));
     for (key, value) in req.body() {
-        if value.is_null() {
-            continue;
-        }
-        match key.as_str() {
-            // Handled above or below, or the gateway's own business.
-            "model"
-            | "messages"
-            | "max_tokens"
-            | "max_completion_tokens"
-            | "stream"
-            | "stream_options"
-            | "tool_choice"
-            | "parallel_tool_calls" => {}
-            // `top_k` is not OpenAI's, but clients used to LiteLLM send it for Anthropic models.
-            "temperature" | "top_p" | "top_k" => {
-                out.insert(key.clone(), value.clone());
-            }
-            "stop" => {
-                if let Some(stops) = stop_sequences(value)? {
-                    out.insert("stop_sequences".into(), stops);
-                }
-            }
-            "user" => {
-                let Some(user) = value.as_str() else {
-                    return Err(unsupported("`user` must be a string", "user"));
-                };
-                out.insert("metadata".into(), json!({ "user_id": user }));
-            }
-            "tools" => {
-                let tools = convert_tools(value)?;
-                if !tools.is_empty() {
-                    out.insert("tools".into(), Value::Array(tools));
-                }
-            }
-            "n" => {
-                if value.as_u64() != Some(1) {
-                    let msg = "`n` other than 1 is not supported by anthropic deployments: send one request per choice";
-                    return Err(unsupported(msg, "n"));
-                }
-            }
-            "logprobs" => {
-                if value.as_bool() == Some(true) {
-                    let msg = "`logprobs` is not supported by anthropic deployments: remove it";
-                    return Err(unsupported(msg, "logprobs"));
-                }
-            }
-            "functions" | "function_call" => {
-                let msg = format!("legacy `{key}` is not supported by anthropic deployments: use `tools`");
-                return Err(unsupported(msg, key));
-            }
-            "modalities" if value.as_array().is_some_and(|m| m.iter().any(|m| m == "audio")) => {
-                let msg = "audio output is not supported by anthropic deployments: remove `audio` from `modalities`";
-                return Err(unsupported(msg, "modalities"));
-            }
-            "response_format" if value.get("type").and_then(Value::as_str) == Some("text") => {}
-            _ => {
-                tracing::debug!(field = %key, "anthropic: dropped a field the messages api cannot express")
-            }
+        if !value.is_null() {
+            field(&mut out, key, value)?;
         }
     }
     if out.contains_key("tools") {
@@ -101,6 +45,68 @@ pub(super) fn to_messages_request(
         out.insert("stream".into(), Value::Bool(true));
     }
     Ok(out)
+}
+
+/// One field of the chat body other than the messages and `max_tokens`: copied, converted, left to the gateway,
+/// dropped (with a debug log) or refused with [`ProviderError::Unsupported`] naming it.
+fn field(out: &mut Map<String, Value>, key: &str, value: &Value) -> Result<(), ProviderError> {
+    match key {
+        // Handled above or below, or the gateway's own business.
+        "model"
+        | "messages"
+        | "max_tokens"
+        | "max_completion_tokens"
+        | "stream"
+        | "stream_options"
+        | "tool_choice"
+        | "parallel_tool_calls" => {}
+        // `top_k` is not OpenAI's, but clients used to LiteLLM send it for Anthropic models.
+        "temperature" | "top_p" | "top_k" => {
+            out.insert(key.to_owned(), value.clone());
+        }
+        "stop" => {
+            if let Some(stops) = stop_sequences(value)? {
+                out.insert("stop_sequences".into(), stops);
+            }
+        }
+        "user" => {
+            let Some(user) = value.as_str() else {
+                return Err(unsupported("`user` must be a string", "user"));
+            };
+            out.insert("metadata".into(), json!({ "user_id": user }));
+        }
+        "tools" => {
+            let tools = convert_tools(value)?;
+            if !tools.is_empty() {
+                out.insert("tools".into(), Value::Array(tools));
+            }
+        }
+        "n" => {
+            if value.as_u64() != Some(1) {
+                let msg = "`n` other than 1 is not supported by anthropic deployments: send one request per choice";
+                return Err(unsupported(msg, "n"));
+            }
+        }
+        "logprobs" => {
+            if value.as_bool() == Some(true) {
+                let msg = "`logprobs` is not supported by anthropic deployments: remove it";
+                return Err(unsupported(msg, "logprobs"));
+            }
+        }
+        "functions" | "function_call" => {
+            let msg = format!("legacy `{key}` is not supported by anthropic deployments: use `tools`");
+            return Err(unsupported(msg, key));
+        }
+        "modalities" if value.as_array().is_some_and(|m| m.iter().any(|m| m == "audio")) => {
+            let msg = "audio output is not supported by anthropic deployments: remove `audio` from `modalities`";
+            return Err(unsupported(msg, "modalities"));
+        }
+        "response_format" if value.get("type").and_then(Value::as_str) == Some("text") => {}
+        _ => {
+            tracing::debug!(field = %key, "anthropic: dropped a field the messages api cannot express")
+        }
+    }
+    Ok(())
 }
 
 /// One Anthropic turn being built; consecutive turns of one role are merged into it.

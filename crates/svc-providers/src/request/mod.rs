@@ -299,7 +299,7 @@ impl ChatRequest {
 fn prompt_parts(body: &Map<String, Value>) -> PromptParts {
     let messages = body.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
-    let json = messages.iter().chain(fields).map(crate::estimate::json_value_tokens);
+    let json = messages.iter().chain(fields).map(crate::tokens::json_value_tokens);
     let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
     let kinds: Vec<&str> = parts.filter_map(|p| p.get("type").and_then(Value::as_str)).collect();
     PromptParts {

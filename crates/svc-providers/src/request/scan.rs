@@ -159,7 +159,7 @@ fn plain_tokens(raw: &str) -> Option<u64> {
             _ => 1,
         };
     }
-    let mut counter = crate::estimate::Counter::default();
+    let mut counter = crate::tokens::Counter::default();
     counter.count(b);
     counter.uncount_ascii(space);
     Some(counter.tokens())
@@ -172,7 +172,7 @@ fn number_len(text: &[u8]) -> usize {
 
 /// The count of the text written again by serde_json, made by transcoding, without building the value.
 fn transcoded_tokens(raw: &str) -> u64 {
-    let mut counter = crate::estimate::Counter::default();
+    let mut counter = crate::tokens::Counter::default();
     let mut from = serde_json::Deserializer::from_str(raw);
     let mut to = serde_json::Serializer::new(&mut counter);
     // Writing to a counter cannot fail, and `raw` was read as JSON already.
