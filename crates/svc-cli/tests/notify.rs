@@ -1,7 +1,7 @@
 //! Integration tests of the real `svc-notify` binary against the testkit's ntfy-compatible server and webhook
 //! receiver, with temporary config files and hooks files (the README's Events section). Every wait has a timeout;
 //! every server listens on 127.0.0.1.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 #[path = "notify/util.rs"]
 mod util;

@@ -1,7 +1,7 @@
 //! Many events through the outbox worker with the in-memory store: 2,000 events delivered to a local ntfy test
 //! server and a local webhook receiver with signing on all arrive, in emission order. (Throughput is measured
 //! by `cargo run --release -p svc-gateway --example outbox_throughput`, over the real store, not here.)
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! test server accepts what the sink sends (RFC 2047 headers, the 4095-byte body), the subscription used by
 //! `svc events tail`, and that a misbehaving server (an endless or silent answer) costs bounded memory and
 //! time.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::ops::ControlFlow;
 use std::time::Duration;

@@ -7,6 +7,7 @@
 //! emitted as fast as the callers can). With RATE, the events are emitted at that steady rate (events/s) and the
 //! run also reports how far delivery lags behind: at a rate the pipeline sustains, the last event arrives a
 //! few milliseconds after it was emitted.
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let deliverer = Arc::new(Deliverer::new(Some(push), vec![hook], None));
     let worker = OutboxWorker::new(
-        Arc::new(StoreOutbox::new(store)),
+        Arc::new(StoreOutbox::new(store, &tokio_util::task::TaskTracker::new())),
         deliverer,
         WorkerOptions { batch: 256, ..Default::default() },
     );

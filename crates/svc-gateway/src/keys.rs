@@ -273,6 +273,7 @@ pub(crate) fn test_row(id: &str, team: &str) -> svc_store::KeyRow {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

@@ -29,11 +29,11 @@ pub struct StoreOutbox {
 const MAX_BATCH: usize = 256;
 
 impl StoreOutbox {
-    /// The outbox over `store`; its writer task ends when every handle is dropped.
-    pub fn new(store: Store) -> StoreOutbox {
+    /// The outbox over `store`; its writer task, on `tasks`, ends when every handle is dropped.
+    pub fn new(store: Store, tasks: &TaskTracker) -> StoreOutbox {
         let (writer, mut rx) = mpsc::channel::<(NewOutboxEvent, oneshot::Sender<Result<i64, String>>)>(4096);
         let s = store.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut batch = Vec::with_capacity(MAX_BATCH);
             while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
                 let events: Vec<NewEvent<'_>> = batch
@@ -290,7 +290,11 @@ mod tests {
         let store = Store::connect(&url).await?;
         let mut side = sqlx::SqliteConnection::connect(&url).await?;
         let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
-        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let worker = OutboxWorker::new(
+            Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new())),
+            deliverer,
+            WorkerOptions::default(),
+        );
         let tasks = TaskTracker::new();
         let sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         let kinds = [svc_events::EventKind::BudgetAlert, svc_events::EventKind::BudgetExceeded];
@@ -326,7 +330,11 @@ mod tests {
         sqlx::query(refuse).execute(&mut side).await?;
 
         let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
-        let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, WorkerOptions::default());
+        let worker = OutboxWorker::new(
+            Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new())),
+            deliverer,
+            WorkerOptions::default(),
+        );
         let tasks = TaskTracker::new();
         let mut sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         sink.retry = sink.retry.with_delays(Duration::from_millis(20), Duration::from_millis(50));

@@ -175,7 +175,7 @@ async fn start_events(
         lease: config.fleet.lease,
         ..WorkerOptions::default()
     };
-    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone())), deliverer, options);
+    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone(), tasks)), deliverer, options);
     let outbox = worker.emitter();
     worker.spawn(tasks, shutdown.clone());
     let events = events.unwrap_or_else(|| {

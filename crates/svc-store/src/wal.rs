@@ -39,7 +39,9 @@ pub(crate) struct Wal {
 }
 
 impl Wal {
-    /// Starts the passive checkpointer; it ends when the pool is closed.
+    /// Starts the passive checkpointer; it ends when the pool is closed (bare: the store has no task tracker,
+    /// and closing the store is what ends it).
+    #[allow(clippy::disallowed_methods)]
     pub(crate) fn spawn_checkpointer(self: &Arc<Self>, pool: AnyPool) {
         let wal = self.clone();
         tokio::spawn(async move {

@@ -9,6 +9,9 @@
 //! `bench/run.sh` times it and `bench/callgrind.sh` counts its instructions per request beside the gateway and
 //! nginx: what the stack costs before the gateway does anything of its own.
 
+// A bare stack to measure: its connections are spawned as the plainest server would.
+#![allow(clippy::disallowed_methods)]
+
 use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};

@@ -1,5 +1,5 @@
 //! Integration tests of the real `svc` binary on an ephemeral port against a local upstream test server.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods)]
 
 mod harness;
 mod raw;

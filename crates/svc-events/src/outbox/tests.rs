@@ -3,6 +3,7 @@
 //! stable across attempts, a webhook gets exactly `1 + retry` attempts (waits checked under paused time),
 //! destination names never show a URL's token.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::disallowed_methods)]
 
 use super::*;
 use crate::deliver::Deliverer;

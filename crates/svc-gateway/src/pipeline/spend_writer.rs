@@ -367,6 +367,7 @@ impl Kept {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 pub(crate) mod tests {
     use super::*;
     use sqlx::Connection as _;

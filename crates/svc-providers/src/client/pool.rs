@@ -174,7 +174,9 @@ impl Pool {
         }
     }
 
-    /// Opens a new connection to `origin` and starts its task.
+    /// Opens a new connection to `origin` and starts its task (bare: it ends when the connection closes, which
+    /// its last sender's drop or the upstream does; shutdown does not wait for upstream connections).
+    #[allow(clippy::disallowed_methods)]
     async fn connect(&self, origin: &Arc<Origin>) -> Result<Sender, TransportError> {
         let io = self.connector.clone().call(origin.target.clone()).await?;
         let connected = io.connected();
@@ -247,6 +249,8 @@ impl Origin {
         idle.http1.push(Parked { conn, since: Instant::now() });
         if !idle.reaping {
             idle.reaping = true;
+            // Bare: the reaper holds the pool weakly and ends with it.
+            #[allow(clippy::disallowed_methods)]
             tokio::spawn(reap(Arc::downgrade(self)));
         }
     }

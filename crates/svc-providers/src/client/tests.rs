@@ -1,5 +1,6 @@
 //! The client against real upstreams on loopback: which connections calls go on, counted where they are
 //! accepted.
+#![allow(clippy::disallowed_methods)]
 
 use super::{Call, UpstreamClient};
 use bytes::Bytes;

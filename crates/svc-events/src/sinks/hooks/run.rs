@@ -120,7 +120,11 @@ pub async fn run_hook(script: &Path, input: &HookInput<'_>, timeout: Duration) -
     };
     // The child leads its own group, so its pid is the group id.
     let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    // Bare: the readers of the hook's pipes end with the hook (it is killed below) and are awaited before this
+    // returns.
+    #[allow(clippy::disallowed_methods)]
     let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s)));
+    #[allow(clippy::disallowed_methods)]
     let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s)));
 
     let status = match tokio::time::timeout(timeout, child.wait()).await {
