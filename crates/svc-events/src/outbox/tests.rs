@@ -81,6 +81,15 @@ async fn emit_n(worker: &OutboxWorker<MemoryOutbox>, n: usize, from: usize) {
     }
 }
 
+/// Waits until `done` holds, polling to the [`WAIT`] deadline (then fails, naming `what`).
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn start(store: &Arc<MemoryOutbox>, deliverer: &Arc<Deliverer>) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let worker = OutboxWorker::new(store.clone(), deliverer.clone(), fast());
     let token = CancellationToken::new();
@@ -100,18 +109,18 @@ async fn outage_and_restart_lose_nothing_and_keep_order() {
     emit_n(&worker, 100, 0).await;
     let token = CancellationToken::new();
     let handle = tokio::spawn(worker.run(token.clone()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("the head is attempted", || store.rows("push").first().is_some_and(|r| r.2 >= 1)).await;
     token.cancel();
     tokio::time::timeout(WAIT, handle).await.unwrap().unwrap();
     assert_eq!(store.pending_count("push"), 100);
-    assert!(store.rows("push")[0].2 >= 1, "the head was attempted");
 
     // Second "process" over the same store; the server comes back.
     let (token, handle) = start(&store, &deliverer);
     tokio::time::sleep(Duration::from_millis(200)).await;
     ntfy.up().await;
     let msgs = ntfy.wait_for_messages(100, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every row delivered and marked so: nothing more can be sent.
+    until("every row is delivered", || store.pending_count("push") == 0).await;
     let msgs_after = ntfy.messages();
     assert_eq!(msgs_after.len(), 100, "none twice");
     let texts: Vec<String> = msgs.iter().map(|m| m.message.clone()).collect();
@@ -167,7 +176,8 @@ async fn delivery_ids_are_stable_across_rounds_and_permanent_failures_are_dead()
     assert_ne!(ids[4], ids[0]);
     assert_ne!(ids[5], ids[4]);
     let name = deliverer.name(crate::Destination::Webhook(0));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The last delivery is recorded after the receiver got it.
+    until("every row is settled", || store.pending_count(&name) == 0).await;
     let rows = store.rows(&name);
     assert_eq!(rows[0].1, memory::RowState::Delivered);
     assert_eq!(rows[0].2, 3, "three failed attempts recorded");

@@ -29,7 +29,21 @@ struct Rig {
     store: Store,
     now: Arc<AtomicI64>,
     events: MemorySink,
+    tasks: tokio_util::task::TaskTracker,
     _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// Every announcement made: the budgets dropped and their announcer finished (the tracker waited for), so
+    /// that what the sink holds is all there will be. Returns the sink and the store's folder.
+    async fn quiet(self) -> (MemorySink, tempfile::TempDir) {
+        let Rig { budgets, tasks, events, _dir: dir, .. } = self;
+        drop(budgets);
+        tasks.close();
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), tasks.wait()).await;
+        assert!(waited.is_ok(), "the budget announcer never ended");
+        (events, dir)
+    }
 }
 
 /// An ask whose worst case is `nanos` (prompt only, one nano-unit a token).
@@ -64,7 +78,7 @@ async fn rig_with(config: &str, dir: Option<tempfile::TempDir>, now: DateTime<Ut
     let tasks = tokio_util::task::TaskTracker::new();
     let budgets =
         Arc::new(Budgets::new(store.clone(), Arc::new(config), Arc::new(events.clone()), clock, &tasks).await.unwrap());
-    Rig { budgets, store, now: clock_now, events, _dir: dir }
+    Rig { budgets, store, now: clock_now, events, tasks, _dir: dir }
 }
 
 fn principal() -> Principal {
@@ -161,8 +175,8 @@ async fn budget_events_are_announced_once_per_period() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    let events = r.events.events();
+    let (sink, dir) = r.quiet().await;
+    let events = sink.events();
     kinds.sort_unstable();
     assert_eq!(kinds, vec!["budget.alert", "budget.alert", "budget.exceeded"], "{events:?}");
     let exceeded = events.iter().find(|e| e.kind == svc_events::EventKind::BudgetExceeded).unwrap();
@@ -175,11 +189,10 @@ async fn budget_events_are_announced_once_per_period() {
         events.iter().find(|e| e.kind == svc_events::EventKind::BudgetAlert && e.data["threshold"] == 0.8).unwrap();
     assert_eq!(alert.data["spent"], 0.85);
     // A restart in the same period does not announce them again.
-    let dir = r._dir;
     let r2 = rig(Some(dir), at(2026, 2, 11, 0)).await;
     assert!(r2.budgets.admit(&p, &nanos(200_000_000)).await.is_err());
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
+    let (sink, _) = r2.quiet().await;
+    assert!(sink.events().is_empty(), "{:?}", sink.events());
 }
 
 /// An agent's worst case (prompt plus 128,000 completion tokens at 1,000 nano-units each) on a team budget
@@ -259,17 +272,16 @@ async fn a_request_too_dear_for_a_budget_that_holds_little_announces_no_alert() 
     assert!(r.budgets.admit(&p, &nanos(1_500_000_000)).await.is_err());
     // ... then spend crosses 0.5 and 0.8: no alert comes after "exceeded".
     r.budgets.admit(&p, &nanos(900_000_000)).await.unwrap().reservation.settle(m(900_000_000));
-    let events = events_after(&r, 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let kinds: Vec<&str> = r.events.events().iter().map(|e| e.kind.as_str()).collect();
+    let (sink, dir) = r.quiet().await;
+    let events = sink.events();
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["budget.exceeded"], "{events:?}");
     // Also after a restart in the same period.
-    let dir = r._dir;
     let r2 = rig(Some(dir), at(2026, 2, 11, 0)).await;
     spend(&r2.store, at(2026, 2, 10, 0), 900_000_000).await;
     r2.budgets.admit(&p, &nanos(10_000_000)).await.unwrap().reservation.settle(m(10_000_000));
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert!(r2.events.events().is_empty(), "{:?}", r2.events.events());
+    let (sink, _) = r2.quiet().await;
+    assert!(sink.events().is_empty(), "{:?}", sink.events());
 }
 
 #[tokio::test]
