@@ -290,7 +290,7 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
         r.error(node, format!("{path}: missing `team_id`"));
         return None;
     };
-    let budget_limit = money(r, &f, "budget_limit");
+    let budget_limit = r.parsed_decimal(&f, "budget_limit", Money::parse);
     let models = team_models(r, &f, node, all, budget_limit.is_some());
     Some(TeamConfig {
         team_id,
@@ -343,20 +343,6 @@ fn team_models(r: &mut Reader, f: &Fields, node: &Node, all: &Models, budgeted: 
         allowed.push(name);
     }
     allowed
-}
-
-/// An amount of money at `key`, if given and valid.
-fn money(r: &mut Reader, f: &Fields, key: &str) -> Option<Money> {
-    let (text, _) = r.decimal(f, key)?;
-    match Money::parse(&text) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            if let Some(n) = f.get(key) {
-                r.error(n, format!("{}: {e}", f.child(key)));
-            }
-            None
-        }
-    }
 }
 
 /// An RFC 3339 time at `key`, if given and valid.

@@ -137,27 +137,9 @@ fn search_price(r: &mut Reader, p: &Fields) -> Option<Money> {
 }
 
 fn money(r: &mut Reader, f: &Fields, key: &str) -> Option<Money> {
-    let (text, _) = r.decimal(f, key)?;
-    match Money::parse(&text) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            if let Some(n) = f.get(key) {
-                r.error(n, format!("{}: {e}", f.child(key)));
-            }
-            None
-        }
-    }
+    r.parsed_decimal(f, key, Money::parse)
 }
 
 fn price(r: &mut Reader, f: &Fields, key: &str) -> Option<Price> {
-    let (text, _) = r.decimal(f, key)?;
-    match Price::parse(&text) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            if let Some(n) = f.get(key) {
-                r.error(n, format!("{}: {e}", f.child(key)));
-            }
-            None
-        }
-    }
+    r.parsed_decimal(f, key, Price::parse)
 }

@@ -154,6 +154,26 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A decimal field read by `parse` (a money amount, a price); a value `parse` refuses is recorded with its
+    /// reason.
+    pub fn parsed_decimal<T, E: std::fmt::Display>(
+        &mut self,
+        f: &Fields,
+        key: &str,
+        parse: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Option<T> {
+        let (text, _) = self.decimal(f, key)?;
+        match parse(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if let Some(n) = f.get(key) {
+                    self.error(n, format!("{}: {e}", f.child(key)));
+                }
+                None
+            }
+        }
+    }
+
     /// A list of strings.
     pub fn strings(&mut self, f: &Fields, key: &str) -> Option<Vec<(String, Node)>> {
         let node = f.get(key)?;
