@@ -258,15 +258,14 @@ fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop:
 /// revoked or rotated on any node takes effect on this one within moments; the poller stays as the fallback.
 /// Returns only when the store has no such channel (SQLite).
 async fn listen_for_keys(state: &AppState) {
-    let mut waits =
-        svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
+    let fresh =
+        || svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
+    let mut waits = fresh();
     loop {
         match state.store.key_changes().await {
             Ok(None) => return,
             Ok(Some(mut changes)) => {
-                waits = svc_events::RetryPolicy::OUTBOX
-                    .with_delays(Duration::from_millis(200), Duration::from_secs(10))
-                    .delays();
+                waits = fresh();
                 // Changes made while this node was not listening.
                 refresh_keys(state).await;
                 while changes.next().await.is_ok() {

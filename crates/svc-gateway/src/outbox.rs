@@ -290,11 +290,9 @@ mod tests {
         let store = Store::connect(&url).await?;
         let mut side = sqlx::SqliteConnection::connect(&url).await?;
         let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
-        let worker = OutboxWorker::new(
-            Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new())),
-            deliverer,
-            WorkerOptions::default(),
-        );
+        // The writer on a tracker of its own: the test waits for the sink's tasks while the outbox is alive.
+        let outbox = Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new()));
+        let worker = OutboxWorker::new(outbox, deliverer, WorkerOptions::default());
         let tasks = TaskTracker::new();
         let sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         let kinds = [svc_events::EventKind::BudgetAlert, svc_events::EventKind::BudgetExceeded];
@@ -330,11 +328,9 @@ mod tests {
         sqlx::query(refuse).execute(&mut side).await?;
 
         let deliverer = Arc::new(Deliverer::new(None, Vec::new(), None));
-        let worker = OutboxWorker::new(
-            Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new())),
-            deliverer,
-            WorkerOptions::default(),
-        );
+        // The writer on a tracker of its own: the test waits for the sink's tasks while the outbox is alive.
+        let outbox = Arc::new(StoreOutbox::new(store.clone(), &TaskTracker::new()));
+        let worker = OutboxWorker::new(outbox, deliverer, WorkerOptions::default());
         let tasks = TaskTracker::new();
         let mut sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         sink.retry = sink.retry.with_delays(Duration::from_millis(20), Duration::from_millis(50));

@@ -35,6 +35,13 @@ pub struct AuthState {
     pub(crate) sessions: Sessions,
 }
 
+impl AuthState {
+    /// Whether `digest` is the master key's (compared in constant time).
+    pub(crate) fn is_master(&self, digest: &KeyHash) -> bool {
+        self.master_hash.as_ref().is_some_and(|m| bool::from(digest.ct_eq(m)))
+    }
+}
+
 /// Where Anthropic clients put their key.
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 /// The presented secret, or the 401 to answer.
@@ -68,12 +75,10 @@ pub async fn resolve(state: &AuthState, headers: &HeaderMap, extensions: &Extens
     let failures = &state.failures;
     let secret = presented(headers).map_err(|e| failures.failed(&from, e))?;
     let digest = hash_secret(secret);
-    if let Some(master) = &state.master_hash {
-        if bool::from(digest.ct_eq(master)) {
-            // An operator chose it, so it can be guessed: a limited address may not present it either.
-            failures.refuse_if_limited(&from)?;
-            return Ok(Principal::Master);
-        }
+    if state.is_master(&digest) {
+        // An operator chose it, so it can be guessed: a limited address may not present it either.
+        failures.refuse_if_limited(&from)?;
+        return Ok(Principal::Master);
     }
     let key = match state.keys.get(&digest) {
         Some(key) => key,

@@ -156,7 +156,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
         ));
     };
     let digest = hash_secret(token);
-    let master = state.auth.master_hash.as_ref().is_some_and(|h| bool::from(digest.ct_eq(h)));
+    let master = state.auth.is_master(&digest);
     let scraper = state.config.server.metrics_key.as_ref().is_some_and(|k| {
         let want = hash_secret(k.expose());
         bool::from(digest.ct_eq(&want))

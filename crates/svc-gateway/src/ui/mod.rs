@@ -28,7 +28,6 @@ use serde_json::json;
 use session::Role;
 use sha2::{Digest, Sha256};
 use std::sync::OnceLock;
-use subtle::ConstantTimeEq;
 
 /// An embedded file of the dashboard.
 struct Asset {
@@ -136,10 +135,7 @@ async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
     let bytes = read_body(body, 4096).await?;
     let req: Login = parse_json(&bytes)?;
     let digest = crate::keys::hash_secret(req.key.trim());
-    let role = match &s.auth.master_hash {
-        Some(master) if bool::from(digest.ct_eq(master)) => Role::Master,
-        _ => team_role(&s, digest).await?,
-    };
+    let role = if s.auth.is_master(&digest) { Role::Master } else { team_role(&s, digest).await? };
     let (token, session) = sessions.open(role);
     let cookie = session::set_cookie(&token, sessions.ttl_secs(), session::over_tls(&headers));
     let body = json!({"csrf_token": session.csrf, "role": session.role.as_str(), "team_id": session.role.team(),
