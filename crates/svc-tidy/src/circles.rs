@@ -1,8 +1,9 @@
-//! Import circles: the strongly connected components of a crate's import graph (Tarjan's algorithm), each with the
+//! Import circles: the strongly connected components of a crate's import graph (petgraph's Tarjan), each with the
 //! arrows inside it. Two files that import each other are allowed (a type and its tests' helper, a pair that
 //! splits one job); a circle of more files is a knot no one can read from the bottom up.
 
 use crate::imports::Arrow;
+use petgraph::graph::DiGraph;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -40,15 +41,13 @@ pub fn circles(arrows: &[Arrow]) -> Vec<Circle> {
     names.sort_unstable();
     names.dedup();
     let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, name)| (*name, i)).collect();
-    let mut next = vec![Vec::new(); names.len()];
-    for arrow in arrows {
-        next[index[arrow.from.as_str()]].push(index[arrow.to.as_str()]);
-    }
-    let mut found: Vec<Circle> = Tarjan::run(&next)
+    let edges = arrows.iter().map(|a| (index[a.from.as_str()] as u32, index[a.to.as_str()] as u32));
+    let graph: DiGraph<(), ()> = DiGraph::from_edges(edges);
+    let mut found: Vec<Circle> = petgraph::algo::tarjan_scc(&graph)
         .into_iter()
         .filter(|component| component.len() > 1)
         .map(|component| {
-            let mut files: Vec<String> = component.iter().map(|i| names[*i].to_owned()).collect();
+            let mut files: Vec<String> = component.iter().map(|i| names[i.index()].to_owned()).collect();
             files.sort();
             let inside = |a: &&Arrow| files.binary_search(&a.from).is_ok() && files.binary_search(&a.to).is_ok();
             let arrows = arrows.iter().filter(inside).cloned().collect();
@@ -57,67 +56,6 @@ pub fn circles(arrows: &[Arrow]) -> Vec<Circle> {
         .collect();
     found.sort_by(|a, b| a.files.cmp(&b.files));
     found
-}
-
-/// Tarjan's strongly connected components over a graph given as adjacency lists.
-struct Tarjan<'g> {
-    next: &'g [Vec<usize>],
-    order: Vec<Option<usize>>,
-    low: Vec<usize>,
-    on_stack: Vec<bool>,
-    stack: Vec<usize>,
-    counter: usize,
-    components: Vec<Vec<usize>>,
-}
-
-impl<'g> Tarjan<'g> {
-    fn run(next: &'g [Vec<usize>]) -> Vec<Vec<usize>> {
-        let n = next.len();
-        let mut t = Tarjan {
-            next,
-            order: vec![None; n],
-            low: vec![0; n],
-            on_stack: vec![false; n],
-            stack: Vec::new(),
-            counter: 0,
-            components: Vec::new(),
-        };
-        for v in 0..n {
-            if t.order[v].is_none() {
-                t.visit(v);
-            }
-        }
-        t.components
-    }
-
-    fn visit(&mut self, v: usize) {
-        self.order[v] = Some(self.counter);
-        self.low[v] = self.counter;
-        self.counter += 1;
-        self.stack.push(v);
-        self.on_stack[v] = true;
-        for &w in &self.next[v] {
-            match self.order[w] {
-                None => {
-                    self.visit(w);
-                    self.low[v] = self.low[v].min(self.low[w]);
-                }
-                Some(order) if self.on_stack[w] => self.low[v] = self.low[v].min(order),
-                Some(_) => {}
-            }
-        }
-        if Some(self.low[v]) == self.order[v] {
-            let mut component = Vec::new();
-            while let Some(w) = self.stack.pop() {
-                self.on_stack[w] = false;
-                component.push(w);
-                if w == v {
-                    break;
-                }
-            }
-            self.components.push(component);
-        }
-    }
 }
 
 #[cfg(test)]
