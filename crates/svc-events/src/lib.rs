@@ -14,6 +14,7 @@ pub mod origin;
 pub mod outbox;
 pub mod retry;
 pub mod sinks;
+pub mod source;
 
 pub use deliver::{Deliverer, Destination};
 pub use envelope::{Envelope, EnvelopeError, Meta, Source};
@@ -28,3 +29,4 @@ pub use retry::{RetryPolicy, Transient};
 pub use sinks::hooks::{HookFile, HookRunner};
 pub use sinks::ntfy::{NtfySink, PushError, PushOverrides};
 pub use sinks::webhook::{WebhookError, WebhookSink};
+pub use source::{EventSink, GatewayEvent, LogSink, MemorySink};

@@ -19,7 +19,7 @@
 //!
 //! What this file does not do: lease budgets or outbox destinations (`budgets`, `outbox`).
 
-use crate::events::{EventSink, GatewayEvent};
+use svc_events::{EventSink, GatewayEvent};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};

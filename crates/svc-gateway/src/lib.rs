@@ -8,7 +8,6 @@ pub mod admin;
 pub mod auth;
 pub mod budgets;
 pub mod error;
-pub mod events;
 pub mod fleet;
 pub mod front;
 pub mod handlers;

@@ -1,7 +1,7 @@
 //! The durable outbox of svc-events over the store: [`StoreOutbox`] implements `OutboxStore` with the store's
 //! outbox tables, and [`OutboxSink`] turns the gateway's own events into outbox rows.
 
-use crate::events::{EventSink, GatewayEvent};
+use svc_events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! `crate::health` (live traffic and probes). Answers are cached for `gateway_settings.readiness_cache_seconds`
 //! (default 5) and computed by one caller at a time, so a storm of readiness checks cannot hammer the upstreams.
 
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::health::State;
 use crate::pipeline::routing::ModelTable;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use crate::auth::AuthState;
 use crate::budgets::{Budgets, Clock};
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::keys::{hash_secret, KeyCache};
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};

@@ -2,7 +2,7 @@
 //! per budget and period (the store decides who is first, so also once per fleet and across restarts).
 
 use super::{budget_fields, rfc3339, Scope, Who};
-use crate::events::{EventSink, GatewayEvent};
+use svc_events::{EventSink, GatewayEvent};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use svc_budget::{Money, Notice, NoticeKind};

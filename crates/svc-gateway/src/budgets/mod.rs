@@ -25,7 +25,7 @@
 //! refusal, and its `budget.exceeded` (`refusal`).
 
 use crate::error::ApiError;
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::keys::VirtualKey;
 use crate::principal::Principal;
 use chrono::{DateTime, Utc};

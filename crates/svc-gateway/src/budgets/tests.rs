@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::events::GatewayEvent;
-use crate::events::MemorySink;
+use svc_events::GatewayEvent;
+use svc_events::MemorySink;
 use crate::keys::VirtualKey;
 use chrono::TimeZone;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -27,7 +27,7 @@ mod window;
 pub use judge::{describe, judge, Cause};
 pub use window::{Figures, Window};
 
-use crate::events::{EventSink, GatewayEvent};
+use svc_events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
@@ -372,7 +372,7 @@ pub fn announce(subject: Subject<'_>, t: &Transition, sink: &dyn EventSink) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::MemorySink;
+    use svc_events::MemorySink;
 
     fn settings() -> (HealthSettings, RoutingSettings) {
         let h = HealthSettings {

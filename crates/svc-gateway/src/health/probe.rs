@@ -4,7 +4,7 @@
 //!
 //! What it does not do: decide anything from a result (`Health::probed` does) or answer HTTP.
 
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::pipeline::routing::ModelTable;
 use std::sync::Arc;
 use std::time::Duration;

@@ -35,7 +35,7 @@ pub mod upstream;
 
 use crate::budgets::Grant;
 use crate::error::ApiError;
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::front::{Api, Caller, Translated, Unseen};
 use crate::principal::Principal;
 use crate::state::AppState;

@@ -11,7 +11,7 @@
 //!    is shorter. [`classify`] says which failures may be retried; a deployment that answered 429 is not asked
 //!    again within the request; a deployment tried again is waited for with [`backoff`].
 
-use crate::events::EventSink;
+use svc_events::EventSink;
 use crate::health::{announce, Health, Outcome, Subject};
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -479,7 +479,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
 ";
 
     fn ids(t: &ModelTable, alias: &str) -> Vec<String> {
-        let plan = t.plan(alias, &crate::events::LogSink).unwrap_or_else(|| panic!("no plan for {alias}"));
+        let plan = t.plan(alias, &svc_events::LogSink).unwrap_or_else(|| panic!("no plan for {alias}"));
         plan.candidates().iter().map(|r| r.deployment.id.clone()).collect()
     }
 
@@ -493,7 +493,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
         assert_eq!(ids(&t, "claude-opus-5-5"), ["exact"]);
         assert_eq!(ids(&t, "claude-haiku-5-5"), ["any-claude"]);
         assert!(!t.contains("llama-3") && t.contains("gpt-5-codex"));
-        let plan = t.plan("gpt-5-codex", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
+        let plan = t.plan("gpt-5-codex", &svc_events::LogSink).unwrap_or_else(|| panic!("no plan"));
         let route = plan.candidates()[0].clone();
         assert_eq!(route.upstream_model("gpt-5-codex"), "openai-gpt-5-codex");
         let served = route.serving_as("gpt-5-codex");
@@ -501,7 +501,7 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
             (served.alias.as_str(), served.deployment.upstream_model.as_str()),
             ("gpt-5-codex", "openai-gpt-5-codex")
         );
-        let any = t.plan("claude-x", &crate::events::LogSink).map(|p| p.candidates()[0].clone());
+        let any = t.plan("claude-x", &svc_events::LogSink).map(|p| p.candidates()[0].clone());
         assert_eq!(any.map(|r| r.upstream_model("claude-x").into_owned()).as_deref(), Some("claude-x"));
         assert_eq!(matches("claude-*", "claude-"), Some(""));
         assert_eq!(matches("a*z", "az"), Some(""));
@@ -519,20 +519,20 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
             assert_eq!(ids(&t, "a")[0], "a2", "least in flight");
         }
         assert_eq!(ids(&t, "b"), ["b1"]);
-        assert!(t.plan("c", &crate::events::LogSink).is_none());
+        assert!(t.plan("c", &svc_events::LogSink).is_none());
     }
 
     #[test]
     fn cooled_and_unavailable_deployments_go_last() {
         let t = table(YAML);
         let a1 = t.all().next().cloned().unwrap_or_else(|| panic!("no route"));
-        a1.record(Outcome::Failed, &crate::events::LogSink);
+        a1.record(Outcome::Failed, &svc_events::LogSink);
         assert!(a1.health.cooling_down());
         for _ in 0..2 {
             assert_eq!(ids(&t, "a"), ["a2", "b1", "a1"]);
         }
         let b1 = t.all().nth(2).cloned().unwrap_or_else(|| panic!("no route"));
-        b1.probed(Err("down".into()), &crate::events::LogSink);
+        b1.probed(Err("down".into()), &svc_events::LogSink);
         assert_eq!(b1.health.state(), State::Unavailable);
         assert_eq!(ids(&t, "a"), ["a2", "a1", "b1"]);
     }
@@ -540,10 +540,10 @@ gateway_settings: { num_retries: 4, allowed_fails: 1, cooldown_seconds: 60 }
     #[test]
     fn attempts_wrap_around_and_skip_rate_limited_deployments() {
         let t = table(YAML);
-        let mut plan = t.plan("b", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
+        let mut plan = t.plan("b", &svc_events::LogSink).unwrap_or_else(|| panic!("no plan"));
         let repeats: Vec<u32> = std::iter::from_fn(|| plan.next_attempt().map(|a| a.repeat)).collect();
         assert_eq!(repeats, vec![0, 1, 2, 3, 4], "1 + num_retries attempts on the only deployment");
-        let mut plan = t.plan("a", &crate::events::LogSink).unwrap_or_else(|| panic!("no plan"));
+        let mut plan = t.plan("a", &svc_events::LogSink).unwrap_or_else(|| panic!("no plan"));
         let first = plan.next_attempt().unwrap_or_else(|| panic!("no attempt"));
         plan.exclude(&first);
         let rest: Vec<String> =

@@ -1,10 +1,9 @@
-//! The gateway's side of the event pipeline: gateway-emitted events ([`GatewayEvent`]) go to an
-//! [`EventSink`]. In `svc serve` the sink is the durable outbox of svc-events; emitting never waits on the
-//! network.
+//! The gateway as an event source: the events it raises itself ([`GatewayEvent`]: budget, model health, node)
+//! go to an [`EventSink`]. In `svc serve` the sink is the durable outbox; emitting never waits on the network.
 
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
-use svc_events::EventKind;
+use crate::EventKind;
 
 /// An event raised by the gateway (budget, model health, node).
 #[derive(Debug, Clone, PartialEq)]
