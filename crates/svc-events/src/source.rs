@@ -1,9 +1,9 @@
 //! The gateway as an event source: the events it raises itself ([`GatewayEvent`]: budget, model health, node)
 //! go to an [`EventSink`]. In `svc serve` the sink is the durable outbox; emitting never waits on the network.
 
+use crate::EventKind;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
-use crate::EventKind;
 
 /// An event raised by the gateway (budget, model health, node).
 #[derive(Debug, Clone, PartialEq)]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Money, Usage};
 use svc_gateway::front::{Api, Caller};
-use svc_gateway::keys::VirtualKey;
 use svc_gateway::observe::{Attempts, Metrics, RequestLine};
-use svc_gateway::principal::Principal;
+use svc_keys::Principal;
+use svc_keys::VirtualKey;
 
 fn key() -> Arc<VirtualKey> {
     Arc::new(VirtualKey {

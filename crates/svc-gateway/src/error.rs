@@ -310,9 +310,15 @@ impl From<svc_providers::RequestError> for ApiError {
     }
 }
 
-impl From<crate::admin::AdminError> for ApiError {
-    fn from(e: crate::admin::AdminError) -> ApiError {
-        use crate::admin::AdminError;
+impl From<svc_keys::Forbidden> for ApiError {
+    fn from(e: svc_keys::Forbidden) -> ApiError {
+        ApiError::forbidden("permission_error", e.to_string())
+    }
+}
+
+impl From<svc_keys::admin::AdminError> for ApiError {
+    fn from(e: svc_keys::admin::AdminError) -> ApiError {
+        use svc_keys::admin::AdminError;
         match e {
             AdminError::Invalid { message, param } => ApiError::bad_request(message, Some(param)),
             AdminError::KeyNotFound => ApiError::not_found("key_not_found", e.to_string()).with_param("key"),

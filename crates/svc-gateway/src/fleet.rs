@@ -19,13 +19,13 @@
 //!
 //! What this file does not do: lease budgets or outbox destinations (`budgets`, `outbox`).
 
-use svc_events::{EventSink, GatewayEvent};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use svc_config::FleetConfig;
+use svc_events::{EventSink, GatewayEvent};
 use svc_store::{Backend, Beat, NodeRow, NodeState, Registration, Store};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

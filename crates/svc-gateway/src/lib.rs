@@ -4,7 +4,6 @@
 //! What this crate does not do: talk a provider's wire protocol (svc-providers), parse the config file
 //! (svc-config) or run SQL (svc-store).
 
-pub mod admin;
 pub mod auth;
 pub mod budgets;
 pub mod error;
@@ -13,11 +12,9 @@ pub mod front;
 pub mod handlers;
 pub mod health;
 mod json_text;
-pub mod keys;
 pub mod observe;
 pub mod outbox;
 pub mod pipeline;
-pub mod principal;
 pub mod rate;
 pub mod readiness;
 mod routes;

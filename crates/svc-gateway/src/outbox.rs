@@ -1,7 +1,6 @@
 //! The durable outbox of svc-events over the store: [`StoreOutbox`] implements `OutboxStore` with the store's
 //! outbox tables, and [`OutboxSink`] turns the gateway's own events into outbox rows.
 
-use svc_events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +10,7 @@ use svc_config::FleetConfig;
 use svc_events::{
     EmitError, Emitter, NewOutboxEvent, Origin, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source, Transient,
 };
+use svc_events::{EventSink, GatewayEvent};
 use svc_store::{NewEvent, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;

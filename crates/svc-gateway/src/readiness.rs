@@ -4,12 +4,12 @@
 //! `crate::health` (live traffic and probes). Answers are cached for `gateway_settings.readiness_cache_seconds`
 //! (default 5) and computed by one caller at a time, so a storm of readiness checks cannot hammer the upstreams.
 
-use svc_events::EventSink;
 use crate::health::State;
 use crate::pipeline::routing::ModelTable;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use svc_events::EventSink;
 use svc_store::Store;
 use tokio::sync::Mutex;
 

@@ -4,8 +4,6 @@
 
 use crate::auth::AuthState;
 use crate::budgets::{Budgets, Clock};
-use svc_events::EventSink;
-use crate::keys::{hash_secret, KeyCache};
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::routing::ModelTable;
@@ -14,7 +12,9 @@ use crate::rate::RateLimits;
 use crate::readiness::Readiness;
 use std::sync::Arc;
 use svc_config::Config;
+use svc_events::EventSink;
 use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerOptions};
+use svc_keys::{hash_secret, KeyCache};
 use svc_store::Store;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -260,14 +260,14 @@ impl AppState {
             store.clone(),
             in_flight.clone(),
             config.server.max_in_flight,
-            crate::admin::teams_fingerprint(&config),
+            svc_keys::admin::teams_fingerprint(&config),
         ));
         // The registration before any other write: a second run of a live node's name must not write its
         // teams, charge or return its budget slices, or claim its outbox destinations.
         if let Some(address) = address {
             node.register(address).await?;
         }
-        crate::admin::sync_teams(&store, &config).await?;
+        svc_keys::admin::sync_teams(&store, &config).await?;
         let keys = KeyCache::default();
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();

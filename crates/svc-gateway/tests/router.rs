@@ -269,11 +269,11 @@ async fn failed_authentications_past_the_limit_are_a_429_on_every_api() {
     // A key this node does not hold yet (written to the store by another process) is refused from the limited
     // address before the store is asked; from another address it is looked up and found, and from then on it is
     // served from the limited address too.
-    let secret = svc_gateway::keys::generate_secret();
+    let secret = svc_keys::generate_secret();
     let row = svc_store::KeyRow {
         id: "k-elsewhere".into(),
-        key_hash: hex::encode(svc_gateway::keys::hash_secret(&secret)),
-        key_hint: svc_gateway::keys::hint_of(&secret),
+        key_hash: hex::encode(svc_keys::hash_secret(&secret)),
+        key_hint: svc_keys::hint_of(&secret),
         key_alias: None,
         team_id: "t".into(),
         agent_role: None,

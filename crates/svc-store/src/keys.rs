@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 /// One stored virtual key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyRow {
     /// Stable identity: unchanged by rotation.
     pub id: String,

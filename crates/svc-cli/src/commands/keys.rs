@@ -6,10 +6,10 @@ use crate::cli::{CreateArgs, KeysCommand, TeamsCommand};
 use std::io::Write;
 use std::path::Path;
 use svc_budget::Money;
-use svc_gateway::admin::{sync_teams, Admin, CreateKey, KeyInfo};
+use svc_keys::admin::{sync_teams, Admin, CreateKey, KeyInfo};
 
 /// A refused administration rule: exit 1 with its message (the field it names, when the rule names one).
-fn api_err(e: svc_gateway::admin::AdminError) -> anyhow::Error {
+fn api_err(e: svc_keys::admin::AdminError) -> anyhow::Error {
     anyhow::Error::new(Exit { code: 1, message: e.to_string() })
 }
 

@@ -6,8 +6,8 @@ use crate::cli::ServeArgs;
 use anyhow::Context;
 use std::path::Path;
 use svc_config::ConfigSource;
-use svc_gateway::keys::generate_secret;
 use svc_gateway::AppState;
+use svc_keys::generate_secret;
 
 /// Runs the gateway until a shutdown signal.
 pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()> {

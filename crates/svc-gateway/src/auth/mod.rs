@@ -9,8 +9,6 @@ pub mod client;
 pub mod limit;
 
 use crate::error::ApiError;
-use crate::keys::{hash_secret, KeyCache, KeyHash, VirtualKey};
-use crate::principal::Principal;
 use crate::ui::session::Sessions;
 use axum::extract::Request;
 use axum::http::{header, Extensions, HeaderMap, HeaderName};
@@ -18,6 +16,8 @@ use axum::response::{IntoResponse, Response};
 use client::Origin;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use svc_keys::Principal;
+use svc_keys::{hash_secret, KeyCache, KeyHash, VirtualKey};
 use svc_store::Store;
 
 /// What authentication reads: the keys, the master key's digest, the store (for keys this node has not heard

@@ -2,11 +2,11 @@
 //! per budget and period (the store decides who is first, so also once per fleet and across restarts).
 
 use super::{budget_fields, rfc3339, Scope, Who};
-use svc_events::{EventSink, GatewayEvent};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use svc_budget::{Money, Notice, NoticeKind};
 use svc_events::EventKind;
+use svc_events::{EventSink, GatewayEvent};
 use svc_store::Store;
 
 pub(super) type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;

@@ -25,9 +25,6 @@
 //! refusal, and its `budget.exceeded` (`refusal`).
 
 use crate::error::ApiError;
-use svc_events::EventSink;
-use crate::keys::VirtualKey;
-use crate::principal::Principal;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
@@ -37,6 +34,9 @@ use svc_budget::{
     affordable_completion_tokens, Account, BudgetDuration, Money, Notice, NoticeKind, Price, Refusal, Usage,
 };
 use svc_config::{AdmissionMode, Config};
+use svc_events::EventSink;
+use svc_keys::Principal;
+use svc_keys::VirtualKey;
 use svc_store::{Charge, SpendFilter, Store};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;

@@ -3,11 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use svc_events::GatewayEvent;
-use svc_events::MemorySink;
-use crate::keys::VirtualKey;
 use chrono::TimeZone;
 use std::sync::atomic::{AtomicI64, Ordering};
+use svc_events::GatewayEvent;
+use svc_events::MemorySink;
+use svc_keys::VirtualKey;
 use svc_store::SpendRecord;
 
 fn at(y: i32, mo: u32, d: u32, h: u32) -> DateTime<Utc> {
@@ -70,7 +70,7 @@ async fn rig_with(config: &str, dir: Option<tempfile::TempDir>, now: DateTime<Ut
     let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
     let store = Store::connect(&format!("sqlite://{}", dir.path().join("b.db").display())).await.unwrap();
     let config = svc_config::load_str(config, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
-    crate::admin::sync_teams(&store, &config).await.unwrap();
+    svc_keys::admin::sync_teams(&store, &config).await.unwrap();
     let clock_now = Arc::new(AtomicI64::new(now.timestamp_millis()));
     let c = clock_now.clone();
     let clock: Clock = Arc::new(move || DateTime::<Utc>::from_timestamp_millis(c.load(Ordering::SeqCst)).unwrap());
@@ -85,7 +85,7 @@ fn principal() -> Principal {
     let row = svc_store::KeyRow {
         key_alias: Some("agent-key".into()),
         agent_role: Some("coder".into()),
-        ..crate::keys::test_row("k1", "t")
+        ..svc_store::KeyRow { id: "k1".into(), team_id: "t".into(), ..Default::default() }
     };
     Principal::Key(Arc::new(VirtualKey { anchor: at(2026, 1, 1, 0), ..VirtualKey::from_row(&row) }))
 }

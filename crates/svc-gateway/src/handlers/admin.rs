@@ -1,10 +1,8 @@
 //! The LiteLLM-compatible admin API: `/key/*` and `/team/*`, for the master key (`/team/info` also for a key of
 //! that team).
 
-use crate::admin::{Admin, CreateKey, KeyInfo, UpdateKey};
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body, ApiQuery};
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};
@@ -12,6 +10,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use svc_budget::Money;
+use svc_keys::admin::{Admin, CreateKey, KeyInfo, UpdateKey};
+use svc_keys::Principal;
 
 type Answer = Result<Json<Value>, ApiError>;
 
@@ -106,7 +106,7 @@ pub async fn info(
     p.require_master()?;
     let key = q.key.ok_or_else(|| ApiError::bad_request("missing query parameter `key`", Some("key".into())))?;
     let row = admin(&s).find(&key).await?;
-    let vk = crate::keys::VirtualKey::from_row(&row);
+    let vk = svc_keys::VirtualKey::from_row(&row);
     let budget = match vk.max_budget {
         Some(limit) => {
             let duration = vk.period(&s.config);

@@ -7,7 +7,6 @@ use crate::front::{Api, Caller};
 use crate::handlers::read_body;
 use crate::observe::{Attempts, Logged, Refusal, RequestLine};
 use crate::pipeline::{self, Inbound};
-use crate::principal::Principal;
 use crate::state::AppState;
 use crate::RequestId;
 use axum::body::Body;
@@ -16,6 +15,7 @@ use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
 use svc_budget::{Money, Usage};
+use svc_keys::Principal;
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
 
 /// The route of a model endpoint (`POST`) that takes requests in `api`: chat completions, Anthropic Messages

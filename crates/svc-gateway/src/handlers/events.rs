@@ -4,7 +4,6 @@
 
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body};
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};
@@ -14,6 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 use svc_events::{EmitError, EventKind, Meta, Origin, PushOverrides, Source};
+use svc_keys::Principal;
 
 /// The largest `data` of a posted event, in bytes of JSON text (it is stored in the outbox and delivered to
 /// every destination; a push message holds a few KiB).
@@ -128,13 +128,15 @@ pub fn poster(principal: &Principal, kind: EventKind) -> Result<Origin, ApiError
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::keys::VirtualKey;
     use std::sync::Arc;
+    use svc_keys::VirtualKey;
     use svc_store::KeyRow;
 
     fn key(events: &[&str]) -> Principal {
-        let row =
-            KeyRow { events: events.iter().map(|e| e.to_string()).collect(), ..crate::keys::test_row("k-1", "t") };
+        let row = KeyRow {
+            events: events.iter().map(|e| e.to_string()).collect(),
+            ..svc_store::KeyRow { id: "k-1".into(), team_id: "t".into(), ..Default::default() }
+        };
         Principal::Key(Arc::new(VirtualKey::from_row(&row)))
     }
 

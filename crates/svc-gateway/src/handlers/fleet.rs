@@ -1,11 +1,11 @@
 //! `GET /fleet/nodes` (master key): every node of this gateway's fleet, its state and figures.
 
 use crate::error::ApiError;
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;
 use serde_json::{json, Value};
+use svc_keys::Principal;
 
 /// `{"fleet": …, "nodes": [...]}`, nodes by name.
 pub async fn nodes(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {

@@ -3,7 +3,6 @@
 
 use crate::error::ApiError;
 use crate::health::View;
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -11,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::{json, Value};
+use svc_keys::Principal;
 
 /// 200 `{"status":"healthy"}` while the process runs.
 pub async fn liveness() -> Json<Value> {

@@ -1,11 +1,11 @@
 //! `GET /models` (spec 4.2): the aliases the caller may use.
 
 use crate::pipeline::access;
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;
 use serde_json::{json, Value};
+use svc_keys::Principal;
 
 /// Lists aliases; a virtual key sees only those it may use, the master key all.
 pub async fn list(State(state): State<AppState>, Extension(principal): Extension<Principal>) -> Json<Value> {

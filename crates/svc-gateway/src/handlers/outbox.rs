@@ -3,13 +3,13 @@
 
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body, ApiQuery};
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use svc_keys::Principal;
 use svc_store::{DeliveryRow, DeliveryState, EventFilter, EventRow};
 
 type Answer = Result<Json<Value>, ApiError>;

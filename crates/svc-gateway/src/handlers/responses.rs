@@ -5,13 +5,13 @@
 
 use crate::error::ApiError;
 use crate::pipeline::{access, stored};
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, Path, State};
 use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use serde_json::Value;
+use svc_keys::Principal;
 use svc_providers::passthrough::StoredOp;
 
 /// `GET` (retrieve) and `DELETE` of `/responses/{id}`.

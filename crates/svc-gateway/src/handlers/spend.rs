@@ -1,15 +1,15 @@
 //! `GET /spend/logs` (master key, or a virtual key for its own team): the spend records, filtered and paginated.
 
-use crate::admin::Admin;
 use crate::error::ApiError;
 use crate::handlers::{bounded, ApiQuery};
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use svc_budget::Money;
+use svc_keys::admin::Admin;
+use svc_keys::Principal;
 use svc_store::{SpendFilter, SpendGroup};
 
 /// Query of `/spend/logs`. Times are RFC 3339 or Unix seconds; numbers are read here, so a bad one is a
@@ -94,7 +94,7 @@ pub async fn logs(
             let row = Admin { store: &s.store, config: &s.config, cache: None }.find(k).await?;
             // Another team's key is not found, for a virtual key, rather than named.
             if p.key().is_some_and(|own| own.team_id != row.team_id) {
-                return Err(crate::admin::AdminError::KeyNotFound.into());
+                return Err(svc_keys::admin::AdminError::KeyNotFound.into());
             }
             Some(row.id)
         }

@@ -1,11 +1,11 @@
 //! `GET /gateway/stats` (master key or a dashboard session): this process's request counters.
 
 use crate::error::ApiError;
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::Json;
 use serde_json::{json, Value};
+use svc_keys::Principal;
 
 /// `GET /gateway/stats`: model requests and errors since start (see `ui::stats` for what counts), requests in
 /// flight, this node and its start time.

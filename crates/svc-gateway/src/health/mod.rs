@@ -27,7 +27,6 @@ mod window;
 pub use judge::{describe, judge, Cause};
 pub use window::{Figures, Window};
 
-use svc_events::{EventSink, GatewayEvent};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
@@ -36,6 +35,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use svc_config::{HealthSettings, RoutingSettings};
 use svc_events::EventKind;
+use svc_events::{EventSink, GatewayEvent};
 
 /// The health of a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

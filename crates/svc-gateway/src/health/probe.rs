@@ -4,10 +4,10 @@
 //!
 //! What it does not do: decide anything from a result (`Health::probed` does) or answer HTTP.
 
-use svc_events::EventSink;
 use crate::pipeline::routing::ModelTable;
 use std::sync::Arc;
 use std::time::Duration;
+use svc_events::EventSink;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;

@@ -15,9 +15,9 @@ pub use metrics::Metrics;
 pub use scrape::{metrics_router, scrape};
 
 use crate::front::{Api, Caller};
-use crate::principal::Principal;
 use std::time::Duration;
 use svc_budget::{Money, Usage};
+use svc_keys::Principal;
 
 /// Marks a response whose request line is (or will be, when its stream ends) written by the pipeline, so the
 /// request middleware does not write a second one; with the time the request waited for the upstream, which

@@ -4,8 +4,8 @@
 use crate::error::ApiError;
 use crate::pipeline::routing;
 use crate::pipeline::routing::ModelTable;
-use crate::principal::Principal;
 use svc_config::Config;
+use svc_keys::Principal;
 
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.
 pub fn check(models: &ModelTable, config: &Config, principal: &Principal, alias: &str) -> Result<(), ApiError> {

@@ -7,11 +7,11 @@ use crate::budgets::Ask;
 use crate::error::ApiError;
 use crate::front::{Searches, Unseen};
 use crate::pipeline::routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
-use crate::principal::Principal;
 use crate::rate::RateLimits;
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
+use svc_keys::Principal;
 use svc_providers::ChatRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 

@@ -19,7 +19,6 @@ use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Encoder};
 use crate::health::Outcome;
 use crate::observe::Attempts;
-use crate::principal::Principal;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
@@ -29,6 +28,7 @@ use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use svc_keys::Principal;
 use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
 use svc_providers::{ChatRequest, ChunkStream, ProviderError, Reply};
 

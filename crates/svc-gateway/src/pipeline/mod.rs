@@ -35,9 +35,7 @@ pub mod upstream;
 
 use crate::budgets::Grant;
 use crate::error::ApiError;
-use svc_events::EventSink;
 use crate::front::{Api, Caller, Translated, Unseen};
-use crate::principal::Principal;
 use crate::state::AppState;
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};
@@ -47,6 +45,8 @@ use meter::Meter;
 use routing::{ModelTable, Plan, Route};
 use std::sync::Arc;
 use std::time::Instant;
+use svc_events::EventSink;
+use svc_keys::Principal;
 use svc_providers::{estimate, ChatRequest};
 
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time

@@ -11,7 +11,6 @@
 //!    is shorter. [`classify`] says which failures may be retried; a deployment that answered 429 is not asked
 //!    again within the request; a deployment tried again is waited for with [`backoff`].
 
-use svc_events::EventSink;
 use crate::health::{announce, Health, Outcome, Subject};
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Prices;
 use svc_config::{Config, ProviderKind};
+use svc_events::EventSink;
 use svc_events::RetryPolicy;
 use svc_providers::{Anthropic, Deployment, Mock, OpenAi, ProviderError, Upstream};
 

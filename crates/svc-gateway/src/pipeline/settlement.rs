@@ -9,11 +9,11 @@ use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use crate::pipeline::routing::{InFlight, Route};
 use crate::pipeline::stored;
-use crate::principal::Principal;
 use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
+use svc_keys::Principal;
 use svc_store::{ChargedRecord, SpendRecord};
 
 /// Everything needed to settle one call, held from routing until settlement.

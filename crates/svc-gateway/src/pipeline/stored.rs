@@ -15,9 +15,9 @@
 
 use crate::error::ApiError;
 use crate::pipeline::routing::{ModelTable, Route};
-use crate::principal::Principal;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use svc_keys::Principal;
 use svc_store::Store;
 
 /// Response ids remembered per node.
@@ -186,10 +186,14 @@ pub async fn reach(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::keys::VirtualKey;
+    use svc_keys::VirtualKey;
 
     fn key(id: &str, team: &str) -> Principal {
-        Principal::Key(Arc::new(VirtualKey::from_row(&crate::keys::test_row(id, team))))
+        Principal::Key(Arc::new(VirtualKey::from_row(&svc_store::KeyRow {
+            id: id.into(),
+            team_id: team.into(),
+            ..Default::default()
+        })))
     }
 
     fn home(owner: Owner) -> Home {

@@ -16,13 +16,13 @@
 pub mod fleet;
 
 use crate::error::ApiError;
-use crate::principal::Principal;
 use foldhash::HashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
+use svc_keys::Principal;
 
 /// The limiters of one key or team, with the limits they were built for.
 struct Limits {
@@ -274,10 +274,10 @@ impl RateLimits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::VirtualKey;
+    use svc_keys::VirtualKey;
 
     fn key(tpm: Option<u64>) -> Principal {
-        let row = crate::keys::test_row("k", "t");
+        let row = svc_store::KeyRow { id: "k".into(), team_id: "t".into(), ..Default::default() };
         Principal::Key(Arc::new(VirtualKey { tpm_limit: tpm, ..VirtualKey::from_row(&row) }))
     }
 

@@ -134,7 +134,7 @@ async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
     sessions.attempt()?;
     let bytes = read_body(body, 4096).await?;
     let req: Login = parse_json(&bytes)?;
-    let digest = crate::keys::hash_secret(req.key.trim());
+    let digest = svc_keys::hash_secret(req.key.trim());
     let role = if s.auth.is_master(&digest) { Role::Master } else { team_role(&s, digest).await? };
     let (token, session) = sessions.open(role);
     let cookie = session::set_cookie(&token, sessions.ttl_secs(), session::over_tls(&headers));
@@ -144,7 +144,7 @@ async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
 }
 
 /// The read-only view of the team of the virtual key with this hash; 401 for anything but a live key.
-async fn team_role(s: &AppState, digest: crate::keys::KeyHash) -> Result<Role, ApiError> {
+async fn team_role(s: &AppState, digest: svc_keys::KeyHash) -> Result<Role, ApiError> {
     let wrong = || ApiError::unauthorized("That is neither the master key nor a virtual key of this gateway.");
     let key = crate::auth::live_key(&s.auth, &digest, wrong).await?;
     Ok(Role::Team { key: digest, team_id: key.team_id.clone() })

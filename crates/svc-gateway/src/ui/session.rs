@@ -6,14 +6,14 @@
 //! What this file does not do: decide what a principal may do (the handlers do, as for a key) or serve pages.
 
 use crate::error::ApiError;
-use crate::keys::{KeyCache, KeyHash};
-use crate::principal::Principal;
 use axum::http::{header, HeaderMap, Method};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use svc_keys::Principal;
+use svc_keys::{KeyCache, KeyHash};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "svc_session";

@@ -2,7 +2,7 @@
 //! both enforce the same rules: a key belongs to a configured team, may only name models its team may use,
 //! is shown once at creation and keeps its identity across rotation.
 
-use crate::keys::{generate_secret, hash_secret, hint_of, looks_like_key, KeyCache};
+use crate::key::{generate_secret, hash_secret, hint_of, looks_like_key, KeyCache};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -10,7 +10,7 @@ use svc_budget::{BudgetDuration, Money};
 use svc_config::Config;
 use svc_store::{now_ms, KeyRow, Store};
 
-/// Why an administration rule refused, whoever asked (mapped to HTTP in `error.rs`, to exit codes by the CLI).
+/// Why an administration rule refused, whoever asked (mapped to HTTP by the gateway, to exit codes by the CLI).
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     /// A field is missing or wrong; `param` names it.
@@ -227,7 +227,7 @@ fn check_events(events: &[String]) -> Result<(), AdminError> {
         if let Some(why) = svc_config::event_pattern_error(e) {
             return Err(AdminError::invalid(format!("`events`: {why}"), "events"));
         }
-        let postable = svc_events::EventKind::ALL
+        let postable = svc_config::EventKind::ALL
             .iter()
             .any(|k| !k.gateway_only() && svc_config::event_pattern_matches(e, k.as_str()));
         if !postable {

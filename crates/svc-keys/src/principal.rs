@@ -1,8 +1,7 @@
 //! Who is calling: the master key or a virtual key, as authentication resolved it. A leaf: every stage and
 //! handler names the caller, and nothing here reaches back into them.
 
-use crate::error::ApiError;
-use crate::keys::VirtualKey;
+use crate::key::VirtualKey;
 use std::sync::Arc;
 
 /// Who is calling.
@@ -23,20 +22,31 @@ impl Principal {
         }
     }
 
-    /// Requires the master key or a key of `team_id` (403 otherwise): reading a team's own data.
-    pub fn require_team(&self, team_id: &str) -> Result<(), ApiError> {
+    /// Requires the master key or a key of `team_id`: reading a team's own data.
+    pub fn require_team(&self, team_id: &str) -> Result<(), Forbidden> {
         match self {
             Principal::Master => Ok(()),
             Principal::Key(k) if k.team_id == team_id => Ok(()),
-            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "a virtual key sees only its own team")),
+            Principal::Key(_) => Err(Forbidden::OtherTeam),
         }
     }
 
-    /// Requires the master key (403 otherwise).
-    pub fn require_master(&self) -> Result<(), ApiError> {
+    /// Requires the master key.
+    pub fn require_master(&self) -> Result<(), Forbidden> {
         match self {
             Principal::Master => Ok(()),
-            Principal::Key(_) => Err(ApiError::forbidden("permission_error", "this operation requires the master key")),
+            Principal::Key(_) => Err(Forbidden::MasterOnly),
         }
     }
+}
+
+/// What a caller may not do (the gateway answers it with a 403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Forbidden {
+    /// A virtual key asked for another team's data.
+    #[error("a virtual key sees only its own team")]
+    OtherTeam,
+    /// A virtual key asked for what only the master key may do.
+    #[error("this operation requires the master key")]
+    MasterOnly,
 }

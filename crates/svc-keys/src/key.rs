@@ -247,31 +247,6 @@ impl KeyCache {
     }
 }
 
-/// A key record of team `team` with every limit and list empty, for tests.
-#[cfg(test)]
-pub(crate) fn test_row(id: &str, team: &str) -> svc_store::KeyRow {
-    svc_store::KeyRow {
-        id: id.into(),
-        key_hash: String::new(),
-        key_hint: "sk-svc-…abcd".into(),
-        key_alias: None,
-        team_id: team.into(),
-        agent_role: None,
-        models: vec![],
-        events: vec![],
-        max_budget: None,
-        budget_duration: None,
-        rpm_limit: None,
-        tpm_limit: None,
-        metadata: "{}".into(),
-        expires_ms: None,
-        revoked_ms: None,
-        created_ms: 0,
-        updated_ms: 0,
-        anchor_ms: 0,
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)]
 mod tests {
@@ -285,8 +260,13 @@ mod tests {
         let store = Store::connect(&format!("sqlite://{}", dir.path().join("k.db").display())).await?;
         let secret = generate_secret();
         let hash = hash_secret(&secret);
-        let row =
-            svc_store::KeyRow { key_hash: hex::encode(hash), key_hint: hint_of(&secret), ..test_row("k-new", "t") };
+        let row = svc_store::KeyRow {
+            key_hash: hex::encode(hash),
+            key_hint: hint_of(&secret),
+            id: "k-new".into(),
+            team_id: "t".into(),
+            ..Default::default()
+        };
         store.insert_key(&row).await?;
         let cache = Arc::new(KeyCache::default());
         let burst = (0..200).map(|_| {
