@@ -310,6 +310,21 @@ impl From<svc_providers::RequestError> for ApiError {
     }
 }
 
+impl From<svc_limits::Refused> for ApiError {
+    fn from(e: svc_limits::Refused) -> ApiError {
+        use svc_limits::Refused;
+        match e {
+            Refused::Budget { details, retry_after_secs } => ApiError::budget_exceeded(details, retry_after_secs),
+            Refused::Unjudged(why) => {
+                ApiError::budget_unavailable(why.code(), why.message(), svc_limits::Unjudged::RETRY_SECS)
+            }
+            Refused::Rate { what, retry_after_secs } => ApiError::rate_limited(&what, retry_after_secs),
+            Refused::Store(fault) => ApiError::from(fault),
+            Refused::Internal(what) => ApiError::internal(what),
+        }
+    }
+}
+
 impl From<svc_keys::Forbidden> for ApiError {
     fn from(e: svc_keys::Forbidden) -> ApiError {
         ApiError::forbidden("permission_error", e.to_string())

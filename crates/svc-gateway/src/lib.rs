@@ -5,7 +5,6 @@
 //! (svc-config) or run SQL (svc-store).
 
 pub mod auth;
-pub mod budgets;
 pub mod error;
 pub mod fleet;
 pub mod front;
@@ -15,7 +14,6 @@ mod json_text;
 pub mod observe;
 pub mod outbox;
 pub mod pipeline;
-pub mod rate;
 pub mod readiness;
 mod routes;
 mod server;
@@ -197,7 +195,7 @@ pub async fn serve(
     tasks.wait().await;
     // Every spend record is written now: this node's budget slices return to the fleet.
     if let Some((store, node)) = slices {
-        budgets::Leases::stop(&store, &node).await;
+        svc_limits::budgets::Leases::stop(&store, &node).await;
     }
     result
 }

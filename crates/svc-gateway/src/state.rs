@@ -3,18 +3,18 @@
 //! one `Arc`.
 
 use crate::auth::AuthState;
-use crate::budgets::{Budgets, Clock};
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::routing::ModelTable;
 use crate::pipeline::spend_writer::SpendWriter;
-use crate::rate::RateLimits;
 use crate::readiness::Readiness;
 use std::sync::Arc;
 use svc_config::Config;
 use svc_events::EventSink;
 use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerOptions};
 use svc_keys::{hash_secret, KeyCache};
+use svc_limits::budgets::{Budgets, Clock};
+use svc_limits::rate::RateLimits;
 use svc_store::Store;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -281,14 +281,13 @@ impl AppState {
         let (outbox, events) = start_events(&config, &store, &metrics, events, &tasks, &shutdown).await?;
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
         let spend = start_spend(&store, &tasks, journal, &budgets).await?;
-        let rates = match store.backend() {
-            svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(crate::rate::fleet::FleetRates::new(
-                store.clone(),
-                &config.fleet.name,
-                tasks.clone(),
-            ))),
-            svc_store::Backend::Sqlite => RateLimits::default(),
-        };
+        let rates =
+            match store.backend() {
+                svc_store::Backend::Postgres => RateLimits::for_fleet(Arc::new(
+                    svc_limits::rate::fleet::FleetRates::new(store.clone(), &config.fleet.name, tasks.clone()),
+                )),
+                svc_store::Backend::Sqlite => RateLimits::default(),
+            };
         let auth = Arc::new(AuthState {
             keys,
             master_hash: master_key.map(hash_secret),

@@ -110,7 +110,7 @@ pub async fn info(
     let budget = match vk.max_budget {
         Some(limit) => {
             let duration = vk.period(&s.config);
-            Some(s.budgets.view(crate::budgets::Scope::Key(vk.id.clone()), limit, duration, vk.anchor).await?)
+            Some(s.budgets.view(svc_limits::budgets::Scope::Key(vk.id.clone()), limit, duration, vk.anchor).await?)
         }
         None => None,
     };

@@ -52,7 +52,7 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
     for g in [&m.budget_limit, &m.budget_spent, &m.budget_reserved, &m.budget_reset] {
         g.reset();
     }
-    let set = |labels: [&str; 3], v: &crate::budgets::BudgetView| {
+    let set = |labels: [&str; 3], v: &svc_limits::budgets::BudgetView| {
         m.budget_limit.with_label_values(&labels).set(v.limit);
         m.budget_spent.with_label_values(&labels).set(v.spent);
         m.budget_reserved.with_label_values(&labels).set(v.reserved);
@@ -73,7 +73,7 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
             continue;
         }
         let duration = k.period(&state.config);
-        let scope = crate::budgets::Scope::Key(k.id.clone());
+        let scope = svc_limits::budgets::Scope::Key(k.id.clone());
         let v = state.budgets.view(scope, limit, duration, k.anchor).await?;
         set(["key", &k.team_id, k.alias.as_deref().unwrap_or(&k.hint)], &v);
     }

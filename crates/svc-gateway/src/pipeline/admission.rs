@@ -3,15 +3,15 @@
 //! and so the prices are known, [`rate`] counts it against the rate limits and [`ask`] says the worst case its
 //! budgets reserve (see `crate::budgets`; `super::tighten` for the last part of a budget).
 
-use crate::budgets::Ask;
 use crate::error::ApiError;
 use crate::front::{Searches, Unseen};
 use crate::pipeline::routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
-use crate::rate::RateLimits;
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
 use svc_keys::Principal;
+use svc_limits::budgets::Ask;
+use svc_limits::rate::RateLimits;
 use svc_providers::ChatRequest;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 

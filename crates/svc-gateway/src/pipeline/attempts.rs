@@ -13,7 +13,6 @@ use super::routing::{self, Failure, InFlight, Plan, Route};
 use super::settlement::Settle;
 use super::upstream::{self, Source};
 use super::{Inbound, CAPPED_HEADER, MODEL_ID_HEADER};
-use crate::budgets::Reservation;
 use crate::error::ApiError;
 use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Encoder};
@@ -29,6 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_keys::Principal;
+use svc_limits::budgets::Reservation;
 use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
 use svc_providers::{ChatRequest, ChunkStream, ProviderError, Reply};
 

@@ -33,7 +33,6 @@ pub mod stored;
 mod tighten;
 pub mod upstream;
 
-use crate::budgets::Grant;
 use crate::error::ApiError;
 use crate::front::{Api, Caller, Translated, Unseen};
 use crate::state::AppState;
@@ -47,6 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use svc_events::EventSink;
 use svc_keys::Principal;
+use svc_limits::budgets::Grant;
 use svc_providers::{estimate, ChatRequest};
 
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
@@ -187,7 +187,7 @@ struct Asked<'a> {
 /// built-in tool calls left to the request.
 struct LastPart {
     grant: Grant,
-    ask: crate::budgets::Ask,
+    ask: svc_limits::budgets::Ask,
     prompt_estimate: u64,
     tool_calls: Option<u64>,
 }
@@ -200,7 +200,7 @@ async fn last_part(
     principal: &Principal,
     plan: &mut Plan,
     asked: Asked<'_>,
-    (loose, prompt_estimate): (crate::budgets::Ask, u64),
+    (loose, prompt_estimate): (svc_limits::budgets::Ask, u64),
     beyond: admission::Beyond,
     hour_cache: bool,
 ) -> Result<LastPart, ApiError> {

@@ -2,7 +2,6 @@
 //! and the spend record is made durable through the [`SpendWriter`](super::spend_writer::SpendWriter) before
 //! the response completes.
 
-use crate::budgets::Reservation;
 use crate::front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
@@ -14,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
 use svc_keys::Principal;
+use svc_limits::budgets::Reservation;
 use svc_store::{ChargedRecord, SpendRecord};
 
 /// Everything needed to settle one call, held from routing until settlement.

@@ -19,11 +19,11 @@
 //! or as soon as a new batch gets through, until the store takes them.
 
 use super::journal::Journal;
-use crate::budgets::Budgets;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Money;
 use svc_events::RetryPolicy;
+use svc_limits::budgets::Budgets;
 use svc_store::{ChargedRecord, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;

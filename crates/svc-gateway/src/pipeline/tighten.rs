@@ -8,9 +8,9 @@
 use super::admission::{self, Beyond};
 use super::routing::{Plan, Route};
 use super::Inbound;
-use crate::budgets::Ask;
 use crate::front::passthrough;
 use std::time::Duration;
+use svc_limits::budgets::Ask;
 use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;
 

@@ -24,7 +24,7 @@
 //! admits from what it holds and answers 503 when that is not enough: only the store's totals justify a
 //! refusal, and its `budget.exceeded` (`refusal`).
 
-use crate::error::ApiError;
+use crate::refused::Refused;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{json, Map, Value};
@@ -114,8 +114,8 @@ impl Entry {
         }
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Account>, ApiError> {
-        self.account.lock().map_err(|_| ApiError::internal("budget account poisoned"))
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Account>, Refused> {
+        self.account.lock().map_err(|_| Refused::Internal("budget account poisoned"))
     }
 }
 
@@ -355,7 +355,7 @@ impl Budgets {
         limit: Money,
         duration: BudgetDuration,
         anchor: DateTime<Utc>,
-    ) -> Result<Cell, ApiError> {
+    ) -> Result<Cell, Refused> {
         let cell = self.cell(scope);
         // Boxed: the first use's store reads, a large future every admission would carry.
         cell.get_or_try_init(|| {
@@ -371,7 +371,7 @@ impl Budgets {
                         lease::bounded(lease::STORE_WAIT, asked).await.map_err(|e| refusal::unreachable(&e))?;
                     let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
                     account.restore_notices(&announced);
-                    return Ok::<_, ApiError>(Entry::new(account));
+                    return Ok::<_, Refused>(Entry::new(account));
                 }
                 let mut filter = SpendFilter { start_ms: Some(period.start.timestamp_millis()), ..Default::default() };
                 match scope {
@@ -383,7 +383,7 @@ impl Budgets {
                 let notices = self.store.notices(&scope.label(), period.start.timestamp_millis()).await?;
                 let announced: Vec<NoticeKind> = notices.iter().filter_map(|n| NoticeKind::parse(n)).collect();
                 account.restore_notices(&announced);
-                Ok::<_, ApiError>(Entry::new(account))
+                Ok::<_, Refused>(Entry::new(account))
             })
         })
         .await?;
@@ -394,17 +394,17 @@ impl Budgets {
     /// `budget_admission` is `cap`, a lower completion cap that does (at least `budget_min_output_tokens`) —
     /// or refuses with 429 `Budget exceeded`. In fleet mode a request that does not fit this node's slice asks
     /// the store for more first.
-    pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, ApiError> {
+    pub async fn admit(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Grant, Refused> {
         match self.admit_as(principal, ask, true).await? {
             Some(grant) => Ok(grant),
-            None => Err(ApiError::internal("a budget admission that may cap or refuse did neither")),
+            None => Err(Refused::Internal("a budget admission that may cap or refuse did neither")),
         }
     }
 
     /// Reserves the whole worst case of `ask` in every budget of the caller, or nothing (`None`: it does not
     /// fit; nothing is capped, refused or announced). The first try of a request whose bound may still be made
     /// tighter.
-    pub async fn admit_whole(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Option<Grant>, ApiError> {
+    pub async fn admit_whole(self: &Arc<Self>, principal: &Principal, ask: &Ask) -> Result<Option<Grant>, Refused> {
         self.admit_as(principal, ask, false).await
     }
 
@@ -414,7 +414,7 @@ impl Budgets {
         principal: &Principal,
         ask: &Ask,
         settle: bool,
-    ) -> Result<Option<Grant>, ApiError> {
+    ) -> Result<Option<Grant>, Refused> {
         let who = who(principal);
         let applicable = self.applicable(principal);
         if applicable.is_empty() {
@@ -469,13 +469,13 @@ impl Budgets {
     /// One try under the accounts' locks: the holds, the completion cap and (fleet mode) which slices now run
     /// low, or (unless `last_try`) which accounts are short of the whole worst case. On the last try, what does
     /// not fit is capped or described as refused (nothing recorded: `refuse` decides).
-    fn try_admit(&self, cells: &[(Scope, Cell)], ask: &Ask, last_try: bool) -> Result<Tried, ApiError> {
+    fn try_admit(&self, cells: &[(Scope, Cell)], ask: &Ask, last_try: bool) -> Result<Tried, Refused> {
         let now = self.now();
         let full = ask.worst_case();
         // Lock every account (team before key, always), find the tightest room, then hold in all.
         let mut guards = Vec::with_capacity(cells.len());
         for (_, cell) in cells {
-            let Some(e) = cell.get() else { return Err(ApiError::internal("budget account missing")) };
+            let Some(e) = cell.get() else { return Err(Refused::Internal("budget account missing")) };
             guards.push(e.lock()?);
         }
         if self.leases.as_ref().is_some_and(|l| l.lapsed()) {
@@ -546,10 +546,10 @@ impl Budgets {
         limit: Money,
         duration: BudgetDuration,
         anchor: DateTime<Utc>,
-    ) -> Result<BudgetView, ApiError> {
+    ) -> Result<BudgetView, Refused> {
         let cell = self.account(&scope, limit, duration, anchor).await?;
         let now = self.now();
-        let e = cell.get().ok_or_else(|| ApiError::internal("budget account missing"))?;
+        let e = cell.get().ok_or_else(|| Refused::Internal("budget account missing"))?;
         let (period_start, mut spent) = {
             let mut a = e.lock()?;
             a.roll(now);
@@ -574,7 +574,7 @@ impl Budgets {
     }
 
     /// The team's budget view, when it has a limit.
-    pub async fn team_view(&self, team_id: &str) -> Result<Option<BudgetView>, ApiError> {
+    pub async fn team_view(&self, team_id: &str) -> Result<Option<BudgetView>, Refused> {
         let Some(team) = self.config.team(team_id) else { return Ok(None) };
         let Some(limit) = team.budget_limit else { return Ok(None) };
         let anchor = team.budget_start.or_else(|| self.team_anchors.get(team_id).copied()).unwrap_or_default();

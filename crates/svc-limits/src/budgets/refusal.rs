@@ -11,29 +11,21 @@
 
 use super::lease::Asked;
 use super::{budget_fields, rfc3339, Ask, Budgets, Cell, Scope, Who};
-use crate::error::ApiError;
+use crate::refused::{Refused, Unjudged};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use svc_budget::{Money, Notice, Refusal};
 use svc_config::AdmissionMode;
 use svc_store::StoreError;
 
-/// `Retry-After` of a 503 while the budget cannot be judged: about a heartbeat.
-const RETRY_SECS: u64 = 1;
-
 /// The 503 of a budget this node cannot judge: the store could not be asked (`fault`, logged with the answer).
-pub(super) fn unreachable(fault: &StoreError) -> ApiError {
+pub(super) fn unreachable(fault: &StoreError) -> Refused {
     tracing::debug!(error = %fault, "the budget store cannot be asked");
     cut_off()
 }
 
-fn cut_off() -> ApiError {
-    ApiError::budget_unavailable(
-        "budget_store_unreachable",
-        "The budget store cannot be reached and this node's share of the budget does not pay for this request; \
-         retry shortly",
-        RETRY_SECS,
-    )
+fn cut_off() -> Refused {
+    Refused::Unjudged(Unjudged::StoreUnreachable)
 }
 
 impl Budgets {
@@ -49,7 +41,7 @@ impl Budgets {
         ask: &Ask,
         who: &Who,
         asked: Asked,
-    ) -> ApiError {
+    ) -> Refused {
         let (scope, cell) = &cells[index];
         let now = self.now();
         let Some(leases) = &self.leases else {
@@ -71,21 +63,8 @@ impl Budgets {
             Err(fault) => return unreachable(&fault),
         };
         match judge(&standing, refusal.remaining, self.least_cost(ask)) {
-            Judged::Moving => {
-                return ApiError::budget_unavailable(
-                    "budget_room_moving",
-                    "The budget has room for this request, given back by other nodes just now; retry shortly",
-                    RETRY_SECS,
-                )
-            }
-            Judged::Stranded => {
-                return ApiError::budget_unavailable(
-                    "budget_room_stranded",
-                    "The budget has room for this request, held by a node that stopped renewing its lease; it \
-                     returns when that lease expires: retry shortly",
-                    RETRY_SECS,
-                )
-            }
+            Judged::Moving => return Refused::Unjudged(Unjudged::RoomMoving),
+            Judged::Stranded => return Refused::Unjudged(Unjudged::RoomStranded),
             Judged::Exceeded => {}
         }
         let unwritten = match cell.get().map(|e| e.account.lock()) {
@@ -167,7 +146,7 @@ fn fleet_refusal(local: &Refusal, standing: &svc_store::Standing, unwritten: Mon
 
 /// The 429 of a refused reservation: `Budget exceeded` plus machine-readable detail (spec 4.1 rule 1); in fleet
 /// mode with what the other nodes hold.
-fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Option<Money>) -> ApiError {
+fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Option<Money>) -> Refused {
     let mut extra = budget_fields(scope, who);
     extra.insert("limit".into(), json!(r.limit.as_f64()));
     extra.insert("spent".into(), json!(r.spent.as_f64()));
@@ -178,8 +157,8 @@ fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Opti
     extra.insert("requested".into(), json!(r.requested.as_f64()));
     extra.insert("remaining".into(), json!(r.remaining.as_f64()));
     extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
-    let retry_after = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1);
-    ApiError::budget_exceeded(extra, retry_after)
+    let retry_after_secs = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1).max(1);
+    Refused::Budget { details: extra, retry_after_secs }
 }
 
 #[cfg(test)]
@@ -213,10 +192,10 @@ mod tests {
             (Money::from_nanos(4_050_000), local.reserved, Money::from_nanos(50_000))
         );
         assert_eq!(r.spent.plus(r.reserved).plus(Money::from_nanos(700_000)).plus(r.remaining), r.limit);
-        let body =
-            refused(&Scope::Team("t".into()), &r, &Who::default(), reset, Some(Money::from_nanos(700_000))).body();
-        assert_eq!(body["error"]["held_by_other_nodes"], json!(0.0007));
-        assert_eq!(body["error"]["remaining"], json!(0.00005));
+        let refusal = refused(&Scope::Team("t".into()), &r, &Who::default(), reset, Some(Money::from_nanos(700_000)));
+        let details = refusal.budget_details().cloned().unwrap_or_default();
+        assert_eq!(details["held_by_other_nodes"], json!(0.0007));
+        assert_eq!(details["remaining"], json!(0.00005));
         // More held than the limit leaves (a lease read mid-settlement): nothing remains, never less.
         let crowded = svc_store::Standing { held_by_others: 9_000_000, ..standing };
         assert_eq!(fleet_refusal(&local, &crowded, Money::ZERO).remaining, Money::ZERO);
@@ -247,6 +226,7 @@ mod tests {
     #[test]
     fn a_cut_off_node_answers_a_503_worth_retrying() {
         let e = unreachable(&StoreError::Timeout(750));
-        assert_eq!((e.status().as_u16(), e.body()["error"]["code"].as_str()), (503, Some("budget_store_unreachable")));
+        assert!(matches!(e, Refused::Unjudged(Unjudged::StoreUnreachable)), "{e:?}");
+        assert_eq!(Unjudged::StoreUnreachable.code(), "budget_store_unreachable");
     }
 }

@@ -22,7 +22,7 @@
 //!   ceiling before it sends a lower one, and raises it once the store has taken a higher one (the newest wins).
 
 use super::{Budgets, Cell, Entry, Scope};
-use crate::error::ApiError;
+use crate::refused::Refused;
 use chrono::{DateTime, Utc};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -182,7 +182,7 @@ impl Leases {
     }
 
     /// The period as the store sees it.
-    pub async fn period(&self, scope: &Scope, start: DateTime<Utc>) -> Result<Option<PeriodRow>, ApiError> {
+    pub async fn period(&self, scope: &Scope, start: DateTime<Utc>) -> Result<Option<PeriodRow>, Refused> {
         Ok(self.store.budget_period(&scope.label(), start.timestamp_millis()).await?)
     }
 

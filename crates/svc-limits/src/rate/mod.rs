@@ -15,7 +15,7 @@
 
 pub mod fleet;
 
-use crate::error::ApiError;
+use crate::refused::Refused;
 use foldhash::HashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -89,21 +89,27 @@ fn wait_secs(not_until: &governor::NotUntil<<DefaultClock as Clock>::Instant>) -
     wait.as_secs_f64().ceil() as u64
 }
 
-fn check(lim: &Limits, who: &str, tokens: u32) -> Result<(), ApiError> {
+fn check(lim: &Limits, who: &str, tokens: u32) -> Result<(), Refused> {
     if let Some(rpm) = &lim.rpm {
         if let Err(not_until) = rpm.check() {
-            return Err(ApiError::rate_limited(&format!("{who} requests per minute"), wait_secs(&not_until)));
+            return Err(Refused::Rate {
+                what: format!("{who} requests per minute"),
+                retry_after_secs: wait_secs(&not_until),
+            });
         }
     }
     if let (Some(tpm), Some(n)) = (&lim.tpm, NonZeroU32::new(tokens)) {
         match tpm.check_n(n) {
             Ok(Ok(())) => {}
             Ok(Err(not_until)) => {
-                return Err(ApiError::rate_limited(&format!("{who} tokens per minute"), wait_secs(&not_until)));
+                return Err(Refused::Rate {
+                    what: format!("{who} tokens per minute"),
+                    retry_after_secs: wait_secs(&not_until),
+                });
             }
             Err(_) => {
                 let what = format!("{who} tokens per minute (the request alone is larger than the limit)");
-                return Err(ApiError::rate_limited(&what, 60));
+                return Err(Refused::Rate { what, retry_after_secs: 60 });
             }
         }
     }
@@ -186,7 +192,7 @@ impl RateLimits {
         principal: &Principal,
         config: &svc_config::Config,
         prompt_tokens: u64,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Refused> {
         let tokens = u32::try_from(prompt_tokens).unwrap_or(u32::MAX);
         for s in Self::scopes(principal, config).into_iter().flatten() {
             if s.rpm.is_none() && s.tpm.is_none() {
@@ -204,7 +210,7 @@ impl RateLimits {
         Ok(())
     }
 
-    async fn admit_fleet(&self, f: &Arc<fleet::FleetRates>, s: &Scope<'_>, tokens: u32) -> Result<(), ApiError> {
+    async fn admit_fleet(&self, f: &Arc<fleet::FleetRates>, s: &Scope<'_>, tokens: u32) -> Result<(), Refused> {
         let who = s.who.as_str();
         let limits = [
             (false, s.rpm.map(i64::from), 1, "requests per minute"),
@@ -217,12 +223,15 @@ impl RateLimits {
             }
             if n > limit {
                 let what = format!("{who} {what} (the request alone is larger than the limit)");
-                return Err(ApiError::rate_limited(&what, 60));
+                return Err(Refused::Rate { what, retry_after_secs: 60 });
             }
             match f.take(fleet::Bucket { who: s.who, tokens: tokens_bucket }, s.id, limit, n).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    return Err(ApiError::rate_limited(&format!("{who} {what}"), fleet::refill_secs(n, limit)));
+                    return Err(Refused::Rate {
+                        what: format!("{who} {what}"),
+                        retry_after_secs: fleet::refill_secs(n, limit),
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot reach the fleet's rate limits: this node limits on its own");
@@ -295,7 +304,7 @@ mod tests {
         // 1,500 completion tokens with 800 left: the 800 are taken (check_n alone would have taken none).
         limits.charge(&p, &config, 1_500);
         let refused = limits.admit(&p, &config, 100).await.err();
-        assert_eq!(refused.map(|e| e.status().as_u16()), Some(429), "the bucket is empty");
+        assert!(matches!(refused, Some(Refused::Rate { .. })), "the bucket is empty: {refused:?}");
     }
 
     #[tokio::test]
