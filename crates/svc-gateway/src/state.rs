@@ -5,9 +5,7 @@
 use crate::auth::AuthState;
 use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
-use crate::pipeline::routing::ModelTable;
 use crate::pipeline::spend_writer::SpendWriter;
-use crate::readiness::Readiness;
 use std::sync::Arc;
 use svc_config::Config;
 use svc_events::EventSink;
@@ -15,6 +13,8 @@ use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerO
 use svc_keys::{hash_secret, KeyCache};
 use svc_limits::budgets::{Budgets, Clock};
 use svc_limits::rate::RateLimits;
+use svc_routing::readiness::Readiness;
+use svc_routing::ModelTable;
 use svc_store::Store;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -251,7 +251,7 @@ impl AppState {
     ) -> Result<AppState, StateError> {
         let client = svc_providers::UpstreamClient::new().map_err(|e| StateError::Client(e.to_string()))?;
         let metrics = Arc::new(crate::observe::Metrics::new(config.server.metrics_key_labels)?);
-        let models = Arc::new(ModelTable::build(&config, &client, &metrics).map_err(StateError::Model)?);
+        let models = Arc::new(ModelTable::build(&config, &client, metrics.as_ref()).map_err(StateError::Model)?);
         // The journal's lock before the registration: on one machine a second process of this node stops here.
         let journal = open_journal(&config, &store)?;
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
@@ -296,7 +296,7 @@ impl AppState {
             sessions: crate::ui::session::Sessions::default(),
         });
         let probe = config.gateway.health.probe_interval;
-        crate::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
+        svc_routing::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
         let state = AppState(Arc::new(Inner {
             in_flight,
             node,

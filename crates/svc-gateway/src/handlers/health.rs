@@ -2,7 +2,6 @@
 //! (master key): every deployment's health and figures.
 
 use crate::error::ApiError;
-use crate::health::View;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -11,6 +10,7 @@ use axum::Json;
 use serde::Serialize;
 use serde_json::{json, Value};
 use svc_keys::Principal;
+use svc_routing::health::View;
 
 /// 200 `{"status":"healthy"}` while the process runs.
 pub async fn liveness() -> Json<Value> {

@@ -330,18 +330,6 @@ impl Metrics {
         }
     }
 
-    /// The counter of `deployment`'s cooldowns (held by its route: counting takes no lookup).
-    pub fn cooldowns(&self, deployment: &str) -> IntCounter {
-        self.cooldowns.with_label_values(&[deployment])
-    }
-
-    /// Makes the flagged-spend series of `deployment` exist at 0, so an alert on them sees a rate from the start.
-    pub fn flag_series(&self, deployment: &str) {
-        for basis in ["over_reservation", "reservation"] {
-            self.flagged.with_label_values(&[deployment, basis]);
-        }
-    }
-
     /// Counts a call of `deployment` charged on a flagged `basis` (`over_reservation`, `reservation`): rare, so
     /// the series is looked up when it happens.
     pub fn flagged(&self, deployment: &str, basis: &str) {
@@ -434,6 +422,20 @@ fn int_gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheu
     let g = IntGauge::new(name, help)?;
     r.register(Box::new(g.clone()))?;
     Ok(g)
+}
+
+impl svc_routing::DeploymentSeries for Metrics {
+    /// The counter of `deployment`'s cooldowns (held by its route: counting takes no lookup).
+    fn cooldowns(&self, deployment: &str) -> IntCounter {
+        self.cooldowns.with_label_values(&[deployment])
+    }
+
+    /// Makes the flagged-spend series of `deployment` exist at 0, so an alert on them sees a rate from the start.
+    fn flag_series(&self, deployment: &str) {
+        for basis in ["over_reservation", "reservation"] {
+            self.flagged.with_label_values(&[deployment, basis]);
+        }
+    }
 }
 
 #[cfg(test)]

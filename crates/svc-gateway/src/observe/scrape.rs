@@ -4,7 +4,6 @@
 
 use crate::auth::client::Origin;
 use crate::error::ApiError;
-use crate::health::State as Health;
 use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
@@ -14,6 +13,7 @@ use axum::Router;
 use prometheus::Encoder;
 use subtle::ConstantTimeEq;
 use svc_keys::hash_secret;
+use svc_routing::health::State as Health;
 
 /// Every series, with the gauges of state brought up to date.
 pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {

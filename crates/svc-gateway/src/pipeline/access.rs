@@ -2,10 +2,9 @@
 //! and key (403). The master key may use every alias.
 
 use crate::error::ApiError;
-use crate::pipeline::routing;
-use crate::pipeline::routing::ModelTable;
 use svc_config::Config;
 use svc_keys::Principal;
+use svc_routing::ModelTable;
 
 /// Whether `principal` may use `alias` (`Ok`), or the error to answer.
 pub fn check(models: &ModelTable, config: &Config, principal: &Principal, alias: &str) -> Result<(), ApiError> {
@@ -26,7 +25,7 @@ pub fn allowed(config: &Config, principal: &Principal, alias: &str) -> Result<()
             format!("team `{}` is not configured on this gateway", key.team_id),
         ));
     };
-    let listed = |m: &String| m == alias || routing::matches(m, alias).is_some();
+    let listed = |m: &String| m == alias || svc_routing::matches(m, alias).is_some();
     if !team.models.is_empty() && !team.models.iter().any(listed) {
         return Err(ApiError::forbidden(
             "team_model_access_denied",

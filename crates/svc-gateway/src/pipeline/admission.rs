@@ -5,7 +5,6 @@
 
 use crate::error::ApiError;
 use crate::front::{Searches, Unseen};
-use crate::pipeline::routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
@@ -13,6 +12,7 @@ use svc_keys::Principal;
 use svc_limits::budgets::Ask;
 use svc_limits::rate::RateLimits;
 use svc_providers::ChatRequest;
+use svc_routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What an admitted request holds until it is settled.
@@ -196,7 +196,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::front::{Searches, Unseen};
-    use crate::pipeline::routing::ModelTable;
+    use svc_routing::ModelTable;
 
     /// The deployments of `yaml`'s model list.
     fn routes(yaml: &str) -> Vec<Arc<Route>> {

@@ -9,14 +9,12 @@
 
 use super::admission::{self, Ticket};
 use super::meter::{self, Meter};
-use super::routing::{self, Failure, InFlight, Plan, Route};
 use super::settlement::Settle;
 use super::upstream::{self, Source};
 use super::{Inbound, CAPPED_HEADER, MODEL_ID_HEADER};
 use crate::error::ApiError;
 use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Encoder};
-use crate::health::Outcome;
 use crate::observe::Attempts;
 use crate::state::AppState;
 use axum::body::Body;
@@ -31,6 +29,8 @@ use svc_keys::Principal;
 use svc_limits::budgets::Reservation;
 use svc_providers::passthrough::{EventStream, Forwarded, Raw, Wire};
 use svc_providers::{ChatRequest, ChunkStream, ProviderError, Reply};
+use svc_routing::health::Outcome;
+use svc_routing::{Failure, InFlight, Plan, Route};
 
 /// What a successful attempt got.
 pub(super) enum Answer {
@@ -99,7 +99,7 @@ impl Call<'_> {
         let mut tries = 0u32;
         while let Some(attempt) = plan.next_attempt() {
             if attempt.repeat > 0 {
-                let pause = routing::backoff(attempt.repeat);
+                let pause = svc_routing::backoff(attempt.repeat);
                 if Instant::now() + pause >= deadline {
                     break;
                 }
@@ -171,7 +171,7 @@ impl Call<'_> {
                     return Ok(Done { route, answer, in_flight, meter, waited, tries });
                 }
                 Err(e) => {
-                    match routing::classify(&e) {
+                    match svc_routing::classify(&e) {
                         Failure::Final => {
                             last = Some((route, e));
                             break;

@@ -26,7 +26,6 @@ pub mod admission;
 mod attempts;
 pub mod journal;
 pub mod meter;
-pub mod routing;
 pub mod settlement;
 pub mod spend_writer;
 pub mod stored;
@@ -41,13 +40,13 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
 use meter::Meter;
-use routing::{ModelTable, Plan, Route};
 use std::sync::Arc;
 use std::time::Instant;
 use svc_events::EventSink;
 use svc_keys::Principal;
 use svc_limits::budgets::Grant;
 use svc_providers::{estimate, ChatRequest};
+use svc_routing::{ModelTable, Plan, Route};
 
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
 /// (a name given as text is parsed on every use).
@@ -153,7 +152,7 @@ fn continued<'a>(
     state: &'a AppState,
     principal: &'a Principal,
     id: &'a str,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<stored::Home, ApiError>> + Send + 'a>> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<svc_routing::Home, ApiError>> + Send + 'a>> {
     let shared = state.config.gateway.responses_shared_within_team;
     Box::pin(stored::reach(&state.models, &state.store, shared, principal, id, stored::Asked::AsPrevious))
 }
@@ -163,7 +162,7 @@ fn plan(
     models: &ModelTable,
     sink: &dyn EventSink,
     alias: &str,
-    continues: Option<&stored::Home>,
+    continues: Option<&svc_routing::Home>,
 ) -> Result<(Plan, Arc<Route>), ApiError> {
     let unknown = || ApiError::unknown_model(alias);
     let mut plan = models.plan(alias, sink).ok_or_else(unknown)?;

@@ -6,7 +6,6 @@ use crate::front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
-use crate::pipeline::routing::{InFlight, Route};
 use crate::pipeline::stored;
 use crate::state::AppState;
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
 use svc_keys::Principal;
 use svc_limits::budgets::Reservation;
+use svc_routing::{InFlight, Route};
 use svc_store::{ChargedRecord, SpendRecord};
 
 /// Everything needed to settle one call, held from routing until settlement.
@@ -50,10 +50,11 @@ impl Settle {
     /// The call created the stored response `id` upstream: this node remembers it as the caller's at once (a
     /// stream's id comes with its first event), and its spend record will name it for every node.
     pub fn stored_response(&mut self, id: &str) {
-        if self.response_id.is_some() || !stored::is_id(id) {
+        if self.response_id.is_some() || !svc_routing::homes::is_id(id) {
             return;
         }
-        let home = stored::Home { route: self.route.clone(), owner: stored::Owner::of(&self.principal), tokens: None };
+        let home =
+            svc_routing::Home { route: self.route.clone(), owner: stored::owner_of(&self.principal), tokens: None };
         self.state.models.homes.record(id, home);
         self.response_id = Some(id.to_string());
     }

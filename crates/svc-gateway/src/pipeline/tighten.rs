@@ -6,13 +6,13 @@
 //! pays the extra round trip; a count that fails or cannot be had leaves the loose bound.
 
 use super::admission::{self, Beyond};
-use super::routing::{Plan, Route};
 use super::Inbound;
 use crate::front::passthrough;
 use std::time::Duration;
 use svc_limits::budgets::Ask;
 use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;
+use svc_routing::{Plan, Route};
 
 /// The longest a count may take (it is on the request's path).
 const COUNT_TIMEOUT: Duration = Duration::from_secs(10);

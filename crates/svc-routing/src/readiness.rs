@@ -5,7 +5,7 @@
 //! (default 5) and computed by one caller at a time, so a storm of readiness checks cannot hammer the upstreams.
 
 use crate::health::State;
-use crate::pipeline::routing::ModelTable;
+use crate::table::ModelTable;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

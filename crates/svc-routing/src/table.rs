@@ -76,7 +76,7 @@ pub struct ModelTable {
     /// Aliases in config order.
     pub aliases: Vec<AliasInfo>,
     /// The stored responses this node served lately: where each is kept and whose it is.
-    pub homes: Arc<crate::pipeline::stored::ResponseHomes>,
+    pub homes: Arc<crate::homes::ResponseHomes>,
 }
 
 /// The default `api_base` of each provider.
@@ -120,7 +120,7 @@ impl ModelTable {
     pub fn build(
         config: &Config,
         client: &svc_providers::UpstreamClient,
-        metrics: &crate::observe::Metrics,
+        series: &dyn crate::DeploymentSeries,
     ) -> Result<ModelTable, String> {
         let mut t = ModelTable { attempts: 1 + config.gateway.routing.num_retries as usize, ..ModelTable::default() };
         let origin = Instant::now();
@@ -154,9 +154,9 @@ impl ModelTable {
                 max_output_tokens: m.max_output_tokens,
                 in_flight: AtomicUsize::new(0),
                 health: Arc::new(Health::new(config.gateway.health, config.gateway.routing, origin)),
-                cooldowns: metrics.cooldowns(&m.deployment_id),
+                cooldowns: series.cooldowns(&m.deployment_id),
             });
-            metrics.flag_series(&m.deployment_id);
+            series.flag_series(&m.deployment_id);
             if !t.groups.contains_key(&m.alias) {
                 if m.alias.contains('*') {
                     t.wildcards.push(m.alias.clone());
@@ -465,9 +465,8 @@ mod tests {
 
     fn table(yaml: &str) -> ModelTable {
         let config = load_str(yaml, "t.yaml", ConfigSource::Builtin, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        let metrics = crate::observe::Metrics::new(false).unwrap_or_else(|e| panic!("{e}"));
-        ModelTable::build(&config, &svc_providers::UpstreamClient::new().unwrap_or_else(|e| panic!("{e}")), &metrics)
-            .unwrap_or_else(|e| panic!("{e}"))
+        let client = svc_providers::UpstreamClient::new().unwrap_or_else(|e| panic!("{e}"));
+        ModelTable::build(&config, &client, &crate::NoSeries).unwrap_or_else(|e| panic!("{e}"))
     }
 
     const YAML: &str = "\

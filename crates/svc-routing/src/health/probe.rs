@@ -4,7 +4,7 @@
 //!
 //! What it does not do: decide anything from a result (`Health::probed` does) or answer HTTP.
 
-use crate::pipeline::routing::ModelTable;
+use crate::table::ModelTable;
 use std::sync::Arc;
 use std::time::Duration;
 use svc_events::EventSink;
