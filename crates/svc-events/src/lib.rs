@@ -2,11 +2,13 @@
 //! signed webhooks, shell hooks), the per-destination delivery both front ends use, and the durable outbox
 //! worker the gateway runs.
 //!
-//! This crate never imports the gateway and never opens a database: the gateway implements [`OutboxStore`]
-//! over its store, and `svc-notify` calls the sinks directly through [`Deliverer`].
+//! This crate never imports the gateway and never opens a database: the gateway hands it its store, which
+//! [`gateway_outbox::StoreOutbox`] makes an [`OutboxStore`], and `svc-notify` calls the sinks directly through
+//! [`Deliverer`].
 
 pub mod deliver;
 pub mod envelope;
+pub mod gateway_outbox;
 pub mod http;
 pub mod kinds;
 pub mod observe;

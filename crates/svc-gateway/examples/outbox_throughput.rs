@@ -12,10 +12,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
+use svc_events::gateway_outbox::StoreOutbox;
 use svc_events::sinks::ntfy::{NtfySink, PushOverrides};
 use svc_events::sinks::webhook::WebhookSink;
 use svc_events::{Deliverer, EventKind, Meta, Origin, OutboxWorker, Source, WorkerOptions};
-use svc_gateway::outbox::StoreOutbox;
 use svc_testkit::ntfy::NtfyServer;
 use svc_testkit::webhook::WebhookReceiver;
 use tokio_util::sync::CancellationToken;

@@ -6,12 +6,10 @@
 
 pub mod auth;
 pub mod error;
-pub mod fleet;
 pub mod front;
 pub mod handlers;
 mod json_text;
 pub mod observe;
-pub mod outbox;
 pub mod pipeline;
 mod routes;
 mod server;

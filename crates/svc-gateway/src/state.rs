@@ -3,13 +3,13 @@
 //! one `Arc`.
 
 use crate::auth::AuthState;
-use crate::outbox::{OutboxSink, StoreOutbox};
 use crate::pipeline::journal::{Journal, JournalError, Replay};
 use crate::pipeline::spend_writer::SpendWriter;
 use std::sync::Arc;
 use svc_config::Config;
+use svc_events::gateway_outbox::StoreOutbox;
+use svc_events::Emitter;
 use svc_events::EventSink;
-use svc_events::{Deliverer, Emitter, HookFile, HookRunner, OutboxWorker, WorkerOptions};
 use svc_keys::{hash_secret, KeyCache};
 use svc_limits::budgets::{Budgets, Clock};
 use svc_limits::rate::RateLimits;
@@ -56,29 +56,11 @@ pub struct Inner {
     /// Cancelled at shutdown: stops the outbox worker (pending rows stay for the next start).
     pub shutdown: CancellationToken,
     /// This gateway as a node of its fleet.
-    pub node: Arc<crate::fleet::FleetNode>,
+    pub node: Arc<svc_routing::node::FleetNode>,
     /// The Prometheus series (`GET /metrics`).
     pub metrics: Arc<crate::observe::Metrics>,
     /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
     pub requests: crate::ui::stats::RequestCounters,
-}
-
-/// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
-/// Rows still pending under an old name move to the new one before the worker starts, so queued events are
-/// delivered, not orphaned. An old name that is also a current name is left alone (its rows already belong to
-/// a configured destination).
-async fn rename_legacy_destinations(store: &Store, deliverer: &Deliverer) -> Result<(), svc_store::StoreError> {
-    let current: Vec<String> = deliverer.destinations().into_iter().map(|d| deliverer.name(d)).collect();
-    for (old, new) in deliverer.legacy_names() {
-        if current.contains(&old) {
-            continue;
-        }
-        let moved = store.outbox_rename_destination(&old, &new).await?;
-        if moved > 0 {
-            tracing::info!(destination = %new, rows = moved, "queued deliveries moved to the destination's new name");
-        }
-    }
-    Ok(())
 }
 
 impl std::ops::Deref for AppState {
@@ -111,7 +93,7 @@ pub enum StateError {
     NoJournalDir,
     /// The node could not register: its name is live elsewhere, or the store failed.
     #[error(transparent)]
-    Register(#[from] crate::fleet::RegisterError),
+    Register(#[from] svc_routing::node::RegisterError),
 }
 
 /// The spend journal, opened (locked) with the last run's records read ([`replay_journal`] writes them). A fleet
@@ -152,42 +134,6 @@ async fn replay_journal(store: &Store, (journal, replay): (Journal, Replay)) -> 
     Ok(Arc::new(journal))
 }
 
-/// The outbox worker, delivering events to the configured push server, webhooks and this node's hooks, started
-/// on `tasks`; and the sink of the gateway's own events (`events`, or one into the outbox).
-async fn start_events(
-    config: &Arc<Config>,
-    store: &Store,
-    metrics: &Arc<crate::observe::Metrics>,
-    events: Option<Arc<dyn EventSink>>,
-    tasks: &TaskTracker,
-    shutdown: &CancellationToken,
-) -> Result<(Emitter<StoreOutbox>, Arc<dyn EventSink>), StateError> {
-    // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
-    let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
-    let deliverer = Arc::new(
-        Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(metrics.clone()),
-    );
-    rename_legacy_destinations(store, &deliverer).await?;
-    // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
-    // node's own.
-    let options = WorkerOptions {
-        holder: Some(config.fleet.node.clone()),
-        lease: config.fleet.lease,
-        ..WorkerOptions::default()
-    };
-    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone(), tasks)), deliverer, options);
-    let outbox = worker.emitter();
-    worker.spawn(tasks, shutdown.clone());
-    let events = events.unwrap_or_else(|| {
-        let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
-        if store.backend() == svc_store::Backend::Postgres {
-            sink.health = Some(store.clone());
-        }
-        Arc::new(sink)
-    });
-    Ok((outbox, events))
-}
-
 /// The spend writer on `tasks`: journaled when there is a journal, charging the budgets' leases on a fleet node
 /// (whose leases start first).
 async fn start_spend(
@@ -215,7 +161,7 @@ impl AppState {
     }
 
     /// The state of a gateway about to serve on `port`: as [`AppState::new`], with the node registered in the
-    /// store at its address first. A node name live elsewhere ([`crate::fleet::RegisterError::Taken`]) stops the
+    /// store at its address first. A node name live elsewhere ([`svc_routing::node::RegisterError::Taken`]) stops the
     /// build before it writes anything else: the live node's budget slices, outbox claims and teams stay as
     /// they are.
     pub async fn serving(
@@ -224,7 +170,7 @@ impl AppState {
         master_key: Option<&str>,
         port: u16,
     ) -> Result<AppState, StateError> {
-        let address = crate::fleet::advertised_address(&config.server.host, &config.fleet.node, port);
+        let address = svc_routing::node::advertised_address(&config.server.host, &config.fleet.node, port);
         AppState::build(config, store, master_key, None, Arc::new(chrono::Utc::now), Some(&address)).await
     }
 
@@ -255,7 +201,7 @@ impl AppState {
         // The journal's lock before the registration: on one machine a second process of this node stops here.
         let journal = open_journal(&config, &store)?;
         let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
-        let node = Arc::new(crate::fleet::FleetNode::new(
+        let node = Arc::new(svc_routing::node::FleetNode::new(
             config.fleet.clone(),
             store.clone(),
             in_flight.clone(),
@@ -278,7 +224,8 @@ impl AppState {
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
-        let (outbox, events) = start_events(&config, &store, &metrics, events, &tasks, &shutdown).await?;
+        let (outbox, events) =
+            svc_events::gateway_outbox::start(&config, &store, metrics.clone(), events, &tasks, &shutdown).await?;
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
         let spend = start_spend(&store, &tasks, journal, &budgets).await?;
         let rates =

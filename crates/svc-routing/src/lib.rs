@@ -1,7 +1,8 @@
 //! Routing (spec 3, 4.3, 4.4): the table of model aliases and their deployments built from the config, the
 //! [`Plan`] of a request (which deployments it tries, in which order, with retries and fallbacks), each
 //! deployment's [`health`] (cooldowns, the probe) and the gateway's [`readiness`], and the [`homes`] of stored
-//! responses (which deployment holds each, and whose it is).
+//! responses (which deployment holds each, and whose it is); and this gateway as a [`node`] of its fleet
+//! (registration, heartbeat, the `node.offline` monitor).
 //!
 //! Boundary: no HTTP edge and no virtual keys here. A caller is an [`Owner`] (ids only); a health transition
 //! leaves only through the `EventSink` it is given; the gateway's Prometheus series are reached through
@@ -9,6 +10,7 @@
 
 pub mod health;
 pub mod homes;
+pub mod node;
 pub mod readiness;
 mod table;
 

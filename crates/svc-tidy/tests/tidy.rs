@@ -66,6 +66,20 @@ fn no_product_function_over_80_lines() {
     assert_none(length_problems("function", &found, MAX_FN_LINES, KNOWN_LONG_FNS));
 }
 
+/// The most lines of product code the HTTP edge may hold: the policy lives in svc-keys, svc-limits and svc-routing.
+const MAX_GATEWAY_LINES: usize = 9_000;
+
+#[test]
+fn the_gateway_stays_an_edge() {
+    let crates = crates();
+    let gateway = crates.iter().find(|c| c.name == "svc-gateway").expect("svc-gateway is a workspace crate");
+    let lines: usize = gateway.file_lengths().iter().map(|l| l.lines).sum();
+    assert!(
+        lines < MAX_GATEWAY_LINES,
+        "svc-gateway holds {lines} lines of product code, the most is {MAX_GATEWAY_LINES}"
+    );
+}
+
 #[test]
 fn policy_crates_keep_their_boundaries() {
     let metadata = Metadata::read(&root(), true).unwrap_or_else(|e| panic!("{e}"));

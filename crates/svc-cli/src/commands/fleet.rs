@@ -14,7 +14,7 @@ pub async fn run(explicit: Option<&Path>, cmd: FleetCommand) -> anyhow::Result<(
     };
     let config = load_config(explicit)?;
     let store = open_store(&config).await?;
-    let nodes = svc_gateway::fleet::status(&store, &config.fleet.name).await?;
+    let nodes = svc_routing::node::status(&store, &config.fleet.name).await?;
     store.close().await;
     let mut out = super::stdout();
     if json {

@@ -2,15 +2,13 @@
 //! which every request carries in its [`RequestId`] (the accept loop gives it); or, when the peer is one of
 //! `server.trusted_proxies`, the right-most `X-Forwarded-For` address that is not itself a trusted proxy (each
 //! proxy appends the address it was reached from, so that is the address the first trusted proxy saw; what lies
-//! left of it the client wrote itself). Addresses are counted by their [`Slot`]: an IPv4 address alone, an
-//! IPv6 address by its /64, since one host (or one customer's network) has a whole /64 to pick from.
+//! left of it the client wrote itself). Addresses are counted by their slot (svc-limits' `rate::addresses::Slot`).
 //!
 //! What this file does not do: read `X-Forwarded-For` from a peer that is not a trusted proxy (a client writes
 //! whatever it likes there), read RFC 7239's `Forwarded`, or count anything.
 
 use crate::RequestId;
 use axum::http::{Extensions, HeaderMap, HeaderName};
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use svc_config::IpBlock;
 
@@ -34,34 +32,6 @@ impl<'a> Origin<'a> {
     /// The client's address, through `trusted` proxies ([`client_ip`]).
     pub fn client_ip(&self, trusted: &[IpBlock]) -> IpAddr {
         client_ip(self.extensions.get::<RequestId>().and_then(|r| r.2), self.headers, trusted)
-    }
-}
-
-/// What failed authentications are counted by: an IPv4 address, or the /64 of an IPv6 address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Slot {
-    /// One IPv4 address.
-    V4(Ipv4Addr),
-    /// The first 64 bits of an IPv6 address.
-    V6(u64),
-}
-
-impl Slot {
-    /// The slot of `ip` (an IPv4-mapped IPv6 address is its IPv4 address).
-    pub fn of(ip: IpAddr) -> Slot {
-        match ip.to_canonical() {
-            IpAddr::V4(v4) => Slot::V4(v4),
-            IpAddr::V6(v6) => Slot::V6((u128::from(v6) >> 64) as u64),
-        }
-    }
-}
-
-impl fmt::Display for Slot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Slot::V4(v4) => write!(f, "{v4}"),
-            Slot::V6(net) => write!(f, "{}/64", Ipv6Addr::from(u128::from(*net) << 64)),
-        }
     }
 }
 
@@ -123,17 +93,6 @@ mod tests {
             h.append(X_FORWARDED_FOR, line.parse().unwrap_or_else(|e| panic!("{e}")));
         }
         h
-    }
-
-    #[test]
-    fn ipv6_addresses_are_counted_by_their_64() {
-        let a = Slot::of(ip("2001:db8:1:2:aaaa::1"));
-        assert_eq!(a, Slot::of(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")), "one /64");
-        assert_ne!(a, Slot::of(ip("2001:db8:1:3::1")), "the next /64");
-        assert_eq!(a.to_string(), "2001:db8:1:2::/64");
-        assert_eq!(Slot::of(ip("203.0.113.9")).to_string(), "203.0.113.9");
-        assert_ne!(Slot::of(ip("203.0.113.9")), Slot::of(ip("203.0.113.10")), "IPv4: one address");
-        assert_eq!(Slot::of(ip("::ffff:203.0.113.9")), Slot::of(ip("203.0.113.9")), "a dual-stack listener's view");
     }
 
     #[test]

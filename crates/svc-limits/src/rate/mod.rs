@@ -13,6 +13,7 @@
 //! A key's limiters are found by its id; when `/key/update` changes its limits, new limiters replace the
 //! old ones at its next request, and [`RateLimits::retain_keys`] drops those of keys that no longer exist.
 
+pub mod addresses;
 pub mod fleet;
 
 use crate::refused::Refused;

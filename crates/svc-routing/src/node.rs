@@ -17,7 +17,7 @@
 //! Every node runs the monitor, so a fleet reports a dead node as long as one node lives. With a single node
 //! (an SQLite store) nobody is left to report its death; it logs how long it was down when it starts again.
 //!
-//! What this file does not do: lease budgets or outbox destinations (`budgets`, `outbox`).
+//! What this file does not do: lease budgets (svc-limits) or outbox destinations (the outbox worker).
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -275,7 +275,7 @@ impl FleetNode {
 /// The address a node is reached at when `fleet.address` is not set: `http://<host>:<port>` when it listens on
 /// one address, `http://<node name>:<port>` when it listens on all (a fleet's overlay network reaches nodes by
 /// name: README, "Fleet mode").
-pub(crate) fn advertised_address(host: &str, node: &str, port: u16) -> String {
+pub fn advertised_address(host: &str, node: &str, port: u16) -> String {
     let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
     let host = if unspecified || host.is_empty() { node } else { host };
     if host.contains(':') {

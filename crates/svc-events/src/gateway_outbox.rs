@@ -1,18 +1,20 @@
 //! The durable outbox of svc-events over the store: [`StoreOutbox`] implements `OutboxStore` with the store's
-//! outbox tables, and [`OutboxSink`] turns the gateway's own events into outbox rows.
+//! outbox tables, [`OutboxSink`] turns the gateway's own events into outbox rows, and [`start`] starts the
+//! worker that delivers them.
 
+use crate::{
+    Deliverer, EmitError, Emitter, EventSink, GatewayEvent, HookFile, HookRunner, NewOutboxEvent, Observer, Origin,
+    OutboxItem, OutboxStore, OutboxWorker, PushOverrides, RetryPolicy, Source, Transient, WorkerOptions,
+};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use svc_config::FleetConfig;
-use svc_events::{
-    EmitError, Emitter, NewOutboxEvent, Origin, OutboxItem, OutboxStore, PushOverrides, RetryPolicy, Source, Transient,
-};
-use svc_events::{EventSink, GatewayEvent};
+use svc_config::{Config, FleetConfig};
 use svc_store::{NewEvent, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// The store as an outbox. Enqueues go through one writer task that commits the events of concurrent callers
@@ -269,12 +271,65 @@ impl EventSink for OutboxSink {
     }
 }
 
+/// Older versions stored a webhook's rows under `webhook:<full url>`; the name now shows the URL redacted.
+/// Rows still pending under an old name move to the new one before the worker starts, so queued events are
+/// delivered, not orphaned. An old name that is also a current name is left alone (its rows already belong to
+/// a configured destination).
+async fn rename_legacy_destinations(store: &Store, deliverer: &Deliverer) -> Result<(), StoreError> {
+    let current: Vec<String> = deliverer.destinations().into_iter().map(|d| deliverer.name(d)).collect();
+    for (old, new) in deliverer.legacy_names() {
+        if current.contains(&old) {
+            continue;
+        }
+        let moved = store.outbox_rename_destination(&old, &new).await?;
+        if moved > 0 {
+            tracing::info!(destination = %new, rows = moved, "queued deliveries moved to the destination's new name");
+        }
+    }
+    Ok(())
+}
+
+/// The outbox worker, delivering events to the configured push server, webhooks and this node's hooks, started
+/// on `tasks`; and the sink of the gateway's own events (`events`, or one into the outbox).
+pub async fn start(
+    config: &Arc<Config>,
+    store: &Store,
+    observer: Arc<dyn Observer>,
+    events: Option<Arc<dyn EventSink>>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<(Emitter<StoreOutbox>, Arc<dyn EventSink>), StoreError> {
+    // Hooks run only when this node has a hooks file location; a missing file means no hooks yet.
+    let hooks = HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()));
+    let deliverer =
+        Arc::new(Deliverer::from_config(&config.notifications, hooks).on_node(&config.fleet.node).observed(observer));
+    rename_legacy_destinations(store, &deliverer).await?;
+    // Shared destinations are claimed by one node at a time (several gateways on one store); hooks are this
+    // node's own.
+    let options = WorkerOptions {
+        holder: Some(config.fleet.node.clone()),
+        lease: config.fleet.lease,
+        ..WorkerOptions::default()
+    };
+    let worker = OutboxWorker::new(Arc::new(StoreOutbox::new(store.clone(), tasks)), deliverer, options);
+    let outbox = worker.emitter();
+    worker.spawn(tasks, shutdown.clone());
+    let events = events.unwrap_or_else(|| {
+        let mut sink = OutboxSink::new(outbox.clone(), config.fleet.clone(), tasks.clone());
+        if store.backend() == svc_store::Backend::Postgres {
+            sink.health = Some(store.clone());
+        }
+        Arc::new(sink)
+    });
+    Ok((outbox, events))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Deliverer, OutboxWorker, WorkerOptions};
     use sqlx::Connection as _;
     use std::sync::Arc;
-    use svc_events::{Deliverer, OutboxWorker, WorkerOptions};
 
     async fn stored_kinds(side: &mut sqlx::SqliteConnection) -> anyhow::Result<Vec<String>> {
         Ok(sqlx::query_scalar("SELECT kind FROM outbox ORDER BY id").fetch_all(side).await?)
@@ -295,7 +350,7 @@ mod tests {
         let worker = OutboxWorker::new(outbox, deliverer, WorkerOptions::default());
         let tasks = TaskTracker::new();
         let sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
-        let kinds = [svc_events::EventKind::BudgetAlert, svc_events::EventKind::BudgetExceeded];
+        let kinds = [crate::EventKind::BudgetAlert, crate::EventKind::BudgetExceeded];
         for i in 0..200 {
             sink.emit(GatewayEvent {
                 kind: kinds[i % 2],
@@ -335,7 +390,7 @@ mod tests {
         let mut sink = OutboxSink::new(worker.emitter(), FleetConfig::default(), tasks.clone());
         sink.retry = sink.retry.with_delays(Duration::from_millis(20), Duration::from_millis(50));
         let event = |model: &str| GatewayEvent {
-            kind: svc_events::EventKind::ModelDegraded,
+            kind: crate::EventKind::ModelDegraded,
             agent: "gateway".into(),
             data: serde_json::json!({ "model": model }),
         };
