@@ -8,11 +8,11 @@ pub mod auth;
 pub mod error;
 pub mod front;
 pub mod handlers;
-mod json_text;
 pub mod observe;
 pub mod pipeline;
 mod routes;
 mod server;
+pub mod spend;
 pub mod state;
 pub mod ui;
 
@@ -124,7 +124,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
         observe::log_other(&id, method.as_str(), uri.path(), resp.status().as_u16(), started.elapsed());
     }
     if model_request {
-        state.requests.record(resp.status());
+        state.edge.requests.record(resp.status());
     }
     if anthropic {
         resp = front::messages::error_in_shape(resp);
@@ -162,28 +162,32 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let metrics = match &state.config.server.metrics_address {
+    let metrics = match &state.pipeline.config.server.metrics_address {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot listen on server.metrics_address {addr}: {e}"))
         })?),
         None => None,
     };
-    let tasks = state.tasks.clone();
-    let stop = state.shutdown.clone();
+    let tasks = state.pipeline.tasks.clone();
+    let stop = state.edge.shutdown.clone();
     spawn_key_watch(state.clone(), &tasks, stop.clone());
-    let node = state.node.clone();
-    node.spawn(state.events.clone(), &tasks, stop.clone());
-    state.budgets.spawn_upkeep(&tasks, stop.clone());
+    let node = state.pipeline.node.clone();
+    node.spawn(state.pipeline.events.clone(), &tasks, stop.clone());
+    state.pipeline.budgets.spawn_upkeep(&tasks, stop.clone());
     spawn_auth_sweeper(state.clone(), &tasks, stop.clone());
-    if let Some(rates) = state.rates.fleet() {
-        rates.clone().spawn(state.config.fleet.heartbeat, &tasks, stop.clone());
+    if let Some(rates) = state.pipeline.rates.fleet() {
+        rates.clone().spawn(state.pipeline.config.fleet.heartbeat, &tasks, stop.clone());
     }
     // Not the budgets themselves: shutdown waits for their announcer, which ends when they are dropped.
-    let slices = state.budgets.leases().map(|_| (state.store.clone(), state.config.fleet.node.clone()));
+    let slices = state
+        .pipeline
+        .budgets
+        .leases()
+        .map(|_| (state.pipeline.store.clone(), state.pipeline.config.fleet.node.clone()));
     if let Some(listener) = metrics {
         spawn_metrics_listener(state.clone(), listener, stop.clone(), &tasks)?;
     }
-    let limits = server::Limits::from_config(&state.config.server);
+    let limits = server::Limits::from_config(&state.pipeline.config.server);
     let result = server::run(app(state), listener, limits, shutdown).await;
     stop.cancel();
     node.stop().await;
@@ -225,7 +229,7 @@ fn spawn_metrics_listener(
     let local = listener.local_addr()?;
     tracing::info!("metrics (no key) on http://{local}/metrics");
     tasks.spawn(async move {
-        let app = observe::metrics_router(state);
+        let app = handlers::metrics::metrics_router(state);
         if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await {
             tracing::warn!(error = %e, "the metrics listener stopped");
         }
@@ -233,57 +237,25 @@ fn spawn_metrics_listener(
     Ok(())
 }
 
-/// Keeps the key cache current until shutdown: [`listen_for_keys`] and [`poll_keys`], on the task tracker.
+/// Keeps the key cache current until shutdown (svc-keys' [`svc_keys::watch`]), on the task tracker.
 fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop: tokio_util::sync::CancellationToken) {
     tasks.spawn(async move {
+        let waits = || {
+            svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays()
+        };
         tokio::select! {
             () = stop.cancelled() => {}
-            // The poller never ends; the listener ends at once on SQLite (no channel).
-            _ = async { tokio::join!(listen_for_keys(&state), poll_keys(&state)) } => {}
+            () = svc_keys::watch(&state.pipeline.store, waits, || refresh_keys(&state)) => {}
         }
     });
 }
 
-/// On a PostgreSQL store, hears of every key change in the fleet as it commits (`LISTEN`), so a key created,
-/// revoked or rotated on any node takes effect on this one within moments; the poller stays as the fallback.
-/// Returns only when the store has no such channel (SQLite).
-async fn listen_for_keys(state: &AppState) {
-    let fresh =
-        || svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays();
-    let mut waits = fresh();
-    loop {
-        match state.store.key_changes().await {
-            Ok(None) => return,
-            Ok(Some(mut changes)) => {
-                waits = fresh();
-                // Changes made while this node was not listening.
-                refresh_keys(state).await;
-                while changes.next().await.is_ok() {
-                    refresh_keys(state).await;
-                }
-                tracing::warn!("lost the key-change channel of the store; listening again");
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot listen for key changes; the poller covers them meanwhile"),
-        }
-        tokio::time::sleep(waits.next().unwrap_or(Duration::from_secs(10))).await;
-    }
-}
-
+/// Reads the keys again; the rate limits forget the keys that are gone.
 async fn refresh_keys(state: &AppState) {
-    match state.auth.keys.refresh(&state.store, false).await {
-        Ok(true) => state.rates.retain_keys(&state.auth.keys.ids()),
+    match state.auth.keys.refresh(&state.pipeline.store, false).await {
+        Ok(true) => state.pipeline.rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
-    }
-}
-
-/// Notices key changes made by other processes (CLI, other nodes) within a second.
-async fn poll_keys(state: &AppState) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        refresh_keys(state).await;
     }
 }
 

@@ -49,7 +49,7 @@ fn open() -> Router<AppState> {
         ("/health/liveliness", get(health::liveness)),
         ("/health/liveness", get(health::liveness)),
         ("/health/readiness", get(health::readiness)),
-        ("/metrics", get(crate::observe::scrape::handler)),
+        ("/metrics", get(crate::handlers::metrics::handler)),
     ])
 }
 

@@ -1,10 +1,12 @@
 //! `AppState`: everything a request needs, built once by [`AppState::serving`] (a gateway about to serve: the
-//! node is registered first) or [`AppState::new`] (no registration: tests that drive the router) and shared as
-//! one `Arc`.
+//! node is registered first) or [`AppState::new`] (no registration: tests that drive the router), in the parts
+//! its readers take.
 
 use crate::auth::AuthState;
-use crate::pipeline::journal::{Journal, JournalError, Replay};
-use crate::pipeline::spend_writer::SpendWriter;
+use crate::pipeline::Pipeline;
+use crate::spend::journal::{Journal, JournalError, Replay};
+use crate::spend::writer::SpendWriter;
+use axum::extract::FromRef;
 use std::sync::Arc;
 use svc_config::Config;
 use svc_events::gateway_outbox::StoreOutbox;
@@ -20,53 +22,43 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Shared state of the gateway.
+/// Shared state of the gateway, in three parts that handlers take by `FromRef` (each part one `Arc`, so a
+/// handler's state costs a reference count): what the pipeline's stages read, what authentication reads, and what
+/// only the HTTP edge reads. No module below the handlers sees it whole.
 #[derive(Clone)]
-pub struct AppState(pub Arc<Inner>);
-
-/// The parts of [`AppState`].
-pub struct Inner {
-    /// The validated configuration.
-    pub config: Arc<Config>,
-    /// The store.
-    pub store: Store,
+pub struct AppState {
+    /// What a model request's stages read.
+    pub(crate) pipeline: Arc<Pipeline>,
     /// What authentication reads: the keys, the master key, the failed-authentication limit, the dashboard's
     /// sessions.
-    pub auth: Arc<AuthState>,
-    /// Aliases → deployments.
-    pub models: Arc<ModelTable>,
-    /// Requests in flight (`server.max_in_flight`).
-    pub in_flight: Arc<Semaphore>,
-    /// Provider readiness, cached.
-    pub readiness: Readiness,
-    /// The group-commit writer of spend records.
-    pub spend: SpendWriter,
-    /// Background work that shutdown waits for (settlement of cut-off streams).
-    pub tasks: TaskTracker,
-    /// Unix seconds of start (the `created` of `GET /models`).
-    pub started: i64,
-    /// Budget accounts.
-    pub budgets: Arc<Budgets>,
-    /// Rate limiters.
-    pub rates: RateLimits,
-    /// Where gateway events go.
-    pub events: Arc<dyn EventSink>,
-    /// Stores events in the outbox and wakes its worker.
-    pub outbox: Emitter<StoreOutbox>,
-    /// Cancelled at shutdown: stops the outbox worker (pending rows stay for the next start).
-    pub shutdown: CancellationToken,
-    /// This gateway as a node of its fleet.
-    pub node: Arc<svc_routing::node::FleetNode>,
-    /// The Prometheus series (`GET /metrics`).
-    pub metrics: Arc<crate::observe::Metrics>,
-    /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
-    pub requests: crate::ui::stats::RequestCounters,
+    pub(crate) auth: Arc<AuthState>,
+    /// What only the handlers and the server read.
+    pub(crate) edge: Arc<Edge>,
 }
 
-impl std::ops::Deref for AppState {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.0
+/// What only the handlers and the server read.
+pub(crate) struct Edge {
+    /// Provider readiness, cached.
+    pub(crate) readiness: Readiness,
+    /// Unix seconds of start (the `created` of `GET /models`).
+    pub(crate) started: i64,
+    /// Stores events in the outbox and wakes its worker (`POST /events`, the outbox's admin routes).
+    pub(crate) outbox: Emitter<StoreOutbox>,
+    /// Cancelled at shutdown: stops the background work (pending outbox rows stay for the next start).
+    pub(crate) shutdown: CancellationToken,
+    /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
+    pub(crate) requests: crate::ui::stats::RequestCounters,
+}
+
+impl FromRef<AppState> for Arc<Pipeline> {
+    fn from_ref(state: &AppState) -> Arc<Pipeline> {
+        state.pipeline.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<AuthState> {
+    fn from_ref(state: &AppState) -> Arc<AuthState> {
+        state.auth.clone()
     }
 }
 
@@ -153,6 +145,11 @@ async fn start_spend(
 }
 
 impl AppState {
+    /// The store this gateway serves from (for the CLI and tests that write what another process would).
+    pub fn store(&self) -> &Store {
+        &self.pipeline.store
+    }
+
     /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
     /// outbox worker delivering events to the configured push server, webhooks and this node's hooks. The node
     /// is not registered in the store (see [`AppState::serving`]).
@@ -200,11 +197,11 @@ impl AppState {
         let models = Arc::new(ModelTable::build(&config, &client, metrics.as_ref()).map_err(StateError::Model)?);
         // The journal's lock before the registration: on one machine a second process of this node stops here.
         let journal = open_journal(&config, &store)?;
-        let in_flight = Arc::new(Semaphore::new(config.server.max_in_flight));
+        let answering = Arc::new(Semaphore::new(config.server.max_in_flight));
         let node = Arc::new(svc_routing::node::FleetNode::new(
             config.fleet.clone(),
             store.clone(),
-            in_flight.clone(),
+            answering.clone(),
             config.server.max_in_flight,
             svc_keys::admin::teams_fingerprint(&config),
         ));
@@ -244,25 +241,16 @@ impl AppState {
         });
         let probe = config.gateway.health.probe_interval;
         svc_routing::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
-        let state = AppState(Arc::new(Inner {
-            in_flight,
-            node,
-            config,
-            store,
-            auth,
-            models,
+        let pipeline =
+            Pipeline { config, store, models, answering, budgets, rates, events, spend, metrics, node, tasks };
+        let edge = Edge {
             readiness,
-            spend,
-            tasks,
             started: chrono::Utc::now().timestamp(),
-            budgets,
-            rates,
-            events,
             outbox,
             shutdown,
-            metrics,
             requests: crate::ui::stats::RequestCounters::default(),
-        }));
+        };
+        let state = AppState { pipeline: Arc::new(pipeline), auth, edge: Arc::new(edge) };
         Ok(state)
     }
 }

@@ -274,23 +274,11 @@ async fn failed_authentications_past_the_limit_are_a_429_on_every_api() {
         id: "k-elsewhere".into(),
         key_hash: hex::encode(svc_keys::hash_secret(&secret)),
         key_hint: svc_keys::hint_of(&secret),
-        key_alias: None,
         team_id: "t".into(),
-        agent_role: None,
-        models: vec![],
-        events: vec![],
-        max_budget: None,
-        budget_duration: None,
-        rpm_limit: None,
-        tpm_limit: None,
         metadata: "{}".into(),
-        expires_ms: None,
-        revoked_ms: None,
-        created_ms: 0,
-        updated_ms: 0,
-        anchor_ms: 0,
+        ..Default::default()
     };
-    s.store.insert_key(&row).await.unwrap();
+    s.store().insert_key(&row).await.unwrap();
     let (status, _, got) = post_from(&s, peer, None, "/v1/chat/completions", &secret, &chat).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{got}");
     let (status, _, got) = post_from(&s, Some("198.51.100.1"), None, "/v1/chat/completions", &secret, &chat).await;

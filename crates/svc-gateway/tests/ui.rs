@@ -212,7 +212,7 @@ async fn recent_events_destinations_and_redelivery_of_a_dead_row() {
     let envelope =
         json!({"event": "task.blocked", "version": "1", "data": {"title": "build", "message": "tests failed"}});
     let id = s
-        .store
+        .store()
         .outbox_enqueue(&svc_store::NewEvent {
             kind: "task.blocked",
             envelope: &envelope.to_string(),
@@ -222,7 +222,7 @@ async fn recent_events_destinations_and_redelivery_of_a_dead_row() {
         })
         .await
         .unwrap();
-    s.store.outbox_dead(id, "webhook:http://127.0.0.1:9/", "connection refused").await.unwrap();
+    s.store().outbox_dead(id, "webhook:http://127.0.0.1:9/", "connection refused").await.unwrap();
     let (cookie, csrf) = sign_in(&s).await;
     let auth = [("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())];
 

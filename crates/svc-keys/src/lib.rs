@@ -8,6 +8,7 @@
 pub mod admin;
 mod key;
 mod principal;
+mod watch;
 
 pub use admin::AdminError;
 pub use key::{
@@ -15,3 +16,4 @@ pub use key::{
     MISS_LOOKUPS_PER_SECOND,
 };
 pub use principal::{Forbidden, Principal};
+pub use watch::watch;

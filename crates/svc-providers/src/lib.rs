@@ -12,6 +12,7 @@ mod error;
 pub mod estimate;
 pub mod generated;
 pub mod http;
+pub mod json_text;
 mod mock;
 mod openai;
 pub mod passthrough;

@@ -146,27 +146,7 @@ impl PassStream {
                 s.prompt = Some(messages_usage(field(inner, "usage").as_ref(), 0));
             }),
             "message_delta" => {
-                let v: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
-                let u = v.get("usage");
-                // Newer streams repeat the input counts here; older ones gave them in `message_start` only.
-                let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
-                    (true, _) => messages_usage(u, 0),
-                    (false, Some(p)) => p.clone(),
-                    (false, None) => Ok(Usage::default()),
-                };
-                // Server tool uses come with the final counts.
-                let tools = match u.and_then(|u| u.get("server_tool_use")) {
-                    Some(t) => count(Some(t), "web_search_requests").map(Some),
-                    None => Ok(None),
-                };
-                self.reported = Some(match (input, count(u, "output_tokens"), tools) {
-                    (Ok(input), Ok(completion_tokens), Ok(tools)) => Reported::Counts(Usage {
-                        completion_tokens,
-                        tool_uses: tools.unwrap_or(input.tool_uses),
-                        ..input
-                    }),
-                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
-                });
+                self.reported = Some(self.final_counts(&ev.data));
                 None
             }
             "content_block_start" => {
@@ -222,6 +202,29 @@ impl PassStream {
         let mut out = Vec::with_capacity(data.len() + ev.event.len() + 16);
         sse::write(&mut out, &ev.event, data);
         (Some(Bytes::from(out)), generated)
+    }
+
+    /// The counts of a Messages stream's `message_delta` (`data`): its output and server tool uses, with the input
+    /// counts it repeats (newer streams) or `message_start` gave (older ones).
+    fn final_counts(&self, data: &str) -> Reported {
+        let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+        let u = v.get("usage");
+        let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
+            (true, _) => messages_usage(u, 0),
+            (false, Some(p)) => p.clone(),
+            (false, None) => Ok(Usage::default()),
+        };
+        // Server tool uses come with the final counts.
+        let tools = match u.and_then(|u| u.get("server_tool_use")) {
+            Some(t) => count(Some(t), "web_search_requests").map(Some),
+            None => Ok(None),
+        };
+        match (input, count(u, "output_tokens"), tools) {
+            (Ok(input), Ok(completion_tokens), Ok(tools)) => {
+                Reported::Counts(Usage { completion_tokens, tool_uses: tools.unwrap_or(input.tool_uses), ..input })
+            }
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
+        }
     }
 
     /// `data` with the client's name as `<outer>.model`, after `look` has seen `<outer>`'s fields; `None` when

@@ -16,7 +16,7 @@ use svc_keys::Principal;
 type Answer = Result<Json<Value>, ApiError>;
 
 fn admin(state: &AppState) -> Admin<'_> {
-    Admin { store: &state.store, config: &state.config, cache: Some(&state.auth.keys) }
+    Admin { store: &state.pipeline.store, config: &state.pipeline.config, cache: Some(&state.auth.keys) }
 }
 
 async fn body<T: serde::de::DeserializeOwned>(
@@ -25,7 +25,7 @@ async fn body<T: serde::de::DeserializeOwned>(
     body: Body,
 ) -> Result<T, ApiError> {
     principal.require_master()?;
-    let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
+    let bytes = read_body(body, state.pipeline.config.server.max_request_body_bytes).await?;
     parse_json(&bytes)
 }
 
@@ -109,19 +109,27 @@ pub async fn info(
     let vk = svc_keys::VirtualKey::from_row(&row);
     let budget = match vk.max_budget {
         Some(limit) => {
-            let duration = vk.period(&s.config);
-            Some(s.budgets.view(svc_limits::budgets::Scope::Key(vk.id.clone()), limit, duration, vk.anchor).await?)
+            let duration = vk.period(&s.pipeline.config);
+            Some(
+                s.pipeline
+                    .budgets
+                    .view(svc_limits::budgets::Scope::Key(vk.id.clone()), limit, duration, vk.anchor)
+                    .await?,
+            )
         }
         None => None,
     };
-    s.spend.flush().await;
-    let spent =
-        s.store.sum_spend(&svc_store::SpendFilter { key_id: Some(row.id.clone()), ..Default::default() }).await?;
+    s.pipeline.spend.flush().await;
+    let spent = s
+        .pipeline
+        .store
+        .sum_spend(&svc_store::SpendFilter { key_id: Some(row.id.clone()), ..Default::default() })
+        .await?;
     Ok(Json(json!({
         "key": row.id,
         "info": KeyInfo::from_row(&row, None),
         "budget": budget,
-        "team_budget": s.budgets.team_view(&vk.team_id).await?,
+        "team_budget": s.pipeline.budgets.team_view(&vk.team_id).await?,
         "total_spend": Money::from_nanos_i128(spent).as_f64(),
     })))
 }
@@ -143,19 +151,19 @@ fn team_json(s: &AppState, t: &svc_config::TeamConfig, keys: usize) -> Value {
         "tpm_limit": t.tpm_limit,
         "keys": keys,
         "budget_start": t.budget_start.map(|d| d.to_rfc3339()),
-        "fleet": s.config.fleet.name,
+        "fleet": s.pipeline.config.fleet.name,
     })
 }
 
 /// `GET /team/list`: every team of the config with its settings, its number of keys and its budget view.
 pub async fn teams(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Answer {
     p.require_master()?;
-    let keys = s.store.list_keys().await?;
-    let mut teams = Vec::with_capacity(s.config.gateway.teams.len());
-    for t in &s.config.gateway.teams {
+    let keys = s.pipeline.store.list_keys().await?;
+    let mut teams = Vec::with_capacity(s.pipeline.config.gateway.teams.len());
+    for t in &s.pipeline.config.gateway.teams {
         let mut team = team_json(&s, t, keys.iter().filter(|k| k.team_id == t.team_id).count());
         if let Value::Object(fields) = &mut team {
-            fields.insert("budget".into(), json!(s.budgets.team_view(&t.team_id).await?));
+            fields.insert("budget".into(), json!(s.pipeline.budgets.team_view(&t.team_id).await?));
         }
         teams.push(team);
     }
@@ -178,12 +186,13 @@ pub async fn team_info(
         q.team_id.ok_or_else(|| ApiError::bad_request("missing query parameter `team_id`", Some("team_id".into())))?;
     p.require_team(&id)?;
     let team = s
+        .pipeline
         .config
         .team(&id)
         .ok_or_else(|| ApiError::not_found("team_not_found", format!("no team `{id}`")).with_param("team_id"))?;
-    let keys = s.store.list_keys().await?;
+    let keys = s.pipeline.store.list_keys().await?;
     let team_keys: Vec<KeyInfo> = keys.iter().filter(|k| k.team_id == id).map(|k| KeyInfo::from_row(k, None)).collect();
-    let budget = s.budgets.team_view(&id).await?;
+    let budget = s.pipeline.budgets.team_view(&id).await?;
     Ok(Json(
         json!({ "team_id": id, "team_info": team_json(&s, team, team_keys.len()), "budget": budget, "keys": team_keys }),
     ))

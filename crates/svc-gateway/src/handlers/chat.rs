@@ -6,7 +6,7 @@ use crate::error::ApiError;
 use crate::front::{Api, Caller};
 use crate::handlers::read_body;
 use crate::observe::{Attempts, Logged, Refusal, RequestLine};
-use crate::pipeline::{self, Inbound};
+use crate::pipeline::{self, Inbound, Pipeline};
 use crate::state::AppState;
 use crate::RequestId;
 use axum::body::Body;
@@ -14,6 +14,7 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderName};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
+use std::sync::Arc;
 use svc_budget::{Money, Usage};
 use svc_keys::Principal;
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
@@ -22,7 +23,7 @@ use svc_providers::passthrough::{Forwarded, Raw, Wire};
 /// (`?beta=true` is accepted and changes nothing), OpenAI Responses or embeddings.
 pub fn endpoint(api: Api) -> MethodRouter<AppState> {
     post(
-        move |State(state): State<AppState>,
+        move |State(state): State<Arc<Pipeline>>,
               Extension(principal): Extension<Principal>,
               Extension(id): Extension<RequestId>,
               headers: HeaderMap,
@@ -34,7 +35,7 @@ pub fn endpoint(api: Api) -> MethodRouter<AppState> {
 /// 413, 429, 503) gets its request line and metrics here; one that reached a deployment gets them when it
 /// settles.
 async fn run(
-    state: AppState,
+    state: Arc<Pipeline>,
     principal: Principal,
     id: RequestId,
     headers: &HeaderMap,
@@ -88,7 +89,7 @@ async fn run(
 /// sent upstream with the gateway's own key, so it must not be a way around the limit); counting is free (no
 /// budget is reserved or charged). A revoked (blocked) key never gets here: authentication answers 401.
 pub async fn count_tokens(
-    State(state): State<AppState>,
+    State(state): State<Arc<Pipeline>>,
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     body: Body,

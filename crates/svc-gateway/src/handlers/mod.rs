@@ -5,6 +5,7 @@ pub mod chat;
 pub mod events;
 pub mod fleet;
 pub mod health;
+pub mod metrics;
 pub mod models;
 pub mod outbox;
 pub mod responses;

@@ -33,7 +33,7 @@ const OVERHEAD: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 
 /// Every series the gateway exports, registered in its own registry (one per gateway, not process-global).
 #[derive(Debug)]
 pub struct Metrics {
-    pub(super) registry: Registry,
+    pub(crate) registry: Registry,
     names: Vec<String>,
     /// This gateway's among the metrics of the process (tests run several), for [`Cached`].
     id: u64,
@@ -54,19 +54,19 @@ pub struct Metrics {
     events: IntCounterVec,
     deliveries: IntCounterVec,
     hooks: IntCounterVec,
-    pub(super) in_flight: IntGauge,
-    pub(super) in_flight_limit: IntGauge,
-    pub(super) health: IntGaugeVec,
-    pub(super) cooling_down: IntGaugeVec,
-    pub(super) budget_limit: GaugeVec,
-    pub(super) budget_spent: GaugeVec,
-    pub(super) budget_reserved: GaugeVec,
-    pub(super) budget_reset: GaugeVec,
-    pub(super) outbox_pending: IntGaugeVec,
-    pub(super) outbox_dead: IntGaugeVec,
-    pub(super) outbox_oldest: GaugeVec,
-    pub(super) nodes: IntGaugeVec,
-    pub(super) heartbeat_age: GaugeVec,
+    pub(crate) in_flight: IntGauge,
+    pub(crate) in_flight_limit: IntGauge,
+    pub(crate) health: IntGaugeVec,
+    pub(crate) cooling_down: IntGaugeVec,
+    pub(crate) budget_limit: GaugeVec,
+    pub(crate) budget_spent: GaugeVec,
+    pub(crate) budget_reserved: GaugeVec,
+    pub(crate) budget_reset: GaugeVec,
+    pub(crate) outbox_pending: IntGaugeVec,
+    pub(crate) outbox_dead: IntGaugeVec,
+    pub(crate) outbox_oldest: GaugeVec,
+    pub(crate) nodes: IntGaugeVec,
+    pub(crate) heartbeat_age: GaugeVec,
 }
 
 /// The GenAI labels of a request: operation, alias, provider.
@@ -342,7 +342,7 @@ impl Metrics {
     }
 
     /// This gateway's id among the metrics of the process (the per-thread cache's key).
-    pub(super) fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 

@@ -8,11 +8,9 @@
 
 pub mod line;
 pub mod metrics;
-pub mod scrape;
 mod series;
 
 pub use metrics::Metrics;
-pub use scrape::{metrics_router, scrape};
 
 use crate::front::{Api, Caller};
 use std::time::Duration;

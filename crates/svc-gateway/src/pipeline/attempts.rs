@@ -16,7 +16,6 @@ use crate::error::ApiError;
 use crate::front::passthrough_stream::PassStream;
 use crate::front::{self, Api, Encoder};
 use crate::observe::Attempts;
-use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -44,7 +43,7 @@ pub(super) enum Answer {
 
 /// One admitted request on its way through the attempts.
 pub(super) struct Call<'a> {
-    pub(super) state: &'a AppState,
+    pub(super) state: &'a Arc<super::Pipeline>,
     pub(super) principal: Principal,
     pub(super) request_id: String,
     pub(super) body: &'a Bytes,
@@ -121,42 +120,7 @@ impl Call<'_> {
             let in_flight = InFlight::new(route.clone());
             let t0 = Instant::now();
             tries += 1;
-            let wire = self.api.wire();
-            let result = match wire.filter(|w| route.deployment.speaks(*w)) {
-                Some(wire) => self.pass(&route, wire, told, within).await,
-                // Embeddings have no chat form to fall back on.
-                None if wire == Some(Wire::Embeddings) => Err(ProviderError::Unsupported {
-                    message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
-                    param: Some("model".into()),
-                }),
-                None if self.continues => Err(ProviderError::Unsupported {
-                    message: format!(
-                        "`previous_response_id` needs a stored response, which only an OpenAI deployment keeps; \
-                         deployment `{}` is not one: send the whole input instead",
-                        route.deployment.id
-                    ),
-                    param: Some("previous_response_id".into()),
-                }),
-                None => {
-                    // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
-                    let mut req = match first.take() {
-                        Some(r) => r,
-                        None => match self.reparse() {
-                            Ok(r) => r,
-                            Err(_) => break,
-                        },
-                    };
-                    req.set_model(&route.upstream_model(self.alias));
-                    if let Some(cap) = told {
-                        req.cap_completion_tokens(cap);
-                    }
-                    if self.stream {
-                        open_stream(&route, req, within).await.map(Answer::Stream)
-                    } else {
-                        call(&route, req, within).await.map(Answer::Reply)
-                    }
-                }
-            };
+            let Some(result) = self.try_once(&route, told, within, &mut first).await else { break };
             let took = t0.elapsed();
             waited += took;
             match result {
@@ -193,6 +157,52 @@ impl Call<'_> {
                 Err((first_route, e, waited, tries))
             }
         }
+    }
+
+    /// One attempt on `route` within `within`: passed through when the deployment speaks the client's API, else as
+    /// a chat completion (the parsed body `first` is used once; a retry parses the client's bytes again). `None`
+    /// when the body cannot be read again.
+    async fn try_once(
+        &self,
+        route: &Arc<Route>,
+        told: Option<u64>,
+        within: Duration,
+        first: &mut Option<ChatRequest>,
+    ) -> Option<Result<Answer, ProviderError>> {
+        let wire = self.api.wire();
+        let result = match wire.filter(|w| route.deployment.speaks(*w)) {
+            Some(wire) => self.pass(route, wire, told, within).await,
+            // Embeddings have no chat form to fall back on.
+            None if wire == Some(Wire::Embeddings) => Err(ProviderError::Unsupported {
+                message: format!("deployment `{}` does not serve embeddings", route.deployment.id),
+                param: Some("model".into()),
+            }),
+            None if self.continues => Err(ProviderError::Unsupported {
+                message: format!(
+                    "`previous_response_id` needs a stored response, which only an OpenAI deployment keeps; \
+                     deployment `{}` is not one: send the whole input instead",
+                    route.deployment.id
+                ),
+                param: Some("previous_response_id".into()),
+            }),
+            None => {
+                // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
+                let mut req = match first.take() {
+                    Some(r) => r,
+                    None => self.reparse().ok()?,
+                };
+                req.set_model(&route.upstream_model(self.alias));
+                if let Some(cap) = told {
+                    req.cap_completion_tokens(cap);
+                }
+                if self.stream {
+                    open_stream(route, req, within).await.map(Answer::Stream)
+                } else {
+                    call(route, req, within).await.map(Answer::Reply)
+                }
+            }
+        };
+        Some(result)
     }
 
     /// The completion cap to tell `route`'s upstream, lowering the request's as needed: to the model's

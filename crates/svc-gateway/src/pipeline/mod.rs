@@ -7,34 +7,32 @@
 //!    request, checked (400 naming the field; bounds on `max_tokens` and `n` included).
 //! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
 //!    use it (403).
-//! 5. [`routing`]: the plan: the alias's deployments in rotation, fewest in flight first, then its fallbacks'
+//! 5. The plan (svc-routing's `ModelTable::plan`): the alias's deployments in rotation, fewest in flight first, then its fallbacks'
 //!    (pinned to the deployment holding the stored response the request continues, which must be one the
 //!    caller may reach: [`stored::reach`], else 404 as an unknown `previous_response_id`).
-//! 6. [`admission`]: rate limits, and the worst case on the dearest deployment of the plan reserved in the
+//! 6. [`admission`]: rate limits and budgets (svc-limits): the worst case on the dearest deployment of the plan reserved in the
 //!    team's and key's budgets; when it does not fit, first bounded tightly by the provider's exact input count
 //!    (`tighten`), then possibly with a lower completion cap (429 `Budget exceeded` / `rate_limit_exceeded`).
 //! 7. `attempts`: the provider call, passed through when the deployment speaks the client's API, else as a
 //!    chat completion; the alias becomes the upstream id on the way out and comes back in `model`; failures
 //!    retried along the plan.
 //! 8. [`upstream`] and [`settlement`]: the answer metered ([`meter`]) and written in the client's API, its
-//!    cost (never above the reservation) and spend record group-committed before the response completes.
+//!    cost (never above the reservation) and spend record made durable (`crate::spend`) before the response
+//!    completes.
 //!
-//! Every attempt's outcome goes to its deployment's health (`crate::health`).
+//! Every attempt's outcome goes to its deployment's health (svc-routing's `health`).
 
 pub mod access;
 pub mod admission;
 mod attempts;
-pub mod journal;
 pub mod meter;
 pub mod settlement;
-pub mod spend_writer;
 pub mod stored;
 mod tighten;
 pub mod upstream;
 
 use crate::error::ApiError;
 use crate::front::{Api, Caller, Translated, Unseen};
-use crate::state::AppState;
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;
@@ -47,6 +45,33 @@ use svc_keys::Principal;
 use svc_limits::budgets::Grant;
 use svc_providers::{estimate, ChatRequest};
 use svc_routing::{ModelTable, Plan, Route};
+
+/// What the stages of a model request read, and nothing more: [`handle`] is given it, its calls and their
+/// settlement hold it. A handler gets it from the gateway's state by `FromRef` (`state.rs`).
+pub struct Pipeline {
+    /// The validated configuration.
+    pub(crate) config: Arc<svc_config::Config>,
+    /// The store (stored responses' owners).
+    pub(crate) store: svc_store::Store,
+    /// Aliases → deployments, and the homes of stored responses.
+    pub(crate) models: Arc<ModelTable>,
+    /// Permits of `server.max_in_flight`: model requests being answered.
+    pub(crate) answering: Arc<tokio::sync::Semaphore>,
+    /// Budget accounts.
+    pub(crate) budgets: Arc<svc_limits::budgets::Budgets>,
+    /// Rate limiters.
+    pub(crate) rates: svc_limits::rate::RateLimits,
+    /// Where the gateway's own events go (deployment health).
+    pub(crate) events: Arc<dyn EventSink>,
+    /// The group-commit writer of spend records.
+    pub(crate) spend: crate::spend::SpendWriter,
+    /// The Prometheus series.
+    pub(crate) metrics: Arc<crate::observe::Metrics>,
+    /// This node in its fleet (its heartbeat counts the requests served).
+    pub(crate) node: Arc<svc_routing::node::FleetNode>,
+    /// Work that shutdown waits for (the settlement of a stream cut off).
+    pub(crate) tasks: tokio_util::task::TaskTracker,
+}
 
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
 /// (a name given as text is parsed on every use).
@@ -80,7 +105,7 @@ impl Inbound {
 /// Runs one model request through the stages listed at the top of this file. `alias` receives the alias asked
 /// for as soon as it is read (moved there, not copied), so the caller can name it in a refusal's request line.
 pub async fn handle(
-    state: &AppState,
+    state: &Arc<Pipeline>,
     principal: Principal,
     request_id: String,
     body: &Bytes,
@@ -88,7 +113,7 @@ pub async fn handle(
     inbound: &Inbound,
     alias: &mut String,
 ) -> Result<Response, ApiError> {
-    let ticket = admission::enter(&state.in_flight, state.config.server.max_in_flight)?;
+    let ticket = admission::enter(&state.answering, state.config.server.max_in_flight)?;
     let Translated { chat: mut req, continues, unseen } = inbound.api.to_chat(body)?;
     let facts = Facts::of(&mut req);
     *alias = facts.alias;
@@ -149,7 +174,7 @@ impl Facts {
 /// The stored response a request continues, when the caller may reach it (boxed: a store read, rare, kept out
 /// of the handler's future).
 fn continued<'a>(
-    state: &'a AppState,
+    state: &'a Pipeline,
     principal: &'a Principal,
     id: &'a str,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<svc_routing::Home, ApiError>> + Send + 'a>> {
@@ -195,7 +220,7 @@ struct LastPart {
 /// the request without its web searches where they can be turned off, then `Budgets::admit` (a lower
 /// completion cap, or 429).
 async fn last_part(
-    state: &AppState,
+    state: &Pipeline,
     principal: &Principal,
     plan: &mut Plan,
     asked: Asked<'_>,
@@ -231,7 +256,7 @@ struct Admitted {
 /// budget, where that does not fit, the bound is made tight first (`tighten`: the exact input count), then the
 /// web searches are turned off where they can be, then the completion is capped (or the request refused).
 async fn admit(
-    state: &AppState,
+    state: &Pipeline,
     principal: &Principal,
     plan: &mut Plan,
     asked: Asked<'_>,

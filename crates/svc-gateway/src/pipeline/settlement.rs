@@ -1,5 +1,5 @@
 //! Settlement: after a call, its cost is computed from the usage the upstream reported, the budgets settle,
-//! and the spend record is made durable through the [`SpendWriter`](super::spend_writer::SpendWriter) before
+//! and the spend record is made durable through the [`SpendWriter`](crate::spend::SpendWriter) before
 //! the response completes.
 
 use crate::front::{Api, Caller};
@@ -7,7 +7,6 @@ use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use crate::pipeline::stored;
-use crate::state::AppState;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
@@ -19,7 +18,7 @@ use svc_store::{ChargedRecord, SpendRecord};
 /// Everything needed to settle one call, held from routing until settlement.
 pub struct Settle {
     /// Shared state.
-    pub state: AppState,
+    pub state: Arc<super::Pipeline>,
     /// Who called.
     pub principal: Principal,
     /// The deployment that served it.

@@ -22,7 +22,7 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 /// `ChargedRecord`'s flattened form reads back), by hand: serde's serializer escaped every key and went through
 /// its map serializer (an append took 13,100 instructions with it, 3,200 without: BENCHMARKS.md).
 fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
-    use crate::json_text::{push_int, push_str};
+    use svc_providers::json_text::{push_int, push_str};
     let s = &r.record;
     let texts: [(&str, Option<&str>); 14] = [
         ("record_id", Some(&s.record_id)),
@@ -291,7 +291,7 @@ mod tests {
 
     /// The spend writer's sample record, charged to a team budget (the journal keeps the charges too).
     fn record(id: &str) -> ChargedRecord {
-        let mut r = crate::pipeline::spend_writer::tests::record(id);
+        let mut r = crate::spend::writer::tests::record(id);
         r.charges = vec![svc_store::Charge { scope: "team:t".into(), period: 1, limit: 10 }];
         r
     }

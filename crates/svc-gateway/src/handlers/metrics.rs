@@ -17,10 +17,10 @@ use svc_routing::health::State as Health;
 
 /// Every series, with the gauges of state brought up to date.
 pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
-    let m = &state.metrics;
-    let limit = state.config.server.max_in_flight;
+    let m = &state.pipeline.metrics;
+    let limit = state.pipeline.config.server.max_in_flight;
     m.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
-    m.in_flight.set(i64::try_from(limit.saturating_sub(state.in_flight.available_permits())).unwrap_or(0));
+    m.in_flight.set(i64::try_from(limit.saturating_sub(state.pipeline.answering.available_permits())).unwrap_or(0));
     health(state);
     budgets(state).await?;
     outbox(state).await?;
@@ -34,10 +34,10 @@ pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
 }
 
 fn health(state: &AppState) {
-    let m = &state.metrics;
+    let m = &state.pipeline.metrics;
     m.health.reset();
     m.cooling_down.reset();
-    for r in state.models.all() {
+    for r in state.pipeline.models.all() {
         let view = r.health.view();
         let (alias, id, provider) = (r.alias.as_str(), r.deployment.id.as_str(), r.deployment.provider_name());
         for s in [Health::Healthy, Health::Degraded, Health::Unavailable] {
@@ -48,7 +48,7 @@ fn health(state: &AppState) {
 }
 
 async fn budgets(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.metrics;
+    let m = &state.pipeline.metrics;
     for g in [&m.budget_limit, &m.budget_spent, &m.budget_reserved, &m.budget_reset] {
         g.reset();
     }
@@ -59,8 +59,8 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         let reset = chrono::DateTime::parse_from_rfc3339(&v.reset_at).map(|t| t.timestamp()).unwrap_or(0);
         m.budget_reset.with_label_values(&labels).set(reset as f64);
     };
-    for t in &state.config.gateway.teams {
-        if let Some(v) = state.budgets.team_view(&t.team_id).await? {
+    for t in &state.pipeline.config.gateway.teams {
+        if let Some(v) = state.pipeline.budgets.team_view(&t.team_id).await? {
             set(["team", &t.team_id, ""], &v);
         }
     }
@@ -72,23 +72,23 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         if k.revoked {
             continue;
         }
-        let duration = k.period(&state.config);
+        let duration = k.period(&state.pipeline.config);
         let scope = svc_limits::budgets::Scope::Key(k.id.clone());
-        let v = state.budgets.view(scope, limit, duration, k.anchor).await?;
+        let v = state.pipeline.budgets.view(scope, limit, duration, k.anchor).await?;
         set(["key", &k.team_id, k.alias.as_deref().unwrap_or(&k.hint)], &v);
     }
     Ok(())
 }
 
 async fn outbox(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.metrics;
-    let backlog = state.store.outbox_backlog().await?;
+    let m = &state.pipeline.metrics;
+    let backlog = state.pipeline.store.outbox_backlog().await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.outbox_pending.reset();
     m.outbox_dead.reset();
     m.outbox_oldest.reset();
     // Every destination has its series, at 0 when nothing waits for it.
-    for name in state.outbox.destination_names() {
+    for name in state.edge.outbox.destination_names() {
         let d = [name.as_str()];
         m.outbox_pending.with_label_values(&d).set(0);
         m.outbox_dead.with_label_values(&d).set(0);
@@ -105,11 +105,11 @@ async fn outbox(state: &AppState) -> Result<(), ApiError> {
 }
 
 async fn fleet(state: &AppState) -> Result<(), ApiError> {
-    if state.store.backend() != svc_store::Backend::Postgres {
+    if state.pipeline.store.backend() != svc_store::Backend::Postgres {
         return Ok(());
     }
-    let m = &state.metrics;
-    let nodes = state.store.list_nodes(&state.config.fleet.name).await?;
+    let m = &state.pipeline.metrics;
+    let nodes = state.pipeline.store.list_nodes(&state.pipeline.config.fleet.name).await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.nodes.reset();
     m.heartbeat_age.reset();
@@ -157,7 +157,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     };
     let digest = hash_secret(token);
     let master = state.auth.is_master(&digest);
-    let scraper = state.config.server.metrics_key.as_ref().is_some_and(|k| {
+    let scraper = state.pipeline.config.server.metrics_key.as_ref().is_some_and(|k| {
         let want = hash_secret(k.expose());
         bool::from(digest.ct_eq(&want))
     });

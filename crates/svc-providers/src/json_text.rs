@@ -1,5 +1,5 @@
 //! JSON text written by hand where serde's general serializer costs too much for what is written on every
-//! request: the request line and the spend journal's line. What is written is valid JSON that serde_json reads
+//! request: the gateway's request line and its spend journal's line (beside [`crate::raw`], JSON read by hand). What is written is valid JSON that serde_json reads
 //! back to the same values (tested here and where it is used).
 
 use std::fmt::Write as _;
@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 /// Hands `s` as the inside of a JSON string to `out`, in pieces: runs of `s` that need no escape, and escapes
 /// (`\"`, `\\`, `\n`, `\r`, `\t`, `\u00XX` for the other control characters). Everything else, non-ASCII
 /// included, is written as it is.
-pub(crate) fn escape(s: &str, mut out: impl FnMut(&str)) {
-    if svc_providers::raw::needs_no_escape(s) {
+pub fn escape(s: &str, mut out: impl FnMut(&str)) {
+    if crate::raw::needs_no_escape(s) {
         out(s);
         return;
     }
@@ -39,14 +39,14 @@ pub(crate) fn escape(s: &str, mut out: impl FnMut(&str)) {
 }
 
 /// Appends `s` as a JSON string, quotes included.
-pub(crate) fn push_str(buf: &mut Vec<u8>, s: &str) {
+pub fn push_str(buf: &mut Vec<u8>, s: &str) {
     buf.push(b'"');
     escape(s, |piece| buf.extend_from_slice(piece.as_bytes()));
     buf.push(b'"');
 }
 
 /// Appends `n` in decimal.
-pub(crate) fn push_int(buf: &mut Vec<u8>, n: i64) {
+pub fn push_int(buf: &mut Vec<u8>, n: i64) {
     buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 

@@ -277,32 +277,10 @@ async fn write_all(target: &Target, mut rx: mpsc::Receiver<Job>, policy: KeepPol
             gather(&mut rx, &mut batch, linger).await;
         }
         if !batch.is_empty() {
-            let mut records = Vec::with_capacity(batch.len());
-            let mut seqs = Vec::with_capacity(batch.len());
-            let mut done = Vec::with_capacity(batch.len());
-            for job in batch.drain(..) {
-                if let Some(record) = job.record {
-                    records.push(record);
-                    seqs.push(job.seq);
-                }
-                done.extend(job.done);
-            }
-            let ok = match target.write(&records).await {
-                Ok(()) => {
-                    target.written(&records, &seqs);
-                    true
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
-                    if kept.records.is_empty() {
-                        retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
-                    }
-                    kept.add(records, seqs);
-                    false
-                }
-            };
-            for done in done {
-                let _ = done.send(ok);
+            let none_kept = kept.records.is_empty();
+            let ok = write_batch(target, &mut batch, &mut kept).await;
+            if !ok && none_kept {
+                retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
             }
             if ok && !kept.records.is_empty() {
                 // The store takes writes again: no need to wait for the timer.
@@ -330,6 +308,36 @@ async fn write_all(target: &Target, mut rx: mpsc::Receiver<Job>, policy: KeepPol
             }
         }
     }
+}
+
+/// Writes the records of `batch` (emptied) and tells each job whether the store took them; records it refused
+/// join `kept`. Whether it took them.
+async fn write_batch(target: &Target, batch: &mut Vec<Job>, kept: &mut Kept) -> bool {
+    let mut records = Vec::with_capacity(batch.len());
+    let mut seqs = Vec::with_capacity(batch.len());
+    let mut done = Vec::with_capacity(batch.len());
+    for job in batch.drain(..) {
+        if let Some(record) = job.record {
+            records.push(record);
+            seqs.push(job.seq);
+        }
+        done.extend(job.done);
+    }
+    let ok = match target.write(&records).await {
+        Ok(()) => {
+            target.written(&records, &seqs);
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
+            kept.add(records, seqs);
+            false
+        }
+    };
+    for done in done {
+        let _ = done.send(ok);
+    }
+    ok
 }
 
 /// Records the store refused, oldest first.
