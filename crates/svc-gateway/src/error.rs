@@ -122,11 +122,6 @@ impl ApiError {
         e
     }
 
-    /// 429 for a client address past its limit of failed authentications, with `Retry-After`.
-    pub fn failed_authentications(retry_after_secs: u64) -> ApiError {
-        ApiError::rate_limited("too many failed authentications from this address", retry_after_secs)
-    }
-
     /// 503 with `Retry-After`.
     pub fn overloaded(message: impl Into<String>, retry_after: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded_error", message);

@@ -236,7 +236,12 @@ impl AppState {
             keys,
             master_hash: master_key.map(hash_secret),
             store: store.clone(),
-            failures: crate::auth::limit::AuthFailures::new(&config.server, &metrics),
+            failures: svc_limits::rate::AuthFailures::new(
+                &config.server,
+                metrics.auth_failures("rejected"),
+                metrics.auth_failures("limited"),
+            ),
+            trusted: config.server.trusted_proxies.clone(),
             sessions: crate::ui::session::Sessions::default(),
         });
         let probe = config.gateway.health.probe_interval;

@@ -1,12 +1,11 @@
 //! Authentication (the README's Authentication section): every route but the health probes passes through
 //! [`authenticate`], which resolves `Authorization: Bearer <key>` (or `x-api-key`, for Anthropic clients) to a
 //! [`Principal`] or answers 401. Secrets are compared as SHA-256 digests; the master key in constant time. Failed
-//! authentications are limited per client address (`limit.rs`, the address by `client.rs`): past the limit
-//! they are answered 429, and so are the master key and a key this node does not hold, while a valid virtual
-//! key is never slowed.
+//! authentications are limited per client address (svc-limits' `rate::AuthFailures`, the address read by
+//! `client.rs`): past the limit they are answered 429, and so are the master key and a key this node does not
+//! hold, while a valid virtual key is never slowed.
 
 pub mod client;
-pub mod limit;
 
 use crate::error::ApiError;
 use crate::ui::session::Sessions;
@@ -16,8 +15,10 @@ use axum::response::{IntoResponse, Response};
 use client::Origin;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use svc_config::IpBlock;
 use svc_keys::Principal;
 use svc_keys::{hash_secret, KeyCache, KeyHash, VirtualKey};
+use svc_limits::rate::AuthFailures;
 use svc_store::Store;
 
 /// What authentication reads: the keys, the master key's digest, the store (for keys this node has not heard
@@ -30,12 +31,28 @@ pub struct AuthState {
     /// Where keys this node has not heard of are looked up.
     pub(crate) store: Store,
     /// Failed authentications per client address.
-    pub(crate) failures: limit::AuthFailures,
+    pub(crate) failures: AuthFailures,
+    /// The proxies whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
+    pub(crate) trusted: Vec<IpBlock>,
     /// Signed-in dashboard browsers.
     pub(crate) sessions: Sessions,
 }
 
 impl AuthState {
+    /// The answer to a failed authentication from `from`: its own `refusal` (401) while the client's address is
+    /// within its limit of failures, else 429.
+    pub(crate) fn failed(&self, from: &Origin<'_>, refusal: ApiError) -> ApiError {
+        match self.failures.failed(|| from.client_ip(&self.trusted)) {
+            Ok(()) => refusal,
+            Err(limited) => limited.into(),
+        }
+    }
+
+    /// 429 while the client's address of `from` is past its limit of failures; takes nothing from it.
+    pub(crate) fn refuse_if_limited(&self, from: &Origin<'_>) -> Result<(), ApiError> {
+        Ok(self.failures.refuse_if_limited(|| from.client_ip(&self.trusted))?)
+    }
+
     /// Whether `digest` is the master key's (compared in constant time).
     pub(crate) fn is_master(&self, digest: &KeyHash) -> bool {
         self.master_hash.as_ref().is_some_and(|m| bool::from(digest.ct_eq(m)))
@@ -72,12 +89,11 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
 /// takes nothing from it.
 pub async fn resolve(state: &AuthState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
     let from = Origin::new(headers, extensions);
-    let failures = &state.failures;
-    let secret = presented(headers).map_err(|e| failures.failed(&from, e))?;
+    let secret = presented(headers).map_err(|e| state.failed(&from, e))?;
     let digest = hash_secret(secret);
     if state.is_master(&digest) {
         // An operator chose it, so it can be guessed: a limited address may not present it either.
-        failures.refuse_if_limited(&from)?;
+        state.refuse_if_limited(&from)?;
         return Ok(Principal::Master);
     }
     let key = match state.keys.get(&digest) {
@@ -85,12 +101,12 @@ pub async fn resolve(state: &AuthState, headers: &HeaderMap, extensions: &Extens
         None => {
             // Before the store is asked: its lookups are rate-limited for the whole process, and a limited
             // address must not use them up.
-            failures.refuse_if_limited(&from)?;
+            state.refuse_if_limited(&from)?;
             let found = state.keys.resolve(&digest, &state.store).await;
-            found.ok_or_else(|| failures.failed(&from, ApiError::unauthorized("Invalid API key.")))?
+            found.ok_or_else(|| state.failed(&from, ApiError::unauthorized("Invalid API key.")))?
         }
     };
-    usable(&key).map_err(|e| failures.failed(&from, e))?;
+    usable(&key).map_err(|e| state.failed(&from, e))?;
     Ok(Principal::Key(key))
 }
 

@@ -19,8 +19,10 @@ use svc_routing::health::State as Health;
 pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
     let m = &state.pipeline.metrics;
     let limit = state.pipeline.config.server.max_in_flight;
-    m.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
-    m.in_flight.set(i64::try_from(limit.saturating_sub(state.pipeline.answering.available_permits())).unwrap_or(0));
+    m.gauges.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
+    m.gauges
+        .in_flight
+        .set(i64::try_from(limit.saturating_sub(state.pipeline.answering.available_permits())).unwrap_or(0));
     health(state);
     budgets(state).await?;
     outbox(state).await?;
@@ -35,29 +37,29 @@ pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
 
 fn health(state: &AppState) {
     let m = &state.pipeline.metrics;
-    m.health.reset();
-    m.cooling_down.reset();
+    m.gauges.health.reset();
+    m.gauges.cooling_down.reset();
     for r in state.pipeline.models.all() {
         let view = r.health.view();
         let (alias, id, provider) = (r.alias.as_str(), r.deployment.id.as_str(), r.deployment.provider_name());
         for s in [Health::Healthy, Health::Degraded, Health::Unavailable] {
-            m.health.with_label_values(&[alias, id, provider, s.as_str()]).set(i64::from(view.state == s));
+            m.gauges.health.with_label_values(&[alias, id, provider, s.as_str()]).set(i64::from(view.state == s));
         }
-        m.cooling_down.with_label_values(&[alias, id]).set(i64::from(view.cooling_down));
+        m.gauges.cooling_down.with_label_values(&[alias, id]).set(i64::from(view.cooling_down));
     }
 }
 
 async fn budgets(state: &AppState) -> Result<(), ApiError> {
     let m = &state.pipeline.metrics;
-    for g in [&m.budget_limit, &m.budget_spent, &m.budget_reserved, &m.budget_reset] {
+    for g in [&m.gauges.budget_limit, &m.gauges.budget_spent, &m.gauges.budget_reserved, &m.gauges.budget_reset] {
         g.reset();
     }
     let set = |labels: [&str; 3], v: &svc_limits::budgets::BudgetView| {
-        m.budget_limit.with_label_values(&labels).set(v.limit);
-        m.budget_spent.with_label_values(&labels).set(v.spent);
-        m.budget_reserved.with_label_values(&labels).set(v.reserved);
+        m.gauges.budget_limit.with_label_values(&labels).set(v.limit);
+        m.gauges.budget_spent.with_label_values(&labels).set(v.spent);
+        m.gauges.budget_reserved.with_label_values(&labels).set(v.reserved);
         let reset = chrono::DateTime::parse_from_rfc3339(&v.reset_at).map(|t| t.timestamp()).unwrap_or(0);
-        m.budget_reset.with_label_values(&labels).set(reset as f64);
+        m.gauges.budget_reset.with_label_values(&labels).set(reset as f64);
     };
     for t in &state.pipeline.config.gateway.teams {
         if let Some(v) = state.pipeline.budgets.team_view(&t.team_id).await? {
@@ -84,22 +86,22 @@ async fn outbox(state: &AppState) -> Result<(), ApiError> {
     let m = &state.pipeline.metrics;
     let backlog = state.pipeline.store.outbox_backlog().await?;
     let now = chrono::Utc::now().timestamp_millis();
-    m.outbox_pending.reset();
-    m.outbox_dead.reset();
-    m.outbox_oldest.reset();
+    m.gauges.outbox_pending.reset();
+    m.gauges.outbox_dead.reset();
+    m.gauges.outbox_oldest.reset();
     // Every destination has its series, at 0 when nothing waits for it.
     for name in state.edge.outbox.destination_names() {
         let d = [name.as_str()];
-        m.outbox_pending.with_label_values(&d).set(0);
-        m.outbox_dead.with_label_values(&d).set(0);
-        m.outbox_oldest.with_label_values(&d).set(0.0);
+        m.gauges.outbox_pending.with_label_values(&d).set(0);
+        m.gauges.outbox_dead.with_label_values(&d).set(0);
+        m.gauges.outbox_oldest.with_label_values(&d).set(0.0);
     }
     for b in backlog {
         let d = [b.destination.as_str()];
-        m.outbox_pending.with_label_values(&d).set(b.pending);
-        m.outbox_dead.with_label_values(&d).set(b.dead);
+        m.gauges.outbox_pending.with_label_values(&d).set(b.pending);
+        m.gauges.outbox_dead.with_label_values(&d).set(b.dead);
         let age = b.oldest_pending_ms.map(|t| (now - t).max(0) as f64 / 1000.0).unwrap_or(0.0);
-        m.outbox_oldest.with_label_values(&d).set(age);
+        m.gauges.outbox_oldest.with_label_values(&d).set(age);
     }
     Ok(())
 }
@@ -111,15 +113,15 @@ async fn fleet(state: &AppState) -> Result<(), ApiError> {
     let m = &state.pipeline.metrics;
     let nodes = state.pipeline.store.list_nodes(&state.pipeline.config.fleet.name).await?;
     let now = chrono::Utc::now().timestamp_millis();
-    m.nodes.reset();
-    m.heartbeat_age.reset();
+    m.gauges.nodes.reset();
+    m.gauges.heartbeat_age.reset();
     for s in [svc_store::NodeState::Online, svc_store::NodeState::Offline, svc_store::NodeState::Stopped] {
         let n = nodes.iter().filter(|n| n.state == s).count();
-        m.nodes.with_label_values(&[s.as_str()]).set(i64::try_from(n).unwrap_or(i64::MAX));
+        m.gauges.nodes.with_label_values(&[s.as_str()]).set(i64::try_from(n).unwrap_or(i64::MAX));
     }
     for n in &nodes {
         let age = (now - n.heartbeat_ms).max(0) as f64 / 1000.0;
-        m.heartbeat_age.with_label_values(&[n.node.as_str(), n.state.as_str()]).set(age);
+        m.gauges.heartbeat_age.with_label_values(&[n.node.as_str(), n.state.as_str()]).set(age);
     }
     Ok(())
 }
@@ -138,12 +140,12 @@ async fn exposition(state: &AppState) -> Response {
 }
 
 /// `GET /metrics` on the main listener: the master key or `server.metrics_key` (as `Authorization: Bearer`),
-/// else 401. A wrong key is a failed authentication like any other (`auth::limit`): past the limit of its
+/// else 401. A wrong key is a failed authentication like any other (`AuthState::failed`): past the limit of its
 /// address it is answered 429, and so are the right keys from that address (both are chosen by an operator, so
 /// both can be guessed).
 pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     let from = Origin::new(req.headers(), req.extensions());
-    let failed = |e: ApiError| state.auth.failures.failed(&from, e).into_response();
+    let failed = |e: ApiError| state.auth.failed(&from, e).into_response();
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -164,7 +166,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     if !(master || scraper) {
         return failed(ApiError::unauthorized("/metrics needs the master key or server.metrics_key."));
     }
-    if let Err(limited) = state.auth.failures.refuse_if_limited(&from) {
+    if let Err(limited) = state.auth.refuse_if_limited(&from) {
         return limited.into_response();
     }
     exposition(&state).await

@@ -8,27 +8,15 @@
 //! with `server.metrics_key_labels: true` (else the label is empty); client names and session ids never do
 //! (they are in the request log). The request path updates counters and histograms through each thread's
 //! cache of resolved series (atomic adds, no lock shared between requests); gauges of state (budgets, health,
-//! outbox, fleet) are read when scraped (`scrape.rs`).
+//! outbox, fleet) are read when scraped (`gauges.rs`, set by `handlers::metrics`).
 
+use super::gauges::Gauges;
 use super::series::{Cached, Called, Labels, Series};
+use super::timings::Timings;
 use super::RequestLine;
 use crate::front::Api;
-use prometheus::{
-    CounterVec, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-};
+use prometheus::{CounterVec, IntCounter, IntCounterVec, Opts, Registry};
 use svc_events::{DeliveryOutcome, HookOutcome};
-
-/// OpenTelemetry's advised buckets for `gen_ai.server.request.duration` (seconds).
-const DURATION: &[f64] = &[0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
-/// OpenTelemetry's advised buckets for `gen_ai.server.time_to_first_token` (seconds).
-const TTFT: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
-/// OpenTelemetry's advised buckets for `gen_ai.server.time_per_output_token` (seconds).
-const TPOT: &[f64] = &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
-/// OpenTelemetry's advised buckets for `gen_ai.client.token.usage` (tokens).
-const TOKENS: &[f64] =
-    &[1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0];
-/// The gateway's own time per request (seconds): 10 µs to 100 ms.
-const OVERHEAD: &[f64] = &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.1];
 
 /// Every series the gateway exports, registered in its own registry (one per gateway, not process-global).
 #[derive(Debug)]
@@ -39,11 +27,8 @@ pub struct Metrics {
     id: u64,
     key_labels: bool,
     requests: IntCounterVec,
-    duration: HistogramVec,
-    ttft: HistogramVec,
-    tpot: HistogramVec,
-    tokens: HistogramVec,
-    overhead: HistogramVec,
+    /// The histograms of each request's times and tokens.
+    timings: Timings,
     retries: IntCounterVec,
     fallbacks: IntCounterVec,
     cooldowns: IntCounterVec,
@@ -54,23 +39,9 @@ pub struct Metrics {
     events: IntCounterVec,
     deliveries: IntCounterVec,
     hooks: IntCounterVec,
-    pub(crate) in_flight: IntGauge,
-    pub(crate) in_flight_limit: IntGauge,
-    pub(crate) health: IntGaugeVec,
-    pub(crate) cooling_down: IntGaugeVec,
-    pub(crate) budget_limit: GaugeVec,
-    pub(crate) budget_spent: GaugeVec,
-    pub(crate) budget_reserved: GaugeVec,
-    pub(crate) budget_reset: GaugeVec,
-    pub(crate) outbox_pending: IntGaugeVec,
-    pub(crate) outbox_dead: IntGaugeVec,
-    pub(crate) outbox_oldest: GaugeVec,
-    pub(crate) nodes: IntGaugeVec,
-    pub(crate) heartbeat_age: GaugeVec,
+    /// The gauges of state, set when `/metrics` is read.
+    pub(crate) gauges: Gauges,
 }
-
-/// The GenAI labels of a request: operation, alias, provider.
-const GENAI: &[&str] = &["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_provider_name"];
 
 impl Metrics {
     /// Every series, registered; `key_labels` fills the `key_alias` label (`server.metrics_key_labels`).
@@ -78,7 +49,6 @@ impl Metrics {
         let registry = Registry::new();
         let r = &registry;
         let names = Vec::new();
-        let tokens_labels = [GENAI, &["gen_ai_token_type"]].concat();
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Metrics {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -89,41 +59,7 @@ impl Metrics {
                 "Model requests by client API, alias, serving deployment, team and status class.",
                 &["api", "alias", "deployment", "team", "status_class"],
             )?,
-            duration: histogram(
-                r,
-                "gen_ai_server_request_duration_seconds",
-                "Time from a model request's arrival to the end of its answer (of its stream).",
-                GENAI,
-                DURATION,
-            )?,
-            ttft: histogram(
-                r,
-                "gen_ai_server_time_to_first_token_seconds",
-                "Time from a streamed request's arrival to its answer's first byte.",
-                GENAI,
-                TTFT,
-            )?,
-            tpot: histogram(
-                r,
-                "gen_ai_server_time_per_output_token_seconds",
-                "Time per output token of a streamed answer after its first byte.",
-                GENAI,
-                TPOT,
-            )?,
-            tokens: histogram(
-                r,
-                "gen_ai_client_token_usage",
-                "Tokens per model request, by type (input, output).",
-                &tokens_labels,
-                TOKENS,
-            )?,
-            overhead: histogram(
-                r,
-                "svc_gateway_overhead_seconds",
-                "Time in the gateway not spent waiting for an upstream, until the answer's first byte.",
-                &["api"],
-                OVERHEAD,
-            )?,
+            timings: Timings::new(r)?,
             retries: counter(
                 r,
                 "svc_upstream_retries_total",
@@ -181,59 +117,7 @@ impl Metrics {
                 "Shell hook runs by outcome (succeeded, failed, timed_out, not_started).",
                 &["outcome"],
             )?,
-            in_flight: int_gauge(r, "svc_requests_in_flight", "Model requests in flight on this node.")?,
-            in_flight_limit: int_gauge(r, "svc_requests_in_flight_limit", "server.max_in_flight.")?,
-            health: int_gauges(
-                r,
-                "svc_deployment_health",
-                "1 for a deployment's current health state (healthy, degraded, unavailable), 0 for the others.",
-                &["alias", "deployment", "provider", "state"],
-            )?,
-            cooling_down: int_gauges(
-                r,
-                "svc_deployment_cooling_down",
-                "1 while a deployment is out of rotation cooling down.",
-                &["alias", "deployment"],
-            )?,
-            budget_limit: gauges(r, "svc_budget_limit", "A budget's cap, in the budget unit.", BUDGET)?,
-            budget_spent: gauges(r, "svc_budget_spent", "Settled spend of a budget's current period.", BUDGET)?,
-            budget_reserved: gauges(r, "svc_budget_reserved", "Spend held by a budget's requests in flight.", BUDGET)?,
-            budget_reset: gauges(
-                r,
-                "svc_budget_reset_timestamp_seconds",
-                "When a budget's current period ends (Unix seconds).",
-                BUDGET,
-            )?,
-            outbox_pending: int_gauges(
-                r,
-                "svc_outbox_pending",
-                "Event deliveries not yet made, by destination.",
-                &["destination"],
-            )?,
-            outbox_dead: int_gauges(
-                r,
-                "svc_outbox_dead",
-                "Event deliveries given up (dead letters), by destination.",
-                &["destination"],
-            )?,
-            outbox_oldest: gauges(
-                r,
-                "svc_outbox_oldest_pending_age_seconds",
-                "Age of the oldest delivery not yet made, by destination (0 when none is pending).",
-                &["destination"],
-            )?,
-            nodes: int_gauges(
-                r,
-                "svc_fleet_nodes",
-                "Nodes of this fleet by state (online, offline, stopped).",
-                &["state"],
-            )?,
-            heartbeat_age: gauges(
-                r,
-                "svc_fleet_node_heartbeat_age_seconds",
-                "Seconds since each node's last heartbeat.",
-                &["node", "state"],
-            )?,
+            gauges: Gauges::new(r)?,
             names,
             registry,
         }
@@ -243,13 +127,8 @@ impl Metrics {
     /// Records the name of every registered family (the registry lists only those with a series).
     fn named(mut self) -> Metrics {
         use prometheus::core::Collector;
-        let families: Vec<Box<dyn Collector>> = vec![
+        let mut families: Vec<Box<dyn Collector>> = vec![
             Box::new(self.requests.clone()),
-            Box::new(self.duration.clone()),
-            Box::new(self.ttft.clone()),
-            Box::new(self.tpot.clone()),
-            Box::new(self.tokens.clone()),
-            Box::new(self.overhead.clone()),
             Box::new(self.retries.clone()),
             Box::new(self.fallbacks.clone()),
             Box::new(self.cooldowns.clone()),
@@ -260,20 +139,9 @@ impl Metrics {
             Box::new(self.events.clone()),
             Box::new(self.deliveries.clone()),
             Box::new(self.hooks.clone()),
-            Box::new(self.in_flight.clone()),
-            Box::new(self.in_flight_limit.clone()),
-            Box::new(self.health.clone()),
-            Box::new(self.cooling_down.clone()),
-            Box::new(self.budget_limit.clone()),
-            Box::new(self.budget_spent.clone()),
-            Box::new(self.budget_reserved.clone()),
-            Box::new(self.budget_reset.clone()),
-            Box::new(self.outbox_pending.clone()),
-            Box::new(self.outbox_dead.clone()),
-            Box::new(self.outbox_oldest.clone()),
-            Box::new(self.nodes.clone()),
-            Box::new(self.heartbeat_age.clone()),
         ];
+        families.extend(self.timings.families());
+        families.extend(self.gauges.families());
         self.names = families.iter().flat_map(|c| c.desc()).map(|d| d.fq_name.clone()).collect();
         self
     }
@@ -317,12 +185,12 @@ impl Metrics {
         Series {
             requests: self.requests.with_label_values(&[l.api.as_str(), l.alias, l.deployment, l.team, l.status]),
             called: called.then(|| Called {
-                duration: self.duration.with_label_values(&genai),
-                ttft: self.ttft.with_label_values(&genai),
-                tpot: self.tpot.with_label_values(&genai),
-                input: self.tokens.with_label_values(&[genai[0], genai[1], genai[2], "input"]),
-                output: self.tokens.with_label_values(&[genai[0], genai[1], genai[2], "output"]),
-                overhead: self.overhead.with_label_values(&[l.api.as_str()]),
+                duration: self.timings.duration.with_label_values(&genai),
+                ttft: self.timings.ttft.with_label_values(&genai),
+                tpot: self.timings.tpot.with_label_values(&genai),
+                input: self.timings.tokens.with_label_values(&[genai[0], genai[1], genai[2], "input"]),
+                output: self.timings.tokens.with_label_values(&[genai[0], genai[1], genai[2], "output"]),
+                overhead: self.timings.overhead.with_label_values(&[l.api.as_str()]),
                 retries: self.retries.with_label_values(&[l.alias]),
                 fallbacks: self.fallbacks.with_label_values(&[l.alias, l.deployment]),
                 spend: self.spend.with_label_values(&[l.team, l.key, l.alias]),
@@ -366,9 +234,6 @@ impl svc_events::Observer for Metrics {
     }
 }
 
-/// The labels of a budget's gauges.
-const BUDGET: &[&str] = &["scope", "team", "key_alias"];
-
 /// OpenTelemetry's `gen_ai.operation.name` of a client API.
 fn operation(api: Api) -> &'static str {
     match api {
@@ -392,36 +257,6 @@ fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntC
     let c = IntCounterVec::new(Opts::new(name, help), labels)?;
     r.register(Box::new(c.clone()))?;
     Ok(c)
-}
-
-fn histogram(
-    r: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-    buckets: &[f64],
-) -> Result<HistogramVec, prometheus::Error> {
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels)?;
-    r.register(Box::new(h.clone()))?;
-    Ok(h)
-}
-
-fn gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, prometheus::Error> {
-    let g = GaugeVec::new(Opts::new(name, help), labels)?;
-    r.register(Box::new(g.clone()))?;
-    Ok(g)
-}
-
-fn int_gauges(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, prometheus::Error> {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-    r.register(Box::new(g.clone()))?;
-    Ok(g)
-}
-
-fn int_gauge(r: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
-    let g = IntGauge::new(name, help)?;
-    r.register(Box::new(g.clone()))?;
-    Ok(g)
 }
 
 impl svc_routing::DeploymentSeries for Metrics {

@@ -6,9 +6,11 @@
 //!
 //! What this module does not do: decide anything. It reads what the pipeline decided.
 
+mod gauges;
 pub mod line;
 pub mod metrics;
 mod series;
+mod timings;
 
 pub use metrics::Metrics;
 

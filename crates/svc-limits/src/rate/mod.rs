@@ -14,7 +14,10 @@
 //! old ones at its next request, and [`RateLimits::retain_keys`] drops those of keys that no longer exist.
 
 pub mod addresses;
+mod auth_failures;
 pub mod fleet;
+
+pub use auth_failures::AuthFailures;
 
 use crate::refused::Refused;
 use foldhash::HashMap;
