@@ -74,7 +74,7 @@ instructions() {
 store_writes() {
     callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null | awk '
         /sqlx-sqlite-[0-9.]+\/src\/connection\/worker\.rs:std::sys::backtrace::__rust_begin_short_backtrace( |$)/ ||
-        /spend_writer\.rs:svc_gateway::pipeline::spend_writer::Target::write::\{\{closure\}\} \[/ {
+        /writer\.rs:svc_gateway::spend::writer::Target::write::\{\{closure\}\} \[/ {
             if (!/[<>*]/) { gsub(",", "", $1); sum += $1 }
         }
         END {print sum + 0}'
