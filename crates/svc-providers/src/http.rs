@@ -5,7 +5,7 @@
 //! What this file does not do: parse an error body (each provider knows its own shape).
 
 use crate::client::{Answer, BodyError, Call, UpstreamClient};
-use crate::{raw, Deployment, ProviderError};
+use crate::{raw, ProviderError, Target};
 use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::future::Future;
@@ -56,12 +56,12 @@ impl std::fmt::Debug for ApiKey {
 /// and the body by the deployment's `max_response_bytes` (a longer one is [`ProviderError::BadResponse`]).
 pub(crate) async fn fetch<F: Future<Output = ProviderError>>(
     client: &UpstreamClient,
-    d: &Deployment,
+    d: &Target<'_>,
     timeout: Duration,
     call: Call,
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<Bytes, ProviderError> {
-    let deployment = d.id.as_str();
+    let deployment = d.id;
     let exchange = async {
         let answer = client.send(call).await.map_err(|e| transport_error(deployment, timeout, &*e))?;
         if !answer.status().is_success() {
@@ -86,13 +86,13 @@ pub(crate) async fn fetch<F: Future<Output = ProviderError>>(
 /// top-level fields.
 pub(crate) async fn fetch_object<F: Future<Output = ProviderError>>(
     client: &UpstreamClient,
-    d: &Deployment,
+    d: &Target<'_>,
     call: Call,
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<raw::Object, ProviderError> {
     let bytes = fetch(client, d, d.timeout, call, status_error).await?;
     raw::Object::parse(&bytes).map_err(|_| ProviderError::BadResponse {
-        deployment: d.id.clone(),
+        deployment: d.id.to_string(),
         detail: "response is not a JSON object".into(),
     })
 }
@@ -120,13 +120,13 @@ pub(crate) fn with_key(
 /// (a stream may legitimately run longer; the gateway bounds it).
 pub(crate) async fn open<F: Future<Output = ProviderError>>(
     client: &UpstreamClient,
-    d: &Deployment,
+    d: &Target<'_>,
     call: Call,
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<Answer, ProviderError> {
     let answer = match tokio::time::timeout(d.timeout, client.send(call)).await {
         Ok(answer) => answer.map_err(|e| transport_error(&d.id, d.timeout, &*e))?,
-        Err(_) => return Err(ProviderError::Timeout { deployment: d.id.clone(), after: d.timeout }),
+        Err(_) => return Err(ProviderError::Timeout { deployment: d.id.to_string(), after: d.timeout }),
     };
     if !answer.status().is_success() {
         return Err(status_error(answer).await);

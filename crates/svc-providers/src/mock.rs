@@ -8,7 +8,7 @@
 //! the tokens streamed, and `max_tokens` cuts the reply with `finish_reason: "length"`.
 
 use crate::passthrough::{Forwarded, Raw};
-use crate::{ChatRequest, Chunk, ChunkStream, Deployment, ProviderError, Reply};
+use crate::{ChatRequest, Chunk, ChunkStream, ProviderError, Reply, Target};
 use serde_json::{json, Map, Value};
 
 /// The mock provider (stateless).
@@ -96,7 +96,7 @@ fn as_map(v: Value) -> Map<String, Value> {
 }
 
 impl Mock {
-    pub(crate) async fn chat(&self, _d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
+    pub(crate) async fn chat(&self, _d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let model = req.model().to_string();
         let (tokens, finish) = reply(&model, &req);
         let body = json!({
@@ -114,7 +114,7 @@ impl Mock {
         Ok(Reply::Object(as_map(body)))
     }
 
-    pub(crate) async fn chat_stream(&self, _d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+    pub(crate) async fn chat_stream(&self, _d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let (tokens, finish) = reply(req.model(), &req);
         let id = format!("chatcmpl-mock-{}", uuid::Uuid::new_v4().simple());
         let created = chrono::Utc::now().timestamp();
@@ -165,7 +165,7 @@ fn embedding(text: &str) -> Vec<f64> {
 impl Mock {
     /// Embeddings (`POST /embeddings`): one deterministic vector per input (a string, or a list of strings or
     /// token arrays), usage by the mock's token rule.
-    pub(crate) async fn embed(&self, _d: &Deployment, req: Forwarded) -> Result<Raw, ProviderError> {
+    pub(crate) async fn embed(&self, _d: &Target<'_>, req: Forwarded) -> Result<Raw, ProviderError> {
         let body: Value = serde_json::from_slice(&req.body).map_err(|e| ProviderError::Unsupported {
             message: format!("request body is not JSON: {e}"),
             param: None,
@@ -210,8 +210,8 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    fn dep() -> Deployment {
-        Deployment {
+    fn dep() -> crate::Deployment {
+        crate::Deployment {
             id: "m".into(),
             upstream_model: "gpt-x".into(),
             timeout: Duration::from_secs(1),
@@ -255,8 +255,8 @@ mod tests {
             stream: false,
             headers: Vec::new(),
         };
-        let Ok(Raw::Reply(a)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
-        let Ok(Raw::Reply(b)) = Mock.embed(&dep(), req("hello world")).await else { panic!("no reply") };
+        let Ok(Raw::Reply(a)) = Mock.embed(&dep().target(), req("hello world")).await else { panic!("no reply") };
+        let Ok(Raw::Reply(b)) = Mock.embed(&dep().target(), req("hello world")).await else { panic!("no reply") };
         let (a, b): (Value, Value) =
             (serde_json::from_slice(a.bytes()).unwrap(), serde_json::from_slice(b.bytes()).unwrap());
         assert_eq!(a["data"], b["data"]);

@@ -6,7 +6,7 @@
 use crate::client::{Answer, Call, Endpoint, UpstreamClient};
 use crate::http::{self, error_body, raw_message, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, StoredOp, Wire};
-use crate::{raw, sse, ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use crate::{raw, sse, ChatRequest, ChunkStream, ProviderError, Reply, Target};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -70,28 +70,29 @@ impl OpenAi {
         &self.api_base
     }
 
-    fn post(&self, d: &Deployment, body: &ChatRequest) -> Result<Call, ProviderError> {
+    fn post(&self, d: &Target<'_>, body: &ChatRequest) -> Result<Call, ProviderError> {
         let bytes = body
             .to_json()
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
         self.authorize(Call::post_json(&self.urls()?.chat, bytes), &d.id)
     }
 
-    pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
+    pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req)?;
         let answer = http::fetch_object(&self.client, d, call, |a| status_error(&d.id, a)).await?;
-        check_completion(&answer).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+        check_completion(&answer)
+            .map_err(|detail| ProviderError::BadResponse { deployment: d.id.to_string(), detail })?;
         Ok(Reply::Json(answer))
     }
 
-    pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+    pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let answer = http::open(&self.client, d, self.post(d, &req)?, |a| status_error(&d.id, a)).await?;
-        Ok(Box::pin(sse::json_events(d.id.clone(), answer.into_stream(), d.max_event_bytes)))
+        Ok(Box::pin(sse::json_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes)))
     }
 
     /// A Responses, input-token count or embeddings request passed through to `{api_base}/responses`,
     /// `/responses/input_tokens` or `/embeddings`.
-    pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+    pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         let url = match wire {
             Wire::Embeddings => &self.urls()?.embeddings,
             Wire::InputTokens => &self.urls()?.input_tokens,
@@ -104,7 +105,7 @@ impl OpenAi {
     /// `op` on the stored response `id` (`{api_base}/responses/{id}`…), with the client's query string.
     pub(crate) async fn stored(
         &self,
-        d: &Deployment,
+        d: &Target<'_>,
         op: StoredOp,
         id: &str,
         query: Option<&str>,
@@ -129,13 +130,13 @@ impl OpenAi {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),
             _ => Err(ProviderError::BadResponse {
-                deployment: d.id.clone(),
+                deployment: d.id.to_string(),
                 detail: "response is not a JSON object".into(),
             }),
         }
     }
 
-    pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
+    pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
         let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
         http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
     }

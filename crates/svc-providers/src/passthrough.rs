@@ -78,7 +78,7 @@ pub enum Raw {
 /// stream of events (an `error` event becomes `on_error`'s error).
 pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
     client: &UpstreamClient,
-    d: &crate::Deployment,
+    d: &crate::Target<'_>,
     call: Call,
     stream: bool,
     status_error: impl FnOnce(Answer) -> F,
@@ -86,10 +86,15 @@ pub(crate) async fn exchange<F: std::future::Future<Output = ProviderError>>(
 ) -> Result<Raw, ProviderError> {
     if stream {
         let answer = crate::http::open(client, d, call, status_error).await?;
-        return Ok(Raw::Stream(Box::pin(raw_events(d.id.clone(), answer.into_stream(), d.max_event_bytes, on_error))));
+        return Ok(Raw::Stream(Box::pin(raw_events(
+            d.id.to_string(),
+            answer.into_stream(),
+            d.max_event_bytes,
+            on_error,
+        ))));
     }
     let answer = crate::http::fetch_object(client, d, call, status_error).await?;
-    check_answer(&answer).map_err(|detail| ProviderError::BadResponse { deployment: d.id.clone(), detail })?;
+    check_answer(&answer).map_err(|detail| ProviderError::BadResponse { deployment: d.id.to_string(), detail })?;
     Ok(Raw::Reply(answer))
 }
 

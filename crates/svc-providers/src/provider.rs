@@ -3,37 +3,10 @@
 //! every operation is decided for it.
 
 use crate::passthrough::{Forwarded, Raw, StoredOp, Wire};
-use crate::{Anthropic, ChatRequest, Mock, OpenAi, ProviderError};
-use futures::Stream;
+use crate::{Anthropic, ChatRequest, ChunkStream, Mock, OpenAi, ProviderError, Reply, Target};
 use serde_json::{Map, Value};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A stream of OpenAI `chat.completion.chunk` objects ([`crate::Chunk`]: as an OpenAI-compatible upstream wrote
-/// them, or built by a translation). A chunk carrying a non-null `usage` reports the token counts; the stream
-/// ends after the last chunk (the `[DONE]` marker is not an item).
-pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<crate::Chunk, ProviderError>> + Send>>;
-
-/// A non-streaming reply: an OpenAI `chat.completion` object (its `usage` holds the token counts).
-#[derive(Debug, Clone)]
-pub enum Reply {
-    /// Made by the gateway: translated from another provider's answer, or the mock's.
-    Object(Map<String, Value>),
-    /// An OpenAI-compatible upstream's answer as it sent it, checked to be a completion (an object with
-    /// `choices`, an array of objects, and no `error`) through its top-level fields, not parsed further.
-    Json(crate::raw::Object),
-}
-
-impl Reply {
-    /// The reply as an object (parsing an upstream's bytes).
-    pub fn into_object(self) -> Result<Map<String, Value>, serde_json::Error> {
-        match self {
-            Reply::Object(m) => Ok(m),
-            Reply::Json(object) => serde_json::from_slice(object.bytes()),
-        }
-    }
-}
 
 /// One configured upstream model.
 #[derive(Debug, Clone)]
@@ -67,6 +40,17 @@ pub enum Upstream {
 /// HTTP exchange, its timeout and the reading of the answer, about 2 KiB) would make every future of the
 /// gateway's request path that waits for it that much larger, and each is copied whole when it moves.
 impl Deployment {
+    /// What the provider is told of this deployment for a call.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            id: &self.id,
+            upstream_model: &self.upstream_model,
+            timeout: self.timeout,
+            max_event_bytes: self.max_event_bytes,
+            max_response_bytes: self.max_response_bytes,
+        }
+    }
+
     /// The provider's name, as in `params.model`'s prefix.
     pub fn provider_name(&self) -> &'static str {
         match &self.upstream {
@@ -79,18 +63,18 @@ impl Deployment {
     /// A non-streaming completion.
     pub async fn chat(&self, req: ChatRequest) -> Result<Reply, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => Box::pin(p.chat(self, req)).await,
-            Upstream::Anthropic(p) => Box::pin(p.chat(self, req)).await,
-            Upstream::Mock(p) => p.chat(self, req).await,
+            Upstream::OpenAi(p) => Box::pin(p.chat(&self.target(), req)).await,
+            Upstream::Anthropic(p) => Box::pin(p.chat(&self.target(), req)).await,
+            Upstream::Mock(p) => p.chat(&self.target(), req).await,
         }
     }
 
     /// A streaming completion; resolves when the upstream has answered with its headers.
     pub async fn chat_stream(&self, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => Box::pin(p.chat_stream(self, req)).await,
-            Upstream::Anthropic(p) => Box::pin(p.chat_stream(self, req)).await,
-            Upstream::Mock(p) => p.chat_stream(self, req).await,
+            Upstream::OpenAi(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
+            Upstream::Anthropic(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
+            Upstream::Mock(p) => p.chat_stream(&self.target(), req).await,
         }
     }
 
@@ -109,10 +93,12 @@ impl Deployment {
     pub async fn forward(&self, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         match (&self.upstream, wire) {
             (Upstream::OpenAi(p), Wire::Responses | Wire::Embeddings | Wire::InputTokens) => {
-                Box::pin(p.forward(self, wire, req)).await
+                Box::pin(p.forward(&self.target(), wire, req)).await
             }
-            (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => Box::pin(p.forward(self, wire, req)).await,
-            (Upstream::Mock(p), Wire::Embeddings) => p.embed(self, req).await,
+            (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => {
+                Box::pin(p.forward(&self.target(), wire, req)).await
+            }
+            (Upstream::Mock(p), Wire::Embeddings) => p.embed(&self.target(), req).await,
             (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` does not speak this API", self.id),
                 param: None,
@@ -129,7 +115,7 @@ impl Deployment {
         query: Option<&str>,
     ) -> Result<Map<String, Value>, ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => Box::pin(p.stored(self, op, id, query)).await,
+            Upstream::OpenAi(p) => Box::pin(p.stored(&self.target(), op, id, query)).await,
             Upstream::Anthropic(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` stores no responses", self.id),
                 param: None,
@@ -140,8 +126,8 @@ impl Deployment {
     /// A cheap reachability check (no paid completion).
     pub async fn probe(&self) -> Result<(), ProviderError> {
         match &self.upstream {
-            Upstream::OpenAi(p) => p.probe(self).await,
-            Upstream::Anthropic(p) => p.probe(self).await,
+            Upstream::OpenAi(p) => p.probe(&self.target()).await,
+            Upstream::Anthropic(p) => p.probe(&self.target()).await,
             Upstream::Mock(_) => Ok(()),
         }
     }

@@ -54,7 +54,7 @@ mod stream;
 use crate::client::{Call, Endpoint, UpstreamClient};
 use crate::http::{self, ApiKey};
 use crate::passthrough::{self, Forwarded, Raw, Wire};
-use crate::{ChatRequest, ChunkStream, Deployment, ProviderError, Reply};
+use crate::{ChatRequest, ChunkStream, ProviderError, Reply, Target};
 use ::http::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -135,34 +135,35 @@ impl Anthropic {
         request::to_messages_request(req, self.default_max_tokens, false)
     }
 
-    fn post(&self, d: &Deployment, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
+    fn post(&self, d: &Target<'_>, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
         self.authorize(Call::post_json(&self.urls()?.messages, bytes), &d.id)
     }
 
-    pub(crate) async fn chat(&self, d: &Deployment, req: ChatRequest) -> Result<Reply, ProviderError> {
+    pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req, false)?;
         let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(&d.id, a)).await?;
-        let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.clone(), detail };
+        let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
         let body: Map<String, Value> = response::to_chat_completion(&msg, &d.upstream_model, created).map_err(bad)?;
         Ok(Reply::Object(body))
     }
 
-    pub(crate) async fn chat_stream(&self, d: &Deployment, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+    pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let call = self.post(d, &req, true)?;
         let answer = http::open(&self.client, d, call, |a| error::status_error(&d.id, a)).await?;
         let created = chrono::Utc::now().timestamp();
-        let state = stream::StreamState::new(d.id.clone(), d.upstream_model.clone(), created, req.wants_stream_usage());
+        let state =
+            stream::StreamState::new(d.id.to_string(), d.upstream_model.to_string(), created, req.wants_stream_usage());
         Ok(stream::chunks(state, answer.into_stream(), d.max_event_bytes))
     }
 
     /// A Messages request passed through to `{api_base}/v1/messages` (or `…/count_tokens`), with the client's `anthropic-version`
     /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
-    pub(crate) async fn forward(&self, d: &Deployment, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+    pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
         let url = if wire == Wire::CountTokens { &self.urls()?.count_tokens } else { &self.urls()?.messages };
         let mut call = Call::post_json(url, req.body);
         if !req.headers.iter().any(|(n, _)| *n == VERSION_HEADER) {
@@ -176,7 +177,7 @@ impl Anthropic {
             .await
     }
 
-    pub(crate) async fn probe(&self, d: &Deployment) -> Result<(), ProviderError> {
+    pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
         let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
         http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
     }
