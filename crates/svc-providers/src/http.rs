@@ -125,7 +125,7 @@ pub(crate) async fn open<F: Future<Output = ProviderError>>(
     status_error: impl FnOnce(Answer) -> F,
 ) -> Result<Answer, ProviderError> {
     let answer = match tokio::time::timeout(d.timeout, client.send(call)).await {
-        Ok(answer) => answer.map_err(|e| transport_error(&d.id, d.timeout, &*e))?,
+        Ok(answer) => answer.map_err(|e| transport_error(d.id, d.timeout, &*e))?,
         Err(_) => return Err(ProviderError::Timeout { deployment: d.id.to_string(), after: d.timeout }),
     };
     if !answer.status().is_success() {

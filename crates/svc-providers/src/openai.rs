@@ -74,19 +74,19 @@ impl OpenAi {
         let bytes = body
             .to_json()
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        self.authorize(Call::post_json(&self.urls()?.chat, bytes), &d.id)
+        self.authorize(Call::post_json(&self.urls()?.chat, bytes), d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req)?;
-        let answer = http::fetch_object(&self.client, d, call, |a| status_error(&d.id, a)).await?;
+        let answer = http::fetch_object(&self.client, d, call, |a| status_error(d.id, a)).await?;
         check_completion(&answer)
             .map_err(|detail| ProviderError::BadResponse { deployment: d.id.to_string(), detail })?;
         Ok(Reply::Json(answer))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        let answer = http::open(&self.client, d, self.post(d, &req)?, |a| status_error(&d.id, a)).await?;
+        let answer = http::open(&self.client, d, self.post(d, &req)?, |a| status_error(d.id, a)).await?;
         Ok(Box::pin(sse::json_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes)))
     }
 
@@ -98,8 +98,8 @@ impl OpenAi {
             Wire::InputTokens => &self.urls()?.input_tokens,
             Wire::Responses | Wire::Messages | Wire::CountTokens => &self.urls()?.responses,
         };
-        let call = self.authorize(Call::post_json(url, req.body), &d.id)?;
-        passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(&d.id, a), stream_error).await
+        let call = self.authorize(Call::post_json(url, req.body), d.id)?;
+        passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(d.id, a), stream_error).await
     }
 
     /// `op` on the stored response `id` (`{api_base}/responses/{id}`…), with the client's query string.
@@ -125,8 +125,8 @@ impl OpenAi {
                     param: None,
                 }
             })?;
-        let call = self.authorize(Call::new(method, &url, bytes::Bytes::new()), &d.id)?;
-        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| status_error(&d.id, a)).await?;
+        let call = self.authorize(Call::new(method, &url, bytes::Bytes::new()), d.id)?;
+        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| status_error(d.id, a)).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(body)) => Ok(body),
             _ => Err(ProviderError::BadResponse {
@@ -137,8 +137,8 @@ impl OpenAi {
     }
 
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
-        let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
-        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| status_error(&d.id, a)).await.map(drop)
+        let call = self.authorize(Call::get(&self.urls()?.models), d.id)?;
+        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| status_error(d.id, a)).await.map(drop)
     }
 }
 

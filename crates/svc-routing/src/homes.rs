@@ -42,8 +42,10 @@ pub enum Owner {
 /// Where a stored response is kept, and whose it is.
 #[derive(Debug, Clone)]
 pub struct Home {
-    /// The deployment that answered it (its `alias` is the name it was answered under).
+    /// The deployment that answered it.
     pub route: Arc<Route>,
+    /// The name it was answered under (an alias, a fallback's, or a name a wildcard alias matched): its `model`.
+    pub alias: String,
     /// Who created it.
     pub owner: Owner,
     /// Its input and output tokens as billed, once its call settled: what a continuation of it carries on as
@@ -131,17 +133,12 @@ pub async fn reach(
     let home = match models.homes.get(id) {
         Some(home) => Some(home),
         None => store.response_owner(id).await?.and_then(|row| {
-            let route = models.deployment(&row.deployment)?;
-            let route = if route.alias == row.model_alias {
-                route.clone()
-            } else {
-                Arc::new(route.serving_as(&row.model_alias))
-            };
+            let route = models.deployment(&row.deployment)?.clone();
             let owner = match (row.key_id, row.team_id) {
                 (Some(id), Some(team)) => Owner::Key { id, team },
                 _ => Owner::Master,
             };
-            Some(Home { route, owner, tokens: u64::try_from(row.tokens).ok() })
+            Some(Home { route, alias: row.model_alias, owner, tokens: u64::try_from(row.tokens).ok() })
         }),
     };
     Ok(home.filter(|home| home.reachable_by(caller, shared_within_team)))
@@ -162,7 +159,7 @@ mod tests {
         let client = svc_providers::UpstreamClient::new().unwrap();
         let table = ModelTable::build(&config, &client, &crate::NoSeries).unwrap();
         let route = table.all().next().unwrap().clone();
-        Home { route, owner, tokens: None }
+        Home { alias: route.alias.clone(), route, owner, tokens: None }
     }
 
     #[test]

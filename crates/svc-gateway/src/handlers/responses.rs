@@ -44,7 +44,7 @@ async fn run(
     let home =
         stored::reach(&state.pipeline.models, &state.pipeline.store, shared, &principal, &id, stored::Asked::ById)
             .await?;
-    access::allowed(&state.pipeline.config, &principal, &home.route.alias)?;
+    access::allowed(&state.pipeline.config, &principal, &home.alias)?;
     let query = uri.query();
     if op == StoredOp::Retrieve && query.is_some_and(|q| q.split('&').any(|p| p == "stream=true")) {
         return Err(ApiError::bad_request(
@@ -57,7 +57,7 @@ async fn run(
     match answer {
         Ok(Ok(mut body)) => {
             if matches!(op, StoredOp::Retrieve | StoredOp::Cancel) && body.contains_key("model") {
-                body.insert("model".into(), Value::String(home.route.alias.clone()));
+                body.insert("model".into(), Value::String(home.alias.clone()));
             }
             Ok(axum::Json(Value::Object(body)).into_response())
         }

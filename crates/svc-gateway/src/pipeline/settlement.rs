@@ -52,8 +52,9 @@ impl Settle {
         if self.response_id.is_some() || !svc_routing::homes::is_id(id) {
             return;
         }
+        let owner = stored::owner_of(&self.principal);
         let home =
-            svc_routing::Home { route: self.route.clone(), owner: stored::owner_of(&self.principal), tokens: None };
+            svc_routing::Home { route: self.route.clone(), alias: self.route.alias.clone(), owner, tokens: None };
         self.state.models.homes.record(id, home);
         self.response_id = Some(id.to_string());
     }

@@ -139,22 +139,22 @@ impl Anthropic {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        self.authorize(Call::post_json(&self.urls()?.messages, bytes), &d.id)
+        self.authorize(Call::post_json(&self.urls()?.messages, bytes), d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let call = self.post(d, &req, false)?;
-        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(&d.id, a)).await?;
+        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
         let created = chrono::Utc::now().timestamp();
-        let body: Map<String, Value> = response::to_chat_completion(&msg, &d.upstream_model, created).map_err(bad)?;
+        let body: Map<String, Value> = response::to_chat_completion(&msg, d.upstream_model, created).map_err(bad)?;
         Ok(Reply::Object(body))
     }
 
     pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let call = self.post(d, &req, true)?;
-        let answer = http::open(&self.client, d, call, |a| error::status_error(&d.id, a)).await?;
+        let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
         let created = chrono::Utc::now().timestamp();
         let state =
             stream::StreamState::new(d.id.to_string(), d.upstream_model.to_string(), created, req.wants_stream_usage());
@@ -172,14 +172,14 @@ impl Anthropic {
         for (name, value) in req.headers {
             call = call.header(name, value);
         }
-        let call = self.with_key(call, &d.id)?;
-        passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(&d.id, a), error::stream_error)
+        let call = self.with_key(call, d.id)?;
+        passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(d.id, a), error::stream_error)
             .await
     }
 
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
-        let call = self.authorize(Call::get(&self.urls()?.models), &d.id)?;
-        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(&d.id, a)).await.map(drop)
+        let call = self.authorize(Call::get(&self.urls()?.models), d.id)?;
+        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a)).await.map(drop)
     }
 }
 
