@@ -169,3 +169,142 @@ impl Settle {
         charged
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::pipeline::admission;
+    use crate::pipeline::meter::Basis;
+    use crate::pipeline::Pipeline;
+    use svc_budget::Price;
+    use svc_keys::VirtualKey;
+    use svc_limits::budgets::Ask;
+    use svc_store::{KeyRow, SpendFilter};
+
+    const YAML: &str = "
+model_list:
+  - model_name: m
+    params: { model: mock/m, input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 }
+gateway_settings:
+  teams:
+    - { team_id: t, budget_limit: 1 }
+";
+
+    struct Rig {
+        pipeline: Arc<Pipeline>,
+        principal: Principal,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn rig() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+        let store = svc_store::Store::connect(&url).await.unwrap();
+        let config = svc_config::load_str(YAML, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
+        let row = KeyRow { id: "k1".into(), team_id: "t".into(), metadata: "{}".into(), ..Default::default() };
+        store.insert_key(&row).await.unwrap();
+        let state = crate::AppState::new(config, store, None).await.unwrap();
+        Rig {
+            pipeline: state.pipeline.clone(),
+            principal: Principal::Key(Arc::new(VirtualKey::from_row(&row))),
+            _dir: dir,
+        }
+    }
+
+    /// A call of `r`'s one deployment admitted for 100 prompt and 1,000 completion tokens (2,100,000 nanos).
+    async fn settle(r: &Rig) -> Settle {
+        let p = &r.pipeline;
+        let route = p.models.all().next().unwrap().clone();
+        let ask = Ask {
+            prompt_tokens: 100,
+            completion_tokens: 1_000,
+            choices: 1,
+            input: Price::from_picos(1_000_000),
+            output: Price::from_picos(2_000_000),
+            fixed: Money::ZERO,
+        };
+        let grant = p.budgets.admit(&r.principal, &ask).await.unwrap();
+        assert_eq!(grant.reservation.held(), Money::from_nanos(2_100_000));
+        Settle {
+            state: p.clone(),
+            principal: r.principal.clone(),
+            in_flight: InFlight::new(route.clone()),
+            route,
+            request_id: "req-1".into(),
+            started: Instant::now(),
+            ticket: admission::enter(&p.answering, 4).unwrap(),
+            reservation: grant.reservation,
+            api: Api::Responses,
+            caller: Caller::default(),
+            attempts: Attempts::default(),
+            first_byte: None,
+            response_id: None,
+        }
+    }
+
+    fn billed(prompt_tokens: u64, completion_tokens: u64) -> Metered {
+        Metered {
+            usage: Usage { prompt_tokens, completion_tokens, ..Usage::default() },
+            basis: Basis::Billed,
+            fault: None,
+        }
+    }
+
+    /// The one spend record written, once the writer has flushed.
+    async fn record(p: &Pipeline) -> SpendRecord {
+        assert!(p.spend.flush().await);
+        let mut records = p.store.query_spend(&SpendFilter::default(), 10, 0).await.unwrap();
+        assert_eq!(records.len(), 1, "{records:?}");
+        records.remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_call_is_charged_its_bill_and_its_hold_and_places_are_given_back() {
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        let free = p.answering.available_permits();
+        let mut s = settle(&r).await;
+        s.stored_response("resp_1");
+        let route = s.route.clone();
+        let places = || (route.in_flight.load(std::sync::atomic::Ordering::Relaxed), p.answering.available_permits());
+        assert_eq!(places(), (1, free - 1), "the call holds a place on its deployment and in the gateway");
+        // 100 × 1,000 + 50 × 2,000 nanos: the bill, not the 2,100,000 held.
+        assert_eq!(s.finish(&billed(100, 50), 200).await, Money::from_nanos(200_000));
+        let rec = record(&p).await;
+        assert_eq!((rec.cost, rec.prompt_tokens, rec.completion_tokens), (200_000, 100, 50));
+        assert_eq!(
+            (rec.key_id.as_deref(), rec.team_id.as_deref(), rec.basis.as_deref()),
+            (Some("k1"), Some("t"), Some("billed"))
+        );
+        assert_eq!((rec.response_id.as_deref(), rec.api.as_deref()), (Some("resp_1"), Some("responses")));
+        let team = p.budgets.team_view("t").await.unwrap().unwrap();
+        assert_eq!((team.spent, team.reserved), (0.0002, 0.0), "the hold is replaced by the cost");
+        let home = p.models.homes.get("resp_1").unwrap();
+        assert_eq!((home.alias.as_str(), home.tokens), ("m", Some(150)), "the response's history as billed");
+        assert_eq!(places(), (0, free), "both places are given back");
+    }
+
+    #[tokio::test]
+    async fn a_bill_above_the_hold_is_charged_as_billed_and_flagged() {
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        // 100 × 1,000 + 2,000 × 2,000 nanos: more than the 2,100,000 held.
+        assert_eq!(settle(&r).await.finish(&billed(100, 2_000), 200).await, Money::from_nanos(4_100_000));
+        let rec = record(&p).await;
+        assert_eq!((rec.cost, rec.basis.as_deref()), (4_100_000, Some("over_reservation")));
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_costs_nothing_and_counts_that_cannot_be_right_cost_the_hold() {
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        assert_eq!(settle(&r).await.failed(502).await, Money::ZERO);
+        let rec = record(&p).await;
+        assert_eq!((rec.cost, rec.status), (0, 502));
+        let team = p.budgets.team_view("t").await.unwrap().unwrap();
+        assert_eq!((team.spent, team.reserved), (0.0, 0.0), "nothing held after a failure");
+        let cut = settle(&r).await.finish_reserved(Usage { completion_tokens: 1_000, ..Usage::default() }, 200).await;
+        assert_eq!(cut, Money::from_nanos(2_100_000), "a stream cut at its cap costs what was held");
+    }
+}
