@@ -400,3 +400,91 @@ async fn open_stream(route: &Route, req: ChatRequest, within: Duration) -> Resul
         Err(_) => Err(deadline_passed(route, within)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::front::Caller;
+
+    /// Alias `a`: an OpenAI-compatible deployment nothing listens for (refused at once), with `b`, the mock, as
+    /// its fallback; two retries.
+    const YAML: &str = "
+model_list:
+  - model_name: a
+    params: { model: openai/x, api_base: 'http://127.0.0.1:9/v1', api_key: k }
+    model_info: { id: a1 }
+    fallbacks: [b]
+  - { model_name: b, params: { model: mock/b }, model_info: { id: b1 } }
+gateway_settings:
+  num_retries: 2
+";
+
+    async fn pipeline(dir: &tempfile::TempDir) -> Arc<super::super::Pipeline> {
+        let url = format!("sqlite://{}", dir.path().join("svc.db").display());
+        let store = svc_store::Store::connect(&url).await.unwrap();
+        let config = svc_config::load_str(YAML, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
+        crate::AppState::new(config, store, None).await.unwrap().pipeline.clone()
+    }
+
+    /// The attempts of a chat request for `a` (`continues`: as a continuation of a stored response).
+    async fn attempt(p: &Arc<super::super::Pipeline>, continues: bool) -> Result<Done, Failed> {
+        let body = Bytes::from_static(br#"{"model":"a","messages":[{"role":"user","content":"hi"}]}"#);
+        let inbound = Inbound { api: Api::Chat, caller: Caller::default(), headers: Vec::new() };
+        let meter = Meter {
+            prompt_estimate: 10,
+            input_bound: meter::UNKNOWN_CONTEXT,
+            completion_cap: 100,
+            upstream_cap: None,
+            model_cap: None,
+            choices: 1,
+            budgeted: false,
+        };
+        let call = Call {
+            state: p,
+            principal: Principal::Master,
+            request_id: "req-1".into(),
+            body: &body,
+            started: Instant::now(),
+            alias: "a",
+            stream: false,
+            client_wants_usage: false,
+            asked: None,
+            granted: None,
+            meter,
+            api: Api::Chat,
+            inbound: &inbound,
+            continues,
+            tool_calls: None,
+        };
+        let plan = p.models.plan("a", p.events.as_ref()).unwrap();
+        let first_route = plan.candidates()[0].clone();
+        call.attempts(plan, ChatRequest::parse(&body).unwrap(), first_route).await
+    }
+
+    fn failures(p: &super::super::Pipeline, id: &str) -> u32 {
+        p.models.deployment(id).unwrap().health.view().consecutive_failures
+    }
+
+    #[tokio::test]
+    async fn a_deployment_that_cannot_be_reached_is_counted_and_its_fallback_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(&dir).await;
+        let Ok(done) = attempt(&p, false).await else { panic!("the fallback should have answered") };
+        assert_eq!((done.route.deployment.id.as_str(), done.tries), ("b1", 2));
+        assert!(matches!(done.answer, Answer::Reply(_)));
+        assert_eq!((failures(&p, "a1"), failures(&p, "b1")), (1, 0), "the failure counts against a1 alone");
+    }
+
+    #[tokio::test]
+    async fn a_failure_of_the_request_itself_is_answered_at_once_and_counts_against_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(&dir).await;
+        // A continuation of a stored response cannot be sent as a chat completion: the request's fault, so
+        // neither retried on the fallback nor counted against the deployment (never asked).
+        let Err((route, e, _, tries)) = attempt(&p, true).await else { panic!("a continuation as a chat call") };
+        assert!(matches!(e, ProviderError::Unsupported { .. }), "{e:?}");
+        assert_eq!((route.deployment.id.as_str(), tries), ("a1", 1), "not retried after the final error");
+        assert_eq!((failures(&p, "a1"), failures(&p, "b1")), (0, 0));
+    }
+}
