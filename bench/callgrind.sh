@@ -71,10 +71,11 @@ instructions() {
 # The store's writes in a finished run of svc: SQLite's worker thread (sqlx runs each connection on a thread of
 # its own) and the spend writer's calls into the store. Printed apart: under valgrind their cost per request
 # depends on how many records a batch gathers in its 50 ms, so a change elsewhere is easier to see without them.
+# (The writer's path before issue 29 is matched too, so that CALLGRIND_SVC can count an older build.)
 store_writes() {
     callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null | awk '
         /sqlx-sqlite-[0-9.]+\/src\/connection\/worker\.rs:std::sys::backtrace::__rust_begin_short_backtrace( |$)/ ||
-        /writer\.rs:svc_gateway::spend::writer::Target::write::\{\{closure\}\} \[/ {
+        /(spend_writer|writer)\.rs:svc_gateway::(pipeline::spend_writer|spend::writer)::Target::write::\{\{closure\}\} \[/ {
             if (!/[<>*]/) { gsub(",", "", $1); sum += $1 }
         }
         END {print sum + 0}'
