@@ -4,7 +4,7 @@
 //! outbox worker through the row's schedule).
 //!
 //! A destination is the push server (`push`), one webhook (`webhook:<redacted url>`, see
-//! [`crate::sinks::webhook::redact_url`], with `#2`, `#3` … appended when two webhooks look the same once
+//! [`crate::senders::webhook::redact_url`], with `#2`, `#3` … appended when two webhooks look the same once
 //! redacted) or this node's shell hooks (`hooks`). These names are what the outbox stores, so they stay the
 //! same across restarts as long as the configuration does, and never show a token a URL carries. Older
 //! versions named a webhook `webhook:<url>`; [`Deliverer::legacy_names`] lists those names so the gateway can
@@ -13,9 +13,9 @@
 use crate::envelope::Envelope;
 use crate::observe::{HookOutcome, Observer};
 use crate::retry::{RetryPolicy, Transient};
-use crate::sinks::hooks::{HookRun, HookRunError, HookRunner};
-use crate::sinks::ntfy::{NtfySink, PushError, PushOverrides};
-use crate::sinks::webhook::{WebhookDelivery, WebhookError, WebhookSink};
+use crate::senders::hooks::{HookRun, HookRunError, HookRunner};
+use crate::senders::ntfy::{NtfySender, PushError, PushOverrides};
+use crate::senders::webhook::{WebhookDelivery, WebhookError, WebhookSender};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,11 +32,11 @@ pub enum Destination {
     Hooks,
 }
 
-/// Every sink of one configuration.
+/// Every sender of one configuration.
 #[derive(Debug, Clone)]
 pub struct Deliverer {
-    push: Option<NtfySink>,
-    webhooks: Vec<(String, WebhookSink)>,
+    push: Option<NtfySender>,
+    webhooks: Vec<(String, WebhookSender)>,
     hooks: Option<HookRunner>,
     /// The node of a fleet this runs on (names its hooks' rows).
     node: Option<String>,
@@ -103,17 +103,18 @@ impl Transient for DeliveryError {
 }
 
 impl Deliverer {
-    /// The sinks of `notifications`: the push block when present and enabled, every webhook, and `hooks` when
+    /// The senders of `notifications`: the push block when present and enabled, every webhook, and `hooks` when
     /// given (pass `None` where hooks must not run).
     pub fn from_config(notifications: &NotificationsConfig, hooks: Option<HookRunner>) -> Deliverer {
         let client = crate::http::client();
-        let push = notifications.ntfy.as_ref().filter(|n| n.enabled).map(|n| NtfySink::new(client.clone(), n.clone()));
-        let webhooks = notifications.webhooks.iter().map(|w| WebhookSink::new(client.clone(), w.clone())).collect();
+        let push =
+            notifications.ntfy.as_ref().filter(|n| n.enabled).map(|n| NtfySender::new(client.clone(), n.clone()));
+        let webhooks = notifications.webhooks.iter().map(|w| WebhookSender::new(client.clone(), w.clone())).collect();
         Deliverer::new(push, webhooks, hooks)
     }
 
-    /// A deliverer from explicit sinks (tests, custom policies).
-    pub fn new(push: Option<NtfySink>, webhooks: Vec<WebhookSink>, hooks: Option<HookRunner>) -> Deliverer {
+    /// A deliverer from explicit senders (tests, custom policies).
+    pub fn new(push: Option<NtfySender>, webhooks: Vec<WebhookSender>, hooks: Option<HookRunner>) -> Deliverer {
         let names = unique(webhooks.iter().map(|w| format!("webhook:{}", w.shown_url())));
         Deliverer { push, webhooks: names.into_iter().zip(webhooks).collect(), hooks, node: None, observer: None }
     }
@@ -150,13 +151,13 @@ impl Deliverer {
         out
     }
 
-    /// The push sink, when the push block is present and enabled.
-    pub fn push(&self) -> Option<&NtfySink> {
+    /// The push sender, when the push block is present and enabled.
+    pub fn push(&self) -> Option<&NtfySender> {
         self.push.as_ref()
     }
 
-    /// The webhook sinks, with their destination names.
-    pub fn webhooks(&self) -> &[(String, WebhookSink)] {
+    /// The webhook senders, with their destination names.
+    pub fn webhooks(&self) -> &[(String, WebhookSender)] {
         &self.webhooks
     }
 
@@ -232,9 +233,9 @@ impl Deliverer {
         body: Bytes,
         d: &WebhookDelivery<'_>,
     ) -> Result<(), DeliveryError> {
-        let (_, sink) =
+        let (_, sender) =
             self.webhooks.get(index).ok_or_else(|| DeliveryError::NotConfigured(format!("webhook #{index}")))?;
-        Ok(sink.attempt(body, d).await?)
+        Ok(sender.attempt(body, d).await?)
     }
 
     /// Delivers `envelope_json` to every webhook that takes `kind`, concurrently (a slow endpoint holds back no

@@ -1,9 +1,9 @@
-//! The HTTP client every sink shares, bounded reads of what a receiver answers, and short human descriptions
-//! of transport failures (cut to a length on a character boundary by [`cut_to_bytes`], as the push sink cuts
+//! The HTTP client every sender shares, bounded reads of what a receiver answers, and short human descriptions
+//! of transport failures (cut to a length on a character boundary by [`cut_to_bytes`], as the push sender cuts
 //! its title and body).
 //!
 //! Redirects are never followed (a 3xx is a failed delivery: senders of webhooks treat it so); per-attempt
-//! timeouts are set per request by each sink, not here. A receiver or push server decides how much it sends
+//! timeouts are set per request by each sender, not here. A receiver or push server decides how much it sends
 //! back, so nothing here reads an answer body whole: [`read_error_body`] keeps at most [`ERROR_BODY_CAP`]
 //! bytes and reads for at most [`ERROR_BODY_TIME`], then drops the connection.
 

@@ -1,9 +1,9 @@
-//! Fleet events (spec 2.6, 2.7, 6): the envelope, its kinds and severities, the three sinks (ntfy push,
+//! Fleet events (spec 2.6, 2.7, 6): the envelope, its kinds and severities, the three senders (ntfy push,
 //! signed webhooks, shell hooks), the per-destination delivery both front ends use, and the durable outbox
 //! worker the gateway runs.
 //!
 //! This crate never imports the gateway and never opens a database: the gateway hands it its store, which
-//! [`gateway_outbox::StoreOutbox`] makes an [`OutboxStore`], and `svc-notify` calls the sinks directly through
+//! [`gateway_outbox::StoreOutbox`] makes an [`OutboxStore`], and `svc-notify` calls the senders directly through
 //! [`Deliverer`].
 
 pub mod deliver;
@@ -15,7 +15,7 @@ pub mod observe;
 pub mod origin;
 pub mod outbox;
 pub mod retry;
-pub mod sinks;
+pub mod senders;
 pub mod source;
 
 pub use deliver::{Deliverer, Destination};
@@ -28,7 +28,7 @@ pub use outbox::{
     WorkerOptions,
 };
 pub use retry::{RetryPolicy, Transient};
-pub use sinks::hooks::{HookFile, HookRunner};
-pub use sinks::ntfy::{NtfySink, PushError, PushOverrides};
-pub use sinks::webhook::{WebhookError, WebhookSink};
+pub use senders::hooks::{HookFile, HookRunner};
+pub use senders::ntfy::{NtfySender, PushError, PushOverrides};
+pub use senders::webhook::{WebhookError, WebhookSender};
 pub use source::{EventSink, GatewayEvent, LogSink, MemorySink};

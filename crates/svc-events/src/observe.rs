@@ -2,7 +2,7 @@
 //! a delivery attempt's outcome, a hook run's outcome. The pipeline itself neither counts nor knows a metrics
 //! library; a [`Deliverer`](crate::Deliverer) without an observer reports nothing.
 
-use crate::sinks::hooks::HookStatus;
+use crate::senders::hooks::HookStatus;
 
 /// How one delivery attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //!    caller's path: no network call.
 //! 2. [`OutboxWorker`] runs one loop per configured destination. Each loop reads the oldest pending rows of
 //!    its destination ([`OutboxStore::pending`]) and delivers them one by one, in id order.
-//! 3. Each delivery is one attempt (the sinks never retry on their own). Success marks the row delivered. A
+//! 3. Each delivery is one attempt (the senders never retry on their own). Success marks the row delivered. A
 //!    transient failure (push or webhook unreachable, 5xx, 429, a refused push token) records the attempt
 //!    with a `next_attempt_at` from the destination's [`crate::RetryPolicy`] (a webhook's `Retry-After`
 //!    honoured), and the loop waits for that time before trying the same row again, so a later event never
@@ -29,7 +29,7 @@ use crate::deliver::Deliverer;
 use crate::envelope::{Envelope, EnvelopeError, Source};
 use crate::kinds::EventKind;
 use crate::origin::Origin;
-use crate::sinks::ntfy::PushOverrides;
+use crate::senders::ntfy::PushOverrides;
 use chrono::{DateTime, Utc};
 use std::future::Future;
 

@@ -1,10 +1,10 @@
 //! Bounded retries with exponential backoff and jitter (backon): the one source of waits between attempts on
-//! the event path. Sinks make one attempt each; their callers own the retries: `svc-notify` wraps single
+//! the event path. Senders make one attempt each; their callers own the retries: `svc-notify` wraps single
 //! attempts in [`RetryPolicy::run`], the gateway's outbox worker asks [`RetryPolicy::delay_before`] when to try
 //! a stored row again.
 //!
 //! The policy decides how long to wait; the error decides whether to retry at all ([`Transient`]) and may ask
-//! for a specific wait (`Retry-After`). This module does not know HTTP; the sinks classify their own errors.
+//! for a specific wait (`Retry-After`). This module does not know HTTP; the senders classify their own errors.
 
 use backon::{BackoffBuilder as _, ExponentialBuilder, Retryable as _};
 use std::future::Future;

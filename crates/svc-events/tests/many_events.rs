@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
-use svc_events::sinks::ntfy::{NtfySink, PushOverrides};
-use svc_events::sinks::webhook::WebhookSink;
+use svc_events::senders::ntfy::{NtfySender, PushOverrides};
+use svc_events::senders::webhook::WebhookSender;
 use svc_events::{Deliverer, EventKind, MemoryOutbox, Meta, Origin, OutboxWorker, Source, WorkerOptions};
 use svc_testkit::ntfy::NtfyServer;
 use svc_testkit::webhook::WebhookReceiver;
@@ -19,7 +19,7 @@ async fn two_thousand_events_arrive_in_order_at_both_destinations() {
     let ntfy = NtfyServer::start().await;
     let rx = WebhookReceiver::start().await;
     let client = svc_events::http::client();
-    let push = NtfySink::new(
+    let push = NtfySender::new(
         client.clone(),
         NtfyConfig {
             enabled: true,
@@ -29,7 +29,7 @@ async fn two_thousand_events_arrive_in_order_at_both_destinations() {
             token: None,
         },
     );
-    let hook = WebhookSink::new(
+    let hook = WebhookSender::new(
         client,
         WebhookConfig {
             url: rx.url(),

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
 use svc_events::gateway_outbox::StoreOutbox;
-use svc_events::sinks::ntfy::{NtfySink, PushOverrides};
-use svc_events::sinks::webhook::WebhookSink;
+use svc_events::senders::ntfy::{NtfySender, PushOverrides};
+use svc_events::senders::webhook::WebhookSender;
 use svc_events::{Deliverer, EventKind, Meta, Origin, OutboxWorker, Source, WorkerOptions};
 use svc_testkit::ntfy::NtfyServer;
 use svc_testkit::webhook::WebhookReceiver;
@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let ntfy = NtfyServer::start().await;
     let rx = WebhookReceiver::start().await;
     let client = svc_events::http::client();
-    let push = NtfySink::new(
+    let push = NtfySender::new(
         client.clone(),
         NtfyConfig {
             enabled: true,
@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
             token: None,
         },
     );
-    let hook = WebhookSink::new(
+    let hook = WebhookSender::new(
         client,
         WebhookConfig {
             url: rx.url(),

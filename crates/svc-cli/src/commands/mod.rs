@@ -138,7 +138,7 @@ pub fn init_logging(format: svc_config::LogFormat) -> LogGuard {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
     // Request lines are formatted by the gateway itself (the cheaper formatter) and written in runs by its own
     // thread, through the process's stderr lock (as the writer thread writes), so lines never cut into each other.
-    svc_gateway::observe::line::install(svc_gateway::observe::line::LineSink {
+    svc_gateway::observe::line::install(svc_gateway::observe::line::LineWriter {
         json: format == svc_config::LogFormat::Json,
         write: Box::new(|lines| {
             let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines);

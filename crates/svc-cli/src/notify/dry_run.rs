@@ -28,9 +28,9 @@ pub(super) fn print(plan: &Plan) {
     let json = env.to_json();
     for d in &plan.destinations {
         if let Destination::Webhook(i) = d {
-            if let Some((_, sink)) = plan.deliverer.webhooks().get(*i) {
-                out.push_str(&format!("DRY RUN: would POST to {}\n", sink.shown_url()));
-                for (name, value) in sink.preview_headers(json.as_bytes(), &env.event, &Origin::Notify.to_string()) {
+            if let Some((_, sender)) = plan.deliverer.webhooks().get(*i) {
+                out.push_str(&format!("DRY RUN: would POST to {}\n", sender.shown_url()));
+                for (name, value) in sender.preview_headers(json.as_bytes(), &env.event, &Origin::Notify.to_string()) {
                     out.push_str(&format!("{name}: {value}\n"));
                 }
                 out.push('\n');

@@ -14,7 +14,7 @@ use std::io::Write as _;
 use std::ops::ControlFlow;
 use std::time::Duration;
 use svc_config::NtfyConfig;
-use svc_events::sinks::ntfy::{subscribe, PushError};
+use svc_events::senders::ntfy::{subscribe, PushError};
 use svc_events::RetryPolicy;
 
 /// `svc events …`; the doc comments are the commands' help.

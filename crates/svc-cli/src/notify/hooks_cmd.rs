@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use svc_config::Config;
-use svc_events::sinks::hooks::{HookError, HookFile, HookRunner};
+use svc_events::senders::hooks::{HookError, HookFile, HookRunner};
 use svc_events::{Envelope, EventKind, Source};
 
 /// `svc hooks …`; the doc comments are the commands' help.

@@ -1,5 +1,5 @@
 //! `svc-notify` (spec 6.3) and the event-related `svc` subcommands (`svc hooks …`, `svc events tail`).
-//! Glue only: the envelope, the sinks and their rules live in svc-events.
+//! Glue only: the envelope, the senders and their rules live in svc-events.
 
 pub mod args;
 mod dry_run;

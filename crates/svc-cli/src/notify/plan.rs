@@ -4,7 +4,7 @@
 use super::args::NotifyArgs;
 use super::error::NotifyError;
 use svc_config::{Config, Priority};
-use svc_events::sinks::hooks::{HookFile, HookRunner};
+use svc_events::senders::hooks::{HookFile, HookRunner};
 use svc_events::{Deliverer, Destination, Envelope, EventKind, PushOverrides, Source};
 
 /// What `svc-notify` is about to send.
@@ -37,7 +37,7 @@ pub(super) fn plan(args: &NotifyArgs, config: &Config) -> Result<Plan, NotifyErr
     let source = Source::from_config(&config.fleet, args.agent.as_deref(), "svc-notify");
     let envelope = Envelope::new(kind, data, &source).map_err(|e| NotifyError::Config(e.to_string()))?;
 
-    let depth = svc_events::sinks::hooks::current_depth();
+    let depth = svc_events::senders::hooks::current_depth();
     let runner =
         HookFile::locate().ok().map(|f| HookRunner::new(f, config.notifications.hooks.clone()).with_depth(depth));
     let registered = runner.as_ref().and_then(|r| r.registry().current().ok()).is_some_and(|h| !h.is_empty());

@@ -10,7 +10,7 @@
 //! 5. `--dry-run`: print what would be sent, exit 0.
 //! 6. Deliver in order: push (one attempt and two quick retries on unreachable/5xx/429), then the matching
 //!    webhooks concurrently (one attempt and up to its `retry` more, short waits), then the hooks, unless the
-//!    loop guard refuses them. The sinks make single attempts; the retries are these, `RetryPolicy::run`'s.
+//!    loop guard refuses them. The senders make single attempts; the retries are these, `RetryPolicy::run`'s.
 //!    Every destination is tried even when an earlier one failed; the exit code is the push failure's when
 //!    push failed, else 2 when a webhook failed. Hook failures are reported but do not change the exit code.
 

@@ -48,7 +48,7 @@ async fn a_virtual_key_cannot_forge_gateway_alarms() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    svc_events::sinks::hooks::HookFile::at(g.dir_path().join("hooks.json")).add("*", &script).unwrap();
+    svc_events::senders::hooks::HookFile::at(g.dir_path().join("hooks.json")).add("*", &script).unwrap();
 
     // A key of another team posts alarms about the executor team and the fleet: refused, OpenAI-shaped.
     let (other, _, _) = key(&g, json!({"team_id": "orchestrator"})).await;

@@ -125,7 +125,7 @@ async fn failing_hook_is_reported_but_does_not_fail_delivery() {
 #[tokio::test]
 async fn hooks_command_rules() {
     use svc_cli::notify::hooks_cmd::{run_with_file, HooksCommand};
-    use svc_events::sinks::hooks::HookFile;
+    use svc_events::senders::hooks::HookFile;
     let ws = Workspace::new();
     let file = HookFile::at(ws.hooks_file());
     let ok = ws.script("ok.sh", "echo from-hook");
@@ -156,7 +156,7 @@ async fn hooks_command_rules() {
 #[tokio::test]
 async fn hooks_take_the_patterns_webhooks_take() {
     use svc_cli::notify::hooks_cmd::{run_with_file, HooksCommand};
-    use svc_events::sinks::hooks::HookFile;
+    use svc_events::senders::hooks::HookFile;
     let ws = Workspace::new();
     ws.write_config("fleet:\n  name: a\n");
     let file = HookFile::at(ws.hooks_file());
@@ -187,7 +187,7 @@ async fn hooks_take_the_patterns_webhooks_take() {
 #[tokio::test]
 async fn hooks_test_envelope_names_this_host() {
     use svc_cli::notify::hooks_cmd::{run_with_file, HooksCommand};
-    use svc_events::sinks::hooks::HookFile;
+    use svc_events::senders::hooks::HookFile;
     let ws = Workspace::new();
     let file = HookFile::at(ws.hooks_file());
     let out = ws.path("envelope.json");

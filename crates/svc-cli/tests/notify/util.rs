@@ -84,7 +84,7 @@ impl Workspace {
 
     /// Registers a hook by writing the hooks file directly (the format svc-events documents).
     pub fn register(&self, event: &str, script: &Path) {
-        let file = svc_events::sinks::hooks::HookFile::at(self.hooks_file());
+        let file = svc_events::senders::hooks::HookFile::at(self.hooks_file());
         file.add(event, script).unwrap();
     }
 

@@ -10,8 +10,8 @@ use crate::deliver::Deliverer;
 use crate::envelope::Meta;
 use crate::origin::Origin;
 use crate::retry::RetryPolicy;
-use crate::sinks::ntfy::NtfySink;
-use crate::sinks::webhook::WebhookSink;
+use crate::senders::ntfy::NtfySender;
+use crate::senders::webhook::WebhookSender;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,7 +43,7 @@ fn source() -> Source {
     Source { fleet: "f".into(), node: "n1".into(), agent: "gateway".into(), meta: Meta::default() }
 }
 
-fn push(url: &str) -> NtfySink {
+fn push(url: &str) -> NtfySender {
     let cfg = NtfyConfig {
         enabled: true,
         server: url.into(),
@@ -51,10 +51,10 @@ fn push(url: &str) -> NtfySink {
         priority: Priority::Default,
         token: None,
     };
-    NtfySink::new(crate::http::client(), cfg).with_timeout(Duration::from_secs(2))
+    NtfySender::new(crate::http::client(), cfg).with_timeout(Duration::from_secs(2))
 }
 
-fn webhook(url: &str, events: &[&str], retry: u32) -> WebhookSink {
+fn webhook(url: &str, events: &[&str], retry: u32) -> WebhookSender {
     let cfg = WebhookConfig {
         url: url.into(),
         events: events.iter().map(|e| e.to_string()).collect(),
@@ -62,7 +62,7 @@ fn webhook(url: &str, events: &[&str], retry: u32) -> WebhookSink {
         timeout: Duration::from_secs(2),
         retry,
     };
-    WebhookSink::new(crate::http::client(), cfg)
+    WebhookSender::new(crate::http::client(), cfg)
 }
 
 async fn emit_n(worker: &OutboxWorker<MemoryOutbox>, n: usize, from: usize) {
@@ -225,7 +225,7 @@ async fn wait_dead(store: &MemoryOutbox, destination: &str) -> Vec<(i64, memory:
     }
 }
 
-/// The sink makes one attempt and the worker owns the retries: `retry: 0` is one request and a dead row,
+/// The sender makes one attempt and the worker owns the retries: `retry: 0` is one request and a dead row,
 /// `retry: 2` is exactly three requests. The stored error names the URL redacted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_row_gets_exactly_one_plus_retry_attempts() {

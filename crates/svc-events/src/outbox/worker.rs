@@ -13,7 +13,7 @@ use crate::kinds::EventKind;
 use crate::observe::DeliveryOutcome;
 use crate::origin::Origin;
 use crate::retry::{RetryPolicy, Transient};
-use crate::sinks::ntfy::PushOverrides;
+use crate::senders::ntfy::PushOverrides;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;

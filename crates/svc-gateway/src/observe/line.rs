@@ -40,18 +40,18 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 pub type WriteLines = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// Where request lines go, and in which format.
-pub struct LineSink {
+pub struct LineWriter {
     /// JSON (`server.log_format: json`) or text.
     pub json: bool,
     /// Writes a run of whole lines, newlines included.
     pub write: WriteLines,
 }
 
-static SINK: OnceLock<LineSink> = OnceLock::new();
+static WRITER: OnceLock<LineWriter> = OnceLock::new();
 
-/// Sends request lines to `sink` from now on (the first call wins), from a thread of their own.
-pub fn install(sink: LineSink) {
-    if SINK.set(sink).is_err() {
+/// Sends request lines to `writer` from now on (the first call wins), from a thread of their own.
+pub fn install(writer: LineWriter) {
+    if WRITER.set(writer).is_err() {
         return;
     }
     let writer = std::thread::Builder::new().name("svc-request-log".into()).spawn(|| {
@@ -86,9 +86,9 @@ pub fn flush() {
 
 /// Writes `lines` and empties them (keeping their buffer, up to twice [`FLUSH_BYTES`]); reports drops.
 fn write_out(lines: &mut Vec<u8>) {
-    let Some(sink) = SINK.get() else { return };
+    let Some(writer) = WRITER.get() else { return };
     if !lines.is_empty() {
-        (sink.write)(lines);
+        (writer.write)(lines);
         lines.clear();
         lines.shrink_to(2 * FLUSH_BYTES);
     }
@@ -133,7 +133,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
     if !tracing::enabled!(target: "svc::request", tracing::Level::INFO) {
         return;
     }
-    let Some(sink) = SINK.get() else {
+    let Some(writer) = WRITER.get() else {
         let mut text = String::new();
         fields_text(&mut text, fields);
         tracing::info!(target: "svc::request", "request{text}");
@@ -142,7 +142,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
     BUF.with(|buf| {
         let Ok(mut buf) = buf.try_borrow_mut() else { return };
         buf.clear();
-        if sink.json {
+        if writer.json {
             buf.push_str("{\"timestamp\":\"");
             timestamp(&mut buf, SystemTime::now());
             buf.push_str("\",\"level\":\"INFO\",\"message\":\"request\"");

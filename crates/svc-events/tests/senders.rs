@@ -1,5 +1,5 @@
-//! The push and webhook sinks against the testkit servers: how every answer is classified, that the ntfy
-//! test server accepts what the sink sends (RFC 2047 headers, the 4095-byte body), the subscription used by
+//! The push and webhook senders against the testkit servers: how every answer is classified, that the ntfy
+//! test server accepts what the sender sends (RFC 2047 headers, the 4095-byte body), the subscription used by
 //! `svc events tail`, and that a misbehaving server (an endless or silent answer) costs bounded memory and
 //! time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
@@ -8,8 +8,8 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 use svc_config::{NtfyConfig, Priority, Secret, WebhookConfig};
 use svc_events::retry::Transient;
-use svc_events::sinks::ntfy::{subscribe, subscribe_with, NtfySink, PushError, PushOverrides};
-use svc_events::sinks::webhook::{WebhookDelivery, WebhookError, WebhookSink};
+use svc_events::senders::ntfy::{subscribe, subscribe_with, NtfySender, PushError, PushOverrides};
+use svc_events::senders::webhook::{WebhookDelivery, WebhookError, WebhookSender};
 use svc_events::{Envelope, EventKind, Meta, Source};
 use svc_testkit::ntfy::{Access, NtfyServer};
 use svc_testkit::webhook::{signature, standard_signature, EndlessBody, WebhookReceiver};
@@ -29,9 +29,9 @@ fn envelope(kind: EventKind, data: serde_json::Value) -> Envelope {
     Envelope::new(kind, data, &s).unwrap()
 }
 
-async fn publish(sink: &NtfySink, env: &Envelope) -> Result<(), PushError> {
-    let msg = sink.message(env, &PushOverrides::default()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), sink.publish(&msg)).await.unwrap()
+async fn publish(sender: &NtfySender, env: &Envelope) -> Result<(), PushError> {
+    let msg = sender.message(env, &PushOverrides::default()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), sender.publish(&msg)).await.unwrap()
 }
 
 type Check = fn(&PushError) -> bool;
@@ -39,7 +39,7 @@ type Check = fn(&PushError) -> bool;
 #[tokio::test]
 async fn push_answers_are_classified_like_ntfy_means_them() {
     let ntfy = NtfyServer::start().await;
-    let sink = NtfySink::new(svc_events::http::client(), cfg(&ntfy.url(), None));
+    let sender = NtfySender::new(svc_events::http::client(), cfg(&ntfy.url(), None));
     let env = envelope(EventKind::Test, serde_json::json!({}));
     let cases: [(u16, Check, bool); 7] = [
         (401, |e| matches!(e, PushError::AuthFailed { status: 401, .. }), false),
@@ -52,28 +52,28 @@ async fn push_answers_are_classified_like_ntfy_means_them() {
     ];
     for (status, check, transient) in cases {
         ntfy.fail_next(1, status);
-        let err = publish(&sink, &env).await.unwrap_err();
+        let err = publish(&sender, &env).await.unwrap_err();
         assert!(check(&err), "{status}: {err:?}");
         assert_eq!(err.is_transient(), transient, "{status}");
     }
-    publish(&sink, &env).await.unwrap();
+    publish(&sender, &env).await.unwrap();
     ntfy.down();
     // The pooled connection dies with the server (reset), a new one is refused: both are "unreachable".
     for _ in 0..2 {
-        let err = publish(&sink, &env).await.unwrap_err();
+        let err = publish(&sender, &env).await.unwrap_err();
         assert!(matches!(err, PushError::Unreachable { .. }), "{err:?}");
         assert!(err.is_transient());
     }
-    let err = publish(&sink, &env).await.unwrap_err();
+    let err = publish(&sender, &env).await.unwrap_err();
     assert_eq!(err.to_string(), format!("push server {} unreachable: connection refused", ntfy.url()));
 }
 
 #[tokio::test]
 async fn the_ntfy_server_accepts_what_the_sink_sends() {
     let ntfy = NtfyServer::start().await;
-    let sink = NtfySink::new(svc_events::http::client(), cfg(&ntfy.url(), None));
+    let sender = NtfySender::new(svc_events::http::client(), cfg(&ntfy.url(), None));
     let data = serde_json::json!({"task_id": 1, "task_title": "€".repeat(2000), "epic_id": 1, "duration_seconds": 1});
-    publish(&sink, &envelope(EventKind::TaskDone, data)).await.unwrap();
+    publish(&sender, &envelope(EventKind::TaskDone, data)).await.unwrap();
     let m = &ntfy.messages()[0];
     // 4095 is a multiple of 3, so 1365 three-byte characters fit exactly.
     assert_eq!(m.message.len(), 4095);
@@ -99,9 +99,9 @@ async fn the_ntfy_server_accepts_what_the_sink_sends() {
 async fn subscribe_reads_the_topic_with_the_token() {
     let access = Access { write_tokens: vec!["tk_w".into()], read_tokens: vec!["tk_r".into()] };
     let ntfy = NtfyServer::with_auth(access).await;
-    let sink = NtfySink::new(svc_events::http::client(), cfg(&ntfy.url(), Some("tk_w")));
+    let sender = NtfySender::new(svc_events::http::client(), cfg(&ntfy.url(), Some("tk_w")));
     for i in 0..3 {
-        publish(&sink, &envelope(EventKind::Test, serde_json::json!({"message": format!("m{i}")}))).await.unwrap();
+        publish(&sender, &envelope(EventKind::Test, serde_json::json!({"message": format!("m{i}")}))).await.unwrap();
     }
     let client = svc_events::http::client();
     let reader = cfg(&ntfy.url(), Some("tk_r"));
@@ -130,7 +130,7 @@ async fn subscribe_reads_the_topic_with_the_token() {
     assert!(matches!(err, PushError::AuthFailed { status: 401, .. }), "{err:?}");
 }
 
-fn webhook_sink(url: &str, secret: &str, timeout: Duration) -> WebhookSink {
+fn webhook_sink(url: &str, secret: &str, timeout: Duration) -> WebhookSender {
     let wcfg = WebhookConfig {
         url: url.to_string(),
         events: vec!["*".into()],
@@ -138,7 +138,7 @@ fn webhook_sink(url: &str, secret: &str, timeout: Duration) -> WebhookSink {
         timeout,
         retry: 0,
     };
-    WebhookSink::new(svc_events::http::client(), wcfg)
+    WebhookSender::new(svc_events::http::client(), wcfg)
 }
 
 const DELIVERY: WebhookDelivery<'static> = WebhookDelivery { kind: "test", delivery_id: "d-1", origin: Some("master") };
@@ -146,22 +146,22 @@ const DELIVERY: WebhookDelivery<'static> = WebhookDelivery { kind: "test", deliv
 #[tokio::test]
 async fn webhook_answers_are_classified() {
     let rx = WebhookReceiver::start().await;
-    let sink = webhook_sink(&rx.url(), "k", Duration::from_secs(5));
+    let sender = webhook_sink(&rx.url(), "k", Duration::from_secs(5));
     let body = bytes::Bytes::from_static(b"{}");
     let cases: [(u16, bool); 8] =
         [(408, true), (429, true), (500, true), (503, true), (410, false), (400, false), (401, false), (301, false)];
     for (status, transient) in cases {
         rx.respond_with(&[status]);
-        let err = sink.attempt(body.clone(), &DELIVERY).await.unwrap_err();
+        let err = sender.attempt(body.clone(), &DELIVERY).await.unwrap_err();
         assert_eq!(err.is_transient(), transient, "{status}: {err}");
         if status == 410 {
             assert!(matches!(err, WebhookError::Gone { .. }));
         }
     }
     rx.respond_once_with_headers(429, &[("Retry-After", "7")]);
-    let err = sink.attempt(body.clone(), &DELIVERY).await.unwrap_err();
+    let err = sender.attempt(body.clone(), &DELIVERY).await.unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
-    sink.attempt(body.clone(), &DELIVERY).await.unwrap();
+    sender.attempt(body.clone(), &DELIVERY).await.unwrap();
 }
 
 /// Every attempt carries both signatures; the Standard Webhooks key of a `whsec_` secret is its base64-decoded
@@ -193,15 +193,15 @@ async fn an_endless_error_body_is_cut_at_64_kib() {
     let rx = WebhookReceiver::start().await;
     rx.set_default_status(500);
     rx.set_endless_body(Some(EndlessBody { chunk: 1024, every: Duration::from_millis(1) }));
-    let sink = webhook_sink(&rx.url(), "k", Duration::from_secs(20));
+    let sender = webhook_sink(&rx.url(), "k", Duration::from_secs(20));
     let started = std::time::Instant::now();
-    let err = sink.attempt(bytes::Bytes::from_static(b"{}"), &DELIVERY).await.unwrap_err();
+    let err = sender.attempt(bytes::Bytes::from_static(b"{}"), &DELIVERY).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert!(matches!(err, WebhookError::Unavailable { status: 500, .. }), "{err}");
     assert!(err.to_string().len() < 400, "the reason is one short line: {err}");
-    // The push sink reads error answers the same way.
+    // The push sender reads error answers the same way.
     let push =
-        NtfySink::new(svc_events::http::client(), cfg(&rx.base_url(), None)).with_timeout(Duration::from_secs(20));
+        NtfySender::new(svc_events::http::client(), cfg(&rx.base_url(), None)).with_timeout(Duration::from_secs(20));
     let started = std::time::Instant::now();
     let err = publish(&push, &envelope(EventKind::Test, serde_json::json!({}))).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());

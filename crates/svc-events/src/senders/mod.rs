@@ -1,5 +1,5 @@
 //! The three destinations of an event: the push server ([`ntfy`]), HTTP webhooks ([`webhook`]) and the node's
-//! shell hooks ([`hooks`]). Each sink delivers one event; ordering and durability are the outbox's job.
+//! shell hooks ([`hooks`]). Each sender delivers one event; ordering and durability are the outbox's job.
 
 pub mod hooks;
 pub mod ntfy;

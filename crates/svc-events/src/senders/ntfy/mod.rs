@@ -1,11 +1,11 @@
-//! The push sink (spec 6.2): publish one [`PushMessage`] to an ntfy-compatible server and classify the answer
+//! The push sender (spec 6.2): publish one [`PushMessage`] to an ntfy-compatible server and classify the answer
 //! the way a real ntfy (v2.13) means it: 2xx delivered; 401/403 authentication failed; 429 rate
 //! limited (no `Retry-After`, so we back off on our own); 5xx and connection errors unreachable; 400/404/413
 //! and other 4xx are configuration or size errors and are not retried. Of an error answer at most 64 KiB is
 //! read (`crate::http::read_error_body`).
 //!
 //! Building the request is `message.rs`, the body text `summary.rs`. Retrying is the caller's choice
-//! ([`NtfySink::publish_with_retries`] for a bounded retry, the outbox worker for a durable one).
+//! ([`NtfySender::publish_with_retries`] for a bounded retry, the outbox worker for a durable one).
 
 mod message;
 mod subscribe;
@@ -27,7 +27,7 @@ pub const PUSH_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Publishes to one push server.
 #[derive(Debug, Clone)]
-pub struct NtfySink {
+pub struct NtfySender {
     client: reqwest::Client,
     config: NtfyConfig,
     timeout: Duration,
@@ -105,14 +105,14 @@ impl Transient for PushError {
     }
 }
 
-impl NtfySink {
-    /// A sink for the push block `config`.
-    pub fn new(client: reqwest::Client, config: NtfyConfig) -> NtfySink {
-        NtfySink { client, config, timeout: PUSH_TIMEOUT }
+impl NtfySender {
+    /// A sender for the push block `config`.
+    pub fn new(client: reqwest::Client, config: NtfyConfig) -> NtfySender {
+        NtfySender { client, config, timeout: PUSH_TIMEOUT }
     }
 
-    /// The same sink with another per-attempt timeout.
-    pub fn with_timeout(mut self, timeout: Duration) -> NtfySink {
+    /// The same sender with another per-attempt timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> NtfySender {
         self.timeout = timeout;
         self
     }

@@ -1,4 +1,4 @@
-//! The webhook sink (spec 6.4): POST the envelope JSON to one endpoint, signed, in one attempt. Retrying is the
+//! The webhook sender (spec 6.4): POST the envelope JSON to one endpoint, signed, in one attempt. Retrying is the
 //! caller's: the gateway's outbox worker (at most `1 + retry` attempts, waits from `RetryPolicy::WEBHOOK`) or
 //! `svc-notify` (`RetryPolicy::run` around single attempts).
 //!
@@ -45,7 +45,7 @@ pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 
 /// Delivers to one configured webhook.
 #[derive(Debug, Clone)]
-pub struct WebhookSink {
+pub struct WebhookSender {
     client: reqwest::Client,
     config: WebhookConfig,
     shown_url: String,
@@ -115,11 +115,11 @@ impl Transient for WebhookError {
     }
 }
 
-impl WebhookSink {
-    /// A sink for one `webhooks` entry.
-    pub fn new(client: reqwest::Client, config: WebhookConfig) -> WebhookSink {
+impl WebhookSender {
+    /// A sender for one `webhooks` entry.
+    pub fn new(client: reqwest::Client, config: WebhookConfig) -> WebhookSender {
         let shown_url = redact_url(&config.url);
-        WebhookSink { client, config, shown_url }
+        WebhookSender { client, config, shown_url }
     }
 
     /// The webhook's configuration.

@@ -1,4 +1,4 @@
-//! The shell-hook sink (spec 6.5): run every script registered for an event's kind on this node.
+//! The shell-hook sender (spec 6.5): run every script registered for an event's kind on this node.
 //!
 //! 1. Registrations come from the node's hooks file (`registry.rs`), re-read when it changes; each names an
 //!    event pattern (an exact kind, `*`, or a prefix such as `task.*`), as webhooks' `events` do.
