@@ -162,32 +162,30 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let metrics = match &state.pipeline.config.server.metrics_address {
+    let pipeline = state.pipeline.clone();
+    let metrics = match &pipeline.config.server.metrics_address {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot listen on server.metrics_address {addr}: {e}"))
         })?),
         None => None,
     };
-    let tasks = state.pipeline.tasks.clone();
+    let tasks = pipeline.tasks.clone();
     let stop = state.edge.shutdown.clone();
     spawn_key_watch(state.clone(), &tasks, stop.clone());
-    let node = state.pipeline.node.clone();
-    node.spawn(state.pipeline.events.clone(), &tasks, stop.clone());
-    state.pipeline.budgets.spawn_upkeep(&tasks, stop.clone());
+    let node = pipeline.node.clone();
+    node.spawn(pipeline.events.clone(), &tasks, stop.clone());
+    pipeline.budgets.spawn_upkeep(&tasks, stop.clone());
     spawn_auth_sweeper(state.clone(), &tasks, stop.clone());
-    if let Some(rates) = state.pipeline.rates.fleet() {
-        rates.clone().spawn(state.pipeline.config.fleet.heartbeat, &tasks, stop.clone());
+    if let Some(rates) = pipeline.rates.fleet() {
+        rates.clone().spawn(pipeline.config.fleet.heartbeat, &tasks, stop.clone());
     }
     // Not the budgets themselves: shutdown waits for their announcer, which ends when they are dropped.
-    let slices = state
-        .pipeline
-        .budgets
-        .leases()
-        .map(|_| (state.pipeline.store.clone(), state.pipeline.config.fleet.node.clone()));
+    let slices = pipeline.budgets.leases().map(|_| (pipeline.store.clone(), pipeline.config.fleet.node.clone()));
     if let Some(listener) = metrics {
         spawn_metrics_listener(state.clone(), listener, stop.clone(), &tasks)?;
     }
-    let limits = server::Limits::from_config(&state.pipeline.config.server);
+    let limits = server::Limits::from_config(&pipeline.config.server);
+    drop(pipeline);
     let result = server::run(app(state), listener, limits, shutdown).await;
     stop.cancel();
     node.stop().await;

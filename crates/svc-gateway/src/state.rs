@@ -22,9 +22,10 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Shared state of the gateway, in three parts that handlers take by `FromRef` (each part one `Arc`, so a
-/// handler's state costs a reference count): what the pipeline's stages read, what authentication reads, and what
-/// only the HTTP edge reads. No module below the handlers sees it whole.
+/// Shared state of the gateway, in three parts (each one `Arc`, so a handler's state costs a reference count):
+/// what the pipeline's stages read, what authentication reads, and what only the HTTP edge reads. A handler that
+/// needs only the first or the second takes it by `FromRef` (the model endpoints, the dashboard's sign-in); no
+/// module below the handlers sees the state whole.
 #[derive(Clone)]
 pub struct AppState {
     /// What a model request's stages read.

@@ -1,6 +1,7 @@
 //! JSON text written by hand where serde's general serializer costs too much for what is written on every
-//! request: the gateway's request line and its spend journal's line (beside [`crate::raw`], JSON read by hand). What is written is valid JSON that serde_json reads
-//! back to the same values (tested here and where it is used).
+//! request: the gateway's request line and its spend journal's line (beside [`crate::raw`], JSON read by hand).
+//! What is written is valid JSON that serde_json reads back to the same values (tested here and where it is
+//! used).
 
 use std::fmt::Write as _;
 

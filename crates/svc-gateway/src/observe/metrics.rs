@@ -11,11 +11,12 @@
 //! outbox, fleet) are read when scraped (`gauges.rs`, set by `handlers::metrics`).
 
 use super::gauges::Gauges;
+use super::register::Registrar;
 use super::series::{Cached, Called, Labels, Series};
 use super::timings::Timings;
 use super::RequestLine;
 use crate::front::Api;
-use prometheus::{CounterVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{CounterVec, IntCounter, IntCounterVec, Registry};
 use svc_events::{DeliveryOutcome, HookOutcome};
 
 /// Every series the gateway exports, registered in its own registry (one per gateway, not process-global).
@@ -46,104 +47,67 @@ pub struct Metrics {
 impl Metrics {
     /// Every series, registered; `key_labels` fills the `key_alias` label (`server.metrics_key_labels`).
     pub fn new(key_labels: bool) -> Result<Metrics, prometheus::Error> {
-        let registry = Registry::new();
-        let r = &registry;
-        let names = Vec::new();
+        let mut r = Registrar::default();
         static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Metrics {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             key_labels,
-            requests: counter(
-                r,
+            requests: r.counters(
                 "svc_requests_total",
                 "Model requests by client API, alias, serving deployment, team and status class.",
                 &["api", "alias", "deployment", "team", "status_class"],
             )?,
-            timings: Timings::new(r)?,
-            retries: counter(
-                r,
+            timings: Timings::new(&mut r)?,
+            retries: r.counters(
                 "svc_upstream_retries_total",
                 "Upstream attempts after a request's first.",
                 &["alias"],
             )?,
-            fallbacks: counter(
-                r,
+            fallbacks: r.counters(
                 "svc_fallbacks_total",
                 "Requests answered by a fallback alias's deployment.",
                 &["alias", "deployment"],
             )?,
-            cooldowns: counter(
-                r,
+            cooldowns: r.counters(
                 "svc_deployment_cooldowns_total",
                 "Cooldowns started (a deployment out of rotation after consecutive failures).",
                 &["deployment"],
             )?,
-            spend: {
-                let c = CounterVec::new(
-                    Opts::new("svc_spend_total", "Spend charged, in the budget unit, by team, key alias and alias."),
-                    &["team", "key_alias", "alias"],
-                )?;
-                r.register(Box::new(c.clone()))?;
-                c
-            },
-            refusals: counter(
-                r,
+            spend: r.float_counters(
+                "svc_spend_total",
+                "Spend charged, in the budget unit, by team, key alias and alias.",
+                &["team", "key_alias", "alias"],
+            )?,
+            refusals: r.counters(
                 "svc_refusals_total",
                 "Requests refused before any upstream call: budget, rate_limit, overload.",
                 &["reason", "team"],
             )?,
-            auth_failures: counter(
-                r,
+            auth_failures: r.counters(
                 "svc_auth_failures_total",
                 "Failed authentications: answered 401 (rejected), or 429 past the limit per client address (limited).",
                 &["outcome"],
             )?,
-            flagged: counter(
-                r,
+            flagged: r.counters(
                 "svc_spend_flagged_total",
                 "Calls charged on a flagged basis: over_reservation (billed above what was reserved), reservation (usage that cannot be right, or a stream cut at its cap).",
                 &["deployment", "basis"],
             )?,
-            events: counter(r, "svc_events_emitted_total", "Events stored for delivery, by kind.", &["kind"])?,
-            deliveries: counter(
-                r,
+            events: r.counters("svc_events_emitted_total", "Events stored for delivery, by kind.", &["kind"])?,
+            deliveries: r.counters(
                 "svc_event_deliveries_total",
                 "Delivery attempts by destination and outcome (delivered, retry, dead).",
                 &["destination", "outcome"],
             )?,
-            hooks: counter(
-                r,
+            hooks: r.counters(
                 "svc_hook_runs_total",
                 "Shell hook runs by outcome (succeeded, failed, timed_out, not_started).",
                 &["outcome"],
             )?,
-            gauges: Gauges::new(r)?,
-            names,
-            registry,
-        }
-        .named())
-    }
-
-    /// Records the name of every registered family (the registry lists only those with a series).
-    fn named(mut self) -> Metrics {
-        use prometheus::core::Collector;
-        let mut families: Vec<Box<dyn Collector>> = vec![
-            Box::new(self.requests.clone()),
-            Box::new(self.retries.clone()),
-            Box::new(self.fallbacks.clone()),
-            Box::new(self.cooldowns.clone()),
-            Box::new(self.spend.clone()),
-            Box::new(self.refusals.clone()),
-            Box::new(self.auth_failures.clone()),
-            Box::new(self.flagged.clone()),
-            Box::new(self.events.clone()),
-            Box::new(self.deliveries.clone()),
-            Box::new(self.hooks.clone()),
-        ];
-        families.extend(self.timings.families());
-        families.extend(self.gauges.families());
-        self.names = families.iter().flat_map(|c| c.desc()).map(|d| d.fq_name.clone()).collect();
-        self
+            gauges: Gauges::new(&mut r)?,
+            names: r.names,
+            registry: r.registry,
+        })
     }
 
     /// The name of every family, whether it has a series yet or not.
@@ -251,12 +215,6 @@ fn status_class(status: u16) -> &'static str {
         400..=499 => "4xx",
         _ => "5xx",
     }
-}
-
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-    r.register(Box::new(c.clone()))?;
-    Ok(c)
 }
 
 impl svc_routing::DeploymentSeries for Metrics {

@@ -9,6 +9,7 @@
 mod gauges;
 pub mod line;
 pub mod metrics;
+mod register;
 mod series;
 mod timings;
 

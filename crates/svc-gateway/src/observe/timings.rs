@@ -1,8 +1,8 @@
 //! The histograms of each model request: its duration, time to first token and per output token, its tokens,
 //! and the gateway's own time (OpenTelemetry's advised buckets for the GenAI ones).
 
-use prometheus::core::Collector;
-use prometheus::{HistogramOpts, HistogramVec, Registry};
+use super::register::Registrar;
+use prometheus::HistogramVec;
 
 /// The GenAI labels of a request: operation, alias, provider.
 const GENAI: &[&str] = &["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_provider_name"];
@@ -31,39 +31,34 @@ pub(super) struct Timings {
 
 impl Timings {
     /// Every histogram, registered in `r`.
-    pub(super) fn new(r: &Registry) -> Result<Timings, prometheus::Error> {
+    pub(super) fn new(r: &mut Registrar) -> Result<Timings, prometheus::Error> {
         let tokens_labels = [GENAI, &["gen_ai_token_type"]].concat();
         Ok(Timings {
-            duration: histogram(
-                r,
+            duration: r.histograms(
                 "gen_ai_server_request_duration_seconds",
                 "Time from a model request's arrival to the end of its answer (of its stream).",
                 GENAI,
                 DURATION,
             )?,
-            ttft: histogram(
-                r,
+            ttft: r.histograms(
                 "gen_ai_server_time_to_first_token_seconds",
                 "Time from a streamed request's arrival to its answer's first byte.",
                 GENAI,
                 TTFT,
             )?,
-            tpot: histogram(
-                r,
+            tpot: r.histograms(
                 "gen_ai_server_time_per_output_token_seconds",
                 "Time per output token of a streamed answer after its first byte.",
                 GENAI,
                 TPOT,
             )?,
-            tokens: histogram(
-                r,
+            tokens: r.histograms(
                 "gen_ai_client_token_usage",
                 "Tokens per model request, by type (input, output).",
                 &tokens_labels,
                 TOKENS,
             )?,
-            overhead: histogram(
-                r,
+            overhead: r.histograms(
                 "svc_gateway_overhead_seconds",
                 "Time in the gateway not spent waiting for an upstream, until the answer's first byte.",
                 &["api"],
@@ -71,27 +66,4 @@ impl Timings {
             )?,
         })
     }
-
-    /// Every family, for the names of the registry.
-    pub(super) fn families(&self) -> Vec<Box<dyn Collector>> {
-        vec![
-            Box::new(self.duration.clone()),
-            Box::new(self.ttft.clone()),
-            Box::new(self.tpot.clone()),
-            Box::new(self.tokens.clone()),
-            Box::new(self.overhead.clone()),
-        ]
-    }
-}
-
-fn histogram(
-    r: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-    buckets: &[f64],
-) -> Result<HistogramVec, prometheus::Error> {
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels)?;
-    r.register(Box::new(h.clone()))?;
-    Ok(h)
 }

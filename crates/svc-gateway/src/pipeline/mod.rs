@@ -7,11 +7,11 @@
 //!    request, checked (400 naming the field; bounds on `max_tokens` and `n` included).
 //! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
 //!    use it (403).
-//! 5. The plan (svc-routing's `ModelTable::plan`): the alias's deployments in rotation, fewest in flight first, then its fallbacks'
-//!    (pinned to the deployment holding the stored response the request continues, which must be one the
-//!    caller may reach: [`stored::reach`], else 404 as an unknown `previous_response_id`).
-//! 6. [`admission`]: rate limits and budgets (svc-limits): the worst case on the dearest deployment of the plan reserved in the
-//!    team's and key's budgets; when it does not fit, first bounded tightly by the provider's exact input count
+//! 5. The plan (svc-routing's `ModelTable::plan`): the alias's deployments in rotation, fewest in flight
+//!    first, then its fallbacks' (pinned to the deployment holding the stored response the request continues,
+//!    which must be one the caller may reach: [`stored::reach`], else 404 as an unknown `previous_response_id`).
+//! 6. [`admission`]: rate limits and budgets (svc-limits): the worst case on the dearest deployment of the plan
+//!    reserved in the team's and key's budgets; when it does not fit, first bounded tightly by the provider's exact input count
 //!    (`tighten`), then possibly with a lower completion cap (429 `Budget exceeded` / `rate_limit_exceeded`).
 //! 7. `attempts`: the provider call, passed through when the deployment speaks the client's API, else as a
 //!    chat completion; the alias becomes the upstream id on the way out and comes back in `model`; failures

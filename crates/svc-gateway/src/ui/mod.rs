@@ -14,6 +14,7 @@
 pub mod session;
 pub mod stats;
 
+use crate::auth::AuthState;
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body};
 use crate::state::AppState;
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use serde_json::json;
 use session::Role;
 use sha2::{Digest, Sha256};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// An embedded file of the dashboard.
 struct Asset {
@@ -129,13 +130,13 @@ struct Login {
 /// `POST /ui/login` `{"key": "<master key or a virtual key>"}` → the session cookie and `{"csrf_token", "role",
 /// "team_id", "expires_in"}` (a virtual key gets its team's read-only view); 401 for any other key, 429 after
 /// too many attempts.
-async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let sessions = &s.auth.sessions;
+async fn login(State(auth): State<Arc<AuthState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let sessions = &auth.sessions;
     sessions.attempt()?;
     let bytes = read_body(body, 4096).await?;
     let req: Login = parse_json(&bytes)?;
     let digest = svc_keys::hash_secret(req.key.trim());
-    let role = if s.auth.is_master(&digest) { Role::Master } else { team_role(&s, digest).await? };
+    let role = if auth.is_master(&digest) { Role::Master } else { team_role(&auth, digest).await? };
     let (token, session) = sessions.open(role);
     let cookie = session::set_cookie(&token, sessions.ttl_secs(), session::over_tls(&headers));
     let body = json!({"csrf_token": session.csrf, "role": session.role.as_str(), "team_id": session.role.team(),
@@ -144,9 +145,9 @@ async fn login(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Res
 }
 
 /// The read-only view of the team of the virtual key with this hash; 401 for anything but a live key.
-async fn team_role(s: &AppState, digest: svc_keys::KeyHash) -> Result<Role, ApiError> {
+async fn team_role(auth: &AuthState, digest: svc_keys::KeyHash) -> Result<Role, ApiError> {
     let wrong = || ApiError::unauthorized("That is neither the master key nor a virtual key of this gateway.");
-    let key = crate::auth::live_key(&s.auth, &digest, wrong).await?;
+    let key = crate::auth::live_key(auth, &digest, wrong).await?;
     Ok(Role::Team { key: digest, team_id: key.team_id.clone() })
 }
 
@@ -161,13 +162,13 @@ async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Respon
 }
 
 /// `POST /ui/logout` (with `x-csrf-token`) → 204, the session ended and its cookie cleared.
-async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn logout(State(auth): State<Arc<AuthState>>, headers: HeaderMap) -> Result<Response, ApiError> {
     if let Some(token) = session::cookie_token(&headers) {
-        if let Some(session) = s.auth.sessions.touch(token) {
+        if let Some(session) = auth.sessions.touch(token) {
             if !session::csrf_ok(&session, &headers) {
                 return Err(ApiError::forbidden("permission_error", "missing or wrong CSRF token"));
             }
-            s.auth.sessions.close(token);
+            auth.sessions.close(token);
         }
     }
     let cookie = session::set_cookie("", 0, session::over_tls(&headers));

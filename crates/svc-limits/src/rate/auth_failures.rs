@@ -1,25 +1,15 @@
-//! The limit on failed authentications, per client address (the gateway says which address: its `auth::client`
-//! reads it through the trusted proxies, and only when a failure needs it).
+//! The limit on failed authentications per client address: [`AuthFailures`] counts each failure in its
+//! address's bucket of the [`addresses`](super::addresses) table (a burst of `server.auth_failures_burst`, then
+//! `server.auth_failures_per_minute`; the table's rules are that module's) and, past it, refuses with a
+//! [`Refused::Rate`] (the gateway's 429 with `Retry-After`, in whole seconds until a token is back) where the caller
+//! would answer its own 401. A refused failure takes nothing, so an address that keeps trying gets one more guess
+//! per token, never more. The address is read only when it is needed (the gateway's `auth::client` reads it
+//! through the trusted proxies); which requests ask at all (a failure; the master key and a key not in memory
+//! from a limited address; never a valid virtual key) is the gateway's authentication's rule.
 //!
-//! 1. Every failed authentication (no key, a malformed one, an unknown, revoked or expired key) takes a token
-//!    from its address's bucket, a GCRA limiter of `governor`: a burst of `server.auth_failures_burst`, then
-//!    `server.auth_failures_per_minute`. Past it the address is *limited*: its failures are answered 429
-//!    `rate_limit_exceeded` with `Retry-After` (whole seconds until a token is back) instead of 401: a
-//!    [`Refused::Rate`]. A refused
-//!    failure takes nothing, so an address that keeps trying gets one more guess per token, never more.
-//! 2. While an address is limited, a key this node does not hold in memory is refused before the store is asked
-//!    (those lookups are rate-limited for the whole process; a limited address must not use them up), and so is
-//!    the master key (an operator chose it, so it can be guessed). A valid virtual key (40 random characters)
-//!    never touches its address's bucket and is never refused by it: one broken agent behind a NAT does not
-//!    lock its neighbours out.
-//! 3. The table ([`addresses`](super::addresses)) holds at most [`MAX_ADDRESSES`]. An address is stale once its bucket is certainly full again
-//!    (its last failure is a whole refill, burst × interval, old) and it was not logged in the last minute.
-//!    Stale addresses are dropped by the gateway's upkeep every minute, and when a new address comes and either
-//!    the table is full (at most once a second) or the last sweep is a minute old. When the table is still
-//!    full, new addresses share one overflow bucket: memory stays bounded whatever an attacker does.
-//! 4. Refusals count in `svc_auth_failures_total{outcome="limited"}`, 401s in `outcome="rejected"`. An address
-//!    is logged (`warn`, with its address and failures) when it starts being limited, at most once a minute:
-//!    never a line per refusal.
+//! Refusals count in `svc_auth_failures_total{outcome="limited"}`, 401s in `outcome="rejected"`. An address is
+//! logged (`warn`, with its address and failures) when it starts being limited, at most once a minute: never a
+//! line per refusal.
 
 use super::addresses::{Slot, Table, MAX_ADDRESSES};
 use crate::Refused;
