@@ -309,12 +309,12 @@ impl From<svc_limits::Refused> for ApiError {
     fn from(e: svc_limits::Refused) -> ApiError {
         use svc_limits::Refused;
         match e {
-            Refused::Budget { details, retry_after_secs } => ApiError::budget_exceeded(details, retry_after_secs),
+            Refused::Budget { details, retry_after_secs } => ApiError::budget_exceeded(*details, retry_after_secs),
             Refused::Unjudged(why) => {
                 ApiError::budget_unavailable(why.code(), why.message(), svc_limits::Unjudged::RETRY_SECS)
             }
             Refused::Rate { what, retry_after_secs } => ApiError::rate_limited(&what, retry_after_secs),
-            Refused::Store(fault) => ApiError::from(fault),
+            Refused::Store(fault) => ApiError::from(*fault),
             Refused::Internal(what) => ApiError::internal(what),
         }
     }

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value};
 use svc_store::StoreError;
 
-/// Why budgets or rate limits refused a request, with what the answer needs.
+/// Why budgets or rate limits refused a request, with what the answer needs. Its large parts are boxed: refusals
+/// are rare, and the `Result`s of every admission on the request path stay small.
 #[derive(Debug)]
 pub enum Refused {
     /// Over a budget (spec 4.1 rule 1): what the budget holds (`budget`, `limit`, `spent`, `reserved`,
@@ -12,7 +13,7 @@ pub enum Refused {
     /// resets.
     Budget {
         /// The budget's figures, as the answer shows them.
-        details: Map<String, Value>,
+        details: Box<Map<String, Value>>,
         /// Seconds until the period resets.
         retry_after_secs: u64,
     },
@@ -22,19 +23,19 @@ pub enum Refused {
     /// Over a rate limit (`what`: which one), with the seconds until it has room.
     Rate {
         /// Which limit: `key requests per minute`, `team tokens per minute`, ….
-        what: String,
+        what: Box<str>,
         /// Seconds until the limit has room.
         retry_after_secs: u64,
     },
     /// The store failed while a limit read it.
-    Store(StoreError),
+    Store(Box<StoreError>),
     /// The limits' own state is broken (a poisoned lock, an account missing after it was made): a bug.
     Internal(&'static str),
 }
 
 impl From<StoreError> for Refused {
     fn from(e: StoreError) -> Refused {
-        Refused::Store(e)
+        Refused::Store(Box::new(e))
     }
 }
 
@@ -84,8 +85,17 @@ impl Refused {
     /// A budget refusal's figures (`None` for any other refusal).
     pub fn budget_details(&self) -> Option<&Map<String, Value>> {
         match self {
-            Refused::Budget { details, .. } => Some(details),
+            Refused::Budget { details, .. } => Some(details.as_ref()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refusal_is_small() {
+        // Every admission's `Result` carries one; the figures of a budget refusal are boxed.
+        assert!(std::mem::size_of::<super::Refused>() <= 32, "{}", std::mem::size_of::<super::Refused>());
     }
 }

@@ -158,7 +158,7 @@ fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Opti
     extra.insert("remaining".into(), json!(r.remaining.as_f64()));
     extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
     let retry_after_secs = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1).max(1);
-    Refused::Budget { details: extra, retry_after_secs }
+    Refused::Budget { details: Box::new(extra), retry_after_secs }
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ fn check(lim: &Limits, who: &str, tokens: u32) -> Result<(), Refused> {
     if let Some(rpm) = &lim.rpm {
         if let Err(not_until) = rpm.check() {
             return Err(Refused::Rate {
-                what: format!("{who} requests per minute"),
+                what: format!("{who} requests per minute").into(),
                 retry_after_secs: wait_secs(&not_until),
             });
         }
@@ -107,13 +107,13 @@ fn check(lim: &Limits, who: &str, tokens: u32) -> Result<(), Refused> {
             Ok(Ok(())) => {}
             Ok(Err(not_until)) => {
                 return Err(Refused::Rate {
-                    what: format!("{who} tokens per minute"),
+                    what: format!("{who} tokens per minute").into(),
                     retry_after_secs: wait_secs(&not_until),
                 });
             }
             Err(_) => {
                 let what = format!("{who} tokens per minute (the request alone is larger than the limit)");
-                return Err(Refused::Rate { what, retry_after_secs: 60 });
+                return Err(Refused::Rate { what: what.into(), retry_after_secs: 60 });
             }
         }
     }
@@ -227,13 +227,13 @@ impl RateLimits {
             }
             if n > limit {
                 let what = format!("{who} {what} (the request alone is larger than the limit)");
-                return Err(Refused::Rate { what, retry_after_secs: 60 });
+                return Err(Refused::Rate { what: what.into(), retry_after_secs: 60 });
             }
             match f.take(fleet::Bucket { who: s.who, tokens: tokens_bucket }, s.id, limit, n).await {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(Refused::Rate {
-                        what: format!("{who} {what}"),
+                        what: format!("{who} {what}").into(),
                         retry_after_secs: fleet::refill_secs(n, limit),
                     });
                 }
