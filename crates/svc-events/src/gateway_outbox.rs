@@ -2,6 +2,7 @@
 //! outbox tables, [`OutboxSink`] turns the gateway's own events into outbox rows, and [`start`] starts the
 //! worker that delivers them.
 
+use crate::group_commit::{Batches, GroupCommit, Options};
 use crate::{
     Deliverer, EmitError, Emitter, EventSink, GatewayEvent, HookFile, HookRunner, NewOutboxEvent, Observer, Origin,
     OutboxItem, OutboxStore, OutboxWorker, PushOverrides, RetryPolicy, Source, Transient, WorkerOptions,
@@ -13,54 +14,50 @@ use std::sync::Arc;
 use std::time::Duration;
 use svc_config::{Config, FleetConfig};
 use svc_store::{NewEvent, Store, StoreError};
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The store as an outbox. Enqueues go through one writer task that commits the events of concurrent callers
-/// in one transaction (group commit, like spend records): each caller still returns only once its event is
+/// The store as an outbox. Enqueues go through the store's group-commit writer ([`GroupCommit`]), which commits
+/// the events of concurrent callers in one transaction: each caller still returns only once its event is
 /// stored, and ids keep emission order.
 #[derive(Debug, Clone)]
 pub struct StoreOutbox {
     /// The store.
     pub store: Store,
-    writer: mpsc::Sender<(NewOutboxEvent, oneshot::Sender<Result<i64, String>>)>,
+    writer: GroupCommit<Enqueues>,
 }
 
-/// Events committed in one transaction at most.
-const MAX_BATCH: usize = 256;
+/// Outbox events into the store's outbox tables, each answered with its row id.
+struct Enqueues(Store);
+
+impl Batches for Enqueues {
+    type Item = NewOutboxEvent;
+    type Tag = ();
+    type Answer = i64;
+    const WHAT: &'static str = "outbox events";
+
+    async fn write(&self, batch: &[NewOutboxEvent]) -> Result<Vec<i64>, StoreError> {
+        let events: Vec<NewEvent<'_>> = batch
+            .iter()
+            .map(|e| NewEvent {
+                kind: &e.kind,
+                envelope: &e.envelope_json,
+                title: e.title.as_deref(),
+                priority: e.priority.as_deref(),
+                origin: Some(e.origin.as_str()),
+                deliveries: e.deliveries.iter().map(|d| (d.destination.clone(), d.delivery_id.clone())).collect(),
+            })
+            .collect();
+        self.0.outbox_enqueue_many(&events).await
+    }
+}
 
 impl StoreOutbox {
-    /// The outbox over `store`; its writer task, on `tasks`, ends when every handle is dropped.
+    /// The outbox over `store`; its writer task, on `tasks`, ends when every handle is dropped. 4,096 events
+    /// queue at most, 256 go in one transaction; a refusal is answered (the event sink tries again).
     pub fn new(store: Store, tasks: &TaskTracker) -> StoreOutbox {
-        let (writer, mut rx) = mpsc::channel::<(NewOutboxEvent, oneshot::Sender<Result<i64, String>>)>(4096);
-        let s = store.clone();
-        tasks.spawn(async move {
-            let mut batch = Vec::with_capacity(MAX_BATCH);
-            while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-                let events: Vec<NewEvent<'_>> = batch
-                    .iter()
-                    .map(|(e, _)| NewEvent {
-                        kind: &e.kind,
-                        envelope: &e.envelope_json,
-                        title: e.title.as_deref(),
-                        priority: e.priority.as_deref(),
-                        origin: Some(e.origin.as_str()),
-                        deliveries: e
-                            .deliveries
-                            .iter()
-                            .map(|d| (d.destination.clone(), d.delivery_id.clone()))
-                            .collect(),
-                    })
-                    .collect();
-                let result = s.outbox_enqueue_many(&events).await.map_err(|e| e.to_string());
-                drop(events);
-                for (i, (_, done)) in batch.drain(..).enumerate() {
-                    let _ = done
-                        .send(result.as_ref().map(|ids| ids.get(i).copied().unwrap_or_default()).map_err(Clone::clone));
-                }
-            }
-        });
+        let options = Options { queue: 4096, max_batch: 256, linger: None, keep: None };
+        let writer = GroupCommit::start(Enqueues(store.clone()), options, tasks);
         StoreOutbox { store, writer }
     }
 }
@@ -77,9 +74,7 @@ impl OutboxStore for StoreOutbox {
     }
 
     async fn enqueue(&self, event: NewOutboxEvent) -> Result<i64, StoreError> {
-        let (done, wait) = oneshot::channel();
-        self.writer.send((event, done)).await.map_err(|_| StoreError::Batch("the outbox writer stopped".into()))?;
-        wait.await.map_err(|_| StoreError::Batch("the outbox writer stopped".into()))?.map_err(StoreError::Batch)
+        self.writer.write(event, ()).await.map_err(|refusal| StoreError::Batch(refusal.to_string()))
     }
 
     fn pending(

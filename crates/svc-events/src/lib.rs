@@ -9,6 +9,7 @@
 pub mod deliver;
 pub mod envelope;
 pub mod gateway_outbox;
+pub mod group_commit;
 pub mod http;
 pub mod kinds;
 pub mod observe;

@@ -212,7 +212,7 @@ impl AppState {
             node.register(address).await?;
         }
         svc_keys::admin::sync_teams(&store, &config).await?;
-        let keys = KeyCache::default();
+        let keys = Arc::new(KeyCache::default());
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();
         let journal = match journal {

@@ -72,20 +72,25 @@ fn metadata_text(metadata: Map<String, Value>) -> Result<String, AdminError> {
     Ok(text)
 }
 
-/// Body of `POST /key/generate` (LiteLLM's names; `duration` is accepted for `expires`).
+/// The fields a caller gives a key, written once for `POST /key/generate`, `POST /key/update` and
+/// `svc keys create` (LiteLLM's names; `duration` is accepted for `expires`). [`Admin::create`] takes `team_id`
+/// and refuses `key` (svc makes every secret); [`Admin::update`] takes `key` (its secret, alias or id) and keeps
+/// its team. Any other absent field is left as it is (at creation: none, the team's, or every one).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateKey {
-    /// Owning team (required).
+pub struct KeyRequest {
+    /// The key to change (update).
+    pub key: Option<String>,
+    /// Owning team (creation; an update may repeat it, never change it).
     pub team_id: Option<String>,
-    /// Agent role.
-    pub agent_role: Option<String>,
-    /// Unique human name.
+    /// Unique human name (empty: none).
     pub key_alias: Option<String>,
-    /// Aliases of its own, a subset of the team's.
+    /// Agent role (empty: none).
+    pub agent_role: Option<String>,
+    /// Aliases of its own, a subset of the team's (empty: all of the team's).
     pub models: Option<Vec<String>>,
-    /// Event patterns it may post on `POST /events` (`task.*`, `agent.started`; empty or absent: every kind a
-    /// virtual key may post).
+    /// Event patterns it may post on `POST /events` (`task.*`, `agent.started`; empty: every kind a virtual key
+    /// may post).
     pub events: Option<Vec<String>>,
     /// Key budget (same unit as prices).
     pub max_budget: Option<serde_json::Number>,
@@ -95,42 +100,13 @@ pub struct CreateKey {
     pub rpm_limit: Option<u32>,
     /// Tokens per minute.
     pub tpm_limit: Option<u64>,
-    /// Lifetime, e.g. `30d` (`duration` in LiteLLM).
+    /// Lifetime from now, e.g. `30d` (`duration` in LiteLLM).
     #[serde(alias = "duration")]
     pub expires: Option<String>,
-    /// Free-form JSON object.
+    /// Free-form JSON object (replaces the one it had).
     pub metadata: Option<Map<String, Value>>,
     /// LiteLLM's user id: kept in metadata.
     pub user_id: Option<String>,
-}
-
-/// Body of `POST /key/update`: `key` names the key (secret, alias or id); other fields change it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateKey {
-    /// The key to change.
-    pub key: String,
-    /// New alias.
-    pub key_alias: Option<String>,
-    /// New agent role.
-    pub agent_role: Option<String>,
-    /// New model list.
-    pub models: Option<Vec<String>>,
-    /// New event patterns (`[]`: every kind a virtual key may post).
-    pub events: Option<Vec<String>>,
-    /// New budget.
-    pub max_budget: Option<serde_json::Number>,
-    /// New budget period.
-    pub budget_duration: Option<String>,
-    /// New rpm.
-    pub rpm_limit: Option<u32>,
-    /// New tpm.
-    pub tpm_limit: Option<u64>,
-    /// New lifetime from now.
-    #[serde(alias = "duration")]
-    pub expires: Option<String>,
-    /// Replaces metadata.
-    pub metadata: Option<Map<String, Value>>,
     /// Blocks (true) or unblocks (false).
     pub blocked: Option<bool>,
 }
@@ -278,66 +254,48 @@ impl Admin<'_> {
     }
 
     /// Creates a key; the answer carries its secret, shown this once.
-    pub async fn create(&self, req: CreateKey) -> Result<KeyInfo, AdminError> {
-        let team_id =
-            req.team_id.filter(|t| !t.is_empty()).ok_or_else(|| AdminError::invalid("missing `team_id`", "team_id"))?;
-        let models = req.models.unwrap_or_default();
-        self.check_models(&team_id, &models)?;
-        let events = req.events.unwrap_or_default();
-        check_events(&events)?;
-        at_most(req.key_alias.as_deref().unwrap_or_default(), MAX_KEY_ALIAS_BYTES, "key_alias")?;
-        at_most(req.agent_role.as_deref().unwrap_or_default(), MAX_AGENT_ROLE_BYTES, "agent_role")?;
-        at_most(req.user_id.as_deref().unwrap_or_default(), MAX_USER_ID_BYTES, "user_id")?;
+    pub async fn create(&self, mut req: KeyRequest) -> Result<KeyInfo, AdminError> {
+        if req.key.is_some() {
+            return Err(AdminError::invalid("svc makes every key's secret: leave `key` out", "key"));
+        }
+        let team_id = req
+            .team_id
+            .take()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| AdminError::invalid("missing `team_id`", "team_id"))?;
+        if req.models.is_none() {
+            // The team must be configured, whatever the key's list.
+            self.check_models(&team_id, &[])?;
+        }
         let now = Utc::now();
-        let max_budget = req.max_budget.as_ref().map(|n| parse_money(n, "max_budget")).transpose()?;
-        if let Some(d) = &req.budget_duration {
-            parse_duration(d, "budget_duration")?;
-        }
-        let expires_ms = req.expires.as_deref().map(|e| expiry(e, now)).transpose()?;
-        let mut metadata = req.metadata.unwrap_or_default();
-        if let Some(u) = req.user_id {
-            metadata.insert("user_id".into(), Value::String(u));
-        }
-        let metadata = metadata_text(metadata)?;
         let secret = generate_secret();
-        let row = KeyRow {
+        let mut row = KeyRow {
             id: uuid::Uuid::new_v4().to_string(),
             key_hash: hex::encode(hash_secret(&secret)),
             key_hint: hint_of(&secret),
-            key_alias: req.key_alias.filter(|a| !a.is_empty()),
             team_id,
-            agent_role: req.agent_role.filter(|a| !a.is_empty()),
-            models,
-            events,
-            max_budget: max_budget.map(|m| m.nanos()),
-            budget_duration: req.budget_duration,
-            rpm_limit: req.rpm_limit.map(i64::from),
-            tpm_limit: req.tpm_limit.and_then(|v| i64::try_from(v).ok()),
-            metadata,
-            expires_ms,
-            revoked_ms: None,
+            metadata: "{}".into(),
             created_ms: now.timestamp_millis(),
-            updated_ms: now.timestamp_millis(),
             anchor_ms: now.timestamp_millis(),
+            ..KeyRow::default()
         };
+        self.apply(req, &mut row, now)?;
         self.store.insert_key(&row).await?;
         self.changed().await?;
         Ok(KeyInfo::from_row(&row, Some(secret)))
     }
 
-    /// Finds a key by secret, alias or id.
-    pub async fn find(&self, needle: &str) -> Result<KeyRow, AdminError> {
-        let found = if looks_like_key(needle) {
-            self.store.find_key_by_hash(&hex::encode(hash_secret(needle))).await?
-        } else {
-            self.store.find_key(needle).await?
-        };
-        found.ok_or_else(|| AdminError::KeyNotFound)
-    }
-
-    /// Changes a key.
-    pub async fn update(&self, req: UpdateKey) -> Result<KeyInfo, AdminError> {
-        let mut row = self.find(&req.key).await?;
+    /// Sets on `row` every field `req` gives, each checked first: the one place the fields of a request are read.
+    fn apply(&self, req: KeyRequest, row: &mut KeyRow, now: DateTime<Utc>) -> Result<(), AdminError> {
+        if let Some(team) = req.team_id.filter(|t| *t != row.team_id) {
+            return Err(AdminError::invalid(
+                format!(
+                    "a key's team never changes (this one is `{}`, not `{team}`): make a key in that team",
+                    row.team_id
+                ),
+                "team_id",
+            ));
+        }
         if let Some(models) = req.models {
             self.check_models(&row.team_id, &models)?;
             row.models = models;
@@ -368,15 +326,44 @@ impl Admin<'_> {
             row.tpm_limit = i64::try_from(v).ok();
         }
         if let Some(e) = req.expires {
-            row.expires_ms = Some(expiry(&e, Utc::now())?);
+            row.expires_ms = Some(expiry(&e, now)?);
         }
-        if let Some(m) = req.metadata {
-            row.metadata = metadata_text(m)?;
+        if req.metadata.is_some() || req.user_id.is_some() {
+            let mut metadata = match req.metadata {
+                Some(m) => m,
+                None => match serde_json::from_str(&row.metadata) {
+                    Ok(Value::Object(m)) => m,
+                    _ => Map::new(),
+                },
+            };
+            if let Some(u) = req.user_id {
+                at_most(&u, MAX_USER_ID_BYTES, "user_id")?;
+                metadata.insert("user_id".into(), Value::String(u));
+            }
+            row.metadata = metadata_text(metadata)?;
         }
         if let Some(blocked) = req.blocked {
-            row.revoked_ms = if blocked { row.revoked_ms.or(Some(now_ms())) } else { None };
+            row.revoked_ms = if blocked { row.revoked_ms.or(Some(now.timestamp_millis())) } else { None };
         }
-        row.updated_ms = now_ms();
+        row.updated_ms = now.timestamp_millis();
+        Ok(())
+    }
+
+    /// Finds a key by secret, alias or id.
+    pub async fn find(&self, needle: &str) -> Result<KeyRow, AdminError> {
+        let found = if looks_like_key(needle) {
+            self.store.find_key_by_hash(&hex::encode(hash_secret(needle))).await?
+        } else {
+            self.store.find_key(needle).await?
+        };
+        found.ok_or_else(|| AdminError::KeyNotFound)
+    }
+
+    /// Changes a key.
+    pub async fn update(&self, mut req: KeyRequest) -> Result<KeyInfo, AdminError> {
+        let needle = req.key.take().ok_or_else(|| AdminError::invalid("missing `key`", "key"))?;
+        let mut row = self.find(&needle).await?;
+        self.apply(req, &mut row, Utc::now())?;
         self.store.update_key(&row).await?;
         self.changed().await?;
         Ok(KeyInfo::from_row(&row, None))
@@ -384,7 +371,7 @@ impl Admin<'_> {
 
     /// Revokes (blocks) a key: it stays on record for audit, and every request with it gets 401.
     pub async fn revoke(&self, needle: &str) -> Result<KeyInfo, AdminError> {
-        self.update(UpdateKey { key: needle.to_string(), blocked: Some(true), ..Default::default() }).await
+        self.update(KeyRequest { key: Some(needle.to_string()), blocked: Some(true), ..Default::default() }).await
     }
 
     /// Rotates a key: a new secret for the same record (id, alias, budgets and spend stay).

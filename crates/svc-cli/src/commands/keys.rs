@@ -6,7 +6,7 @@ use crate::cli::{CreateArgs, KeysCommand, TeamsCommand};
 use std::io::Write;
 use std::path::Path;
 use svc_budget::Money;
-use svc_keys::admin::{sync_teams, Admin, CreateKey, KeyInfo};
+use svc_keys::admin::{sync_teams, Admin, KeyInfo, KeyRequest};
 
 /// A refused administration rule: exit 1 with its message (the field it names, when the rule names one).
 fn api_err(e: svc_keys::admin::AdminError) -> anyhow::Error {
@@ -46,7 +46,7 @@ pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()
     Ok(())
 }
 
-fn create_request(a: CreateArgs) -> anyhow::Result<CreateKey> {
+fn create_request(a: CreateArgs) -> anyhow::Result<KeyRequest> {
     let max_budget = match a.max_budget {
         Some(text) => Some(
             text.parse::<serde_json::Number>()
@@ -54,7 +54,7 @@ fn create_request(a: CreateArgs) -> anyhow::Result<CreateKey> {
         ),
         None => None,
     };
-    Ok(CreateKey {
+    Ok(KeyRequest {
         team_id: Some(a.team),
         agent_role: a.role,
         key_alias: a.alias,

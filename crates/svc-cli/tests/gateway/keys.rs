@@ -49,6 +49,13 @@ async fn lifecycle_through_the_admin_api() {
     assert_eq!((s, updated["models"].clone()), (200, json!(["openai/gpt-4.1-nano"])));
     let (s, body) = admin(&g, "/key/update", json!({"key": "coder-1", "models": ["anthropic/claude-opus-4-1"]})).await;
     assert_eq!(s, 400, "a key may only name its team's models: {body}");
+    // The fields of creation and change are one list: the team may be repeated, never changed; `user_id` lands
+    // in the metadata as at creation.
+    let team = updated["team_id"].as_str().unwrap().to_string();
+    let (s, body) = admin(&g, "/key/update", json!({"key": "coder-1", "team_id": team, "user_id": "u-7"})).await;
+    assert_eq!((s, body["metadata"]["user_id"].as_str()), (200, Some("u-7")), "{body}");
+    let (s, body) = admin(&g, "/key/update", json!({"key": "coder-1", "team_id": "zzz"})).await;
+    assert_eq!((s, body["error"]["param"].as_str()), (400, Some("team_id")), "{body}");
     let (s, _) = admin(&g, "/key/block", json!({"key": "coder-1"})).await;
     assert_eq!(s, 200);
     let (s, _, b) = post_chat(&g, &new_key, &chat("openai/gpt-4.1-nano")).await;
@@ -69,6 +76,12 @@ async fn lifecycle_through_the_admin_api() {
     assert_eq!((s, b["error"]["param"].as_str()), (400, Some("models")));
     let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "soft_budget": 3})).await;
     assert_eq!(s, 400, "{b}");
+    let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "key": "sk-svc-mine"})).await;
+    assert_eq!((s, b["error"]["param"].as_str()), (400, Some("key")), "svc makes every secret: {b}");
+    let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "blocked": true})).await;
+    assert_eq!((s, b["blocked"].as_bool()), (200, Some(true)), "{b}");
+    let blocked = b["key"].as_str().unwrap_or_default().to_string();
+    assert_eq!(post_chat(&g, &blocked, &chat("openai/gpt-4.1-nano")).await.0, 401, "made blocked");
     let (s, _) = admin(&g, "/key/generate", json!({"team_id": "executor", "key_alias": "dup"})).await;
     assert_eq!(s, 200);
     let (s, b) = admin(&g, "/key/generate", json!({"team_id": "executor", "key_alias": "dup"})).await;

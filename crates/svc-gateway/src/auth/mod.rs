@@ -25,7 +25,7 @@ use svc_store::Store;
 /// of yet), the limit of failed authentications and the dashboard's sessions.
 pub struct AuthState {
     /// Virtual keys by hash.
-    pub(crate) keys: KeyCache,
+    pub(crate) keys: Arc<KeyCache>,
     /// SHA-256 of the master key, compared in constant time.
     pub(crate) master_hash: Option<KeyHash>,
     /// Where keys this node has not heard of are looked up.

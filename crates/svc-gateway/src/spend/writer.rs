@@ -1,4 +1,5 @@
-//! The spend writer: one task owns the store's spend writes.
+//! The spend writer: svc-events' group-commit writer ([`GroupCommit`]) over the spend log, with the node's journal
+//! in front of it.
 //!
 //! - With a journal (a SQLite file, or a fleet on PostgreSQL): the record is appended to the node's local
 //!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
@@ -7,9 +8,8 @@
 //!   charges each to its budgets' leases and reports the node's exposure in those budgets with them
 //!   (`Budgets::write_spend`). A request waits for the store only when the journal refuses the append
 //!   (disk full).
-//! - Without one (an in-memory SQLite store): group commit. The writer takes the first record waiting, then
-//!   every other record already queued (up to a batch limit), writes them in one transaction and only then
-//!   answers each waiting request.
+//! - Without one (an in-memory SQLite store): the request waits for the group commit (its record and every
+//!   other already queued written in one transaction).
 //!
 //! Readers that must see every answered request (`/spend/logs`, the spend reports) call [`SpendWriter::flush`]
 //! first: it returns once everything queued before it is in the store.
@@ -20,20 +20,16 @@
 
 use super::journal::Journal;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use svc_budget::Money;
+use svc_events::group_commit::{Batches, GroupCommit, KeepPolicy, Options};
 use svc_events::RetryPolicy;
 use svc_limits::budgets::Budgets;
 use svc_store::{ChargedRecord, Store, StoreError};
-use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
 const MAX_BATCH: usize = 512;
 const QUEUE: usize = 8192;
-/// Kept records are written again in chunks of this many, oldest first.
-const KEPT_CHUNK: usize = 4096;
-/// Once the gateway shuts down, kept records get this long (plus the attempt under way) before they are given up.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// Fleet mode: records wait this long for company before they are written (nobody waits for them; the leases
 /// they are charged to are the fleet's shared view of the budgets, so they go soon).
 pub const LINGER: Duration = Duration::from_millis(50);
@@ -48,35 +44,18 @@ pub const LINGER_SINGLE: Duration = Duration::from_secs(1);
 /// 257 to 280 records cost 6 µs of CPU a request at peak, measured).
 pub const LINGER_BATCH: usize = 256;
 
-/// One record on its way to the store (none for a flush), the journal segment it is in, and whoever waits for it.
-struct Job {
-    record: Option<ChargedRecord>,
-    seq: Option<u64>,
-    done: Option<oneshot::Sender<bool>>,
-}
-
-/// What the writer does with records the store refused.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KeepPolicy {
-    /// The waits before writing them again.
-    pub retry: RetryPolicy,
-    /// Records kept at most; beyond this the oldest are dropped (100,000 records: about 25 MiB).
-    pub max_kept: usize,
-}
-
-impl KeepPolicy {
-    /// 100 ms doubling to 30 s, no jitter (one writer: nothing to spread out).
-    const DEFAULT: KeepPolicy = KeepPolicy {
-        retry: RetryPolicy {
-            min_delay: Duration::from_millis(100),
-            max_delay: Duration::from_secs(30),
-            factor: 2.0,
-            max_retry_after: Duration::from_secs(30),
-            jitter: false,
-        },
-        max_kept: 100_000,
-    };
-}
+/// Records the store refused are kept (100,000 at most: about 25 MiB) and written again after 100 ms doubling to
+/// 30 s, no jitter (one writer: nothing to spread out).
+pub(crate) const KEEP: KeepPolicy = KeepPolicy {
+    retry: RetryPolicy {
+        min_delay: Duration::from_millis(100),
+        max_delay: Duration::from_secs(30),
+        factor: 2.0,
+        max_retry_after: Duration::from_secs(30),
+        jitter: false,
+    },
+    max_kept: 100_000,
+};
 
 /// Where records go, and who hears that they are written.
 struct Target {
@@ -87,12 +66,19 @@ struct Target {
     leases: Option<Arc<Budgets>>,
 }
 
-impl Target {
-    async fn write(&self, records: &[ChargedRecord]) -> Result<(), StoreError> {
+impl Batches for Target {
+    type Item = ChargedRecord;
+    /// The journal segment holding the record (none: not journaled).
+    type Tag = Option<u64>;
+    type Answer = ();
+    const WHAT: &'static str = "spend records";
+
+    async fn write(&self, records: &[ChargedRecord]) -> Result<Vec<()>, StoreError> {
         match &self.leases {
-            None => self.store.insert_spend_batch(records).await,
-            Some(budgets) => budgets.write_spend(records).await.map(|_| ()),
+            None => self.store.insert_spend_batch(records).await?,
+            Some(budgets) => budgets.write_spend(records).await.map(|_| ())?,
         }
+        Ok(vec![(); records.len()])
     }
 
     fn written(&self, records: &[ChargedRecord], seqs: &[Option<u64>]) {
@@ -120,12 +106,19 @@ impl Target {
             }
         }
     }
+
+    /// An emptied journal is deleted.
+    fn closed(&self) {
+        if let Some(journal) = &self.journal {
+            journal.close();
+        }
+    }
 }
 
 /// Handle to the spend writer task.
 #[derive(Clone, Debug)]
 pub struct SpendWriter {
-    tx: mpsc::Sender<Job>,
+    commit: GroupCommit<Target>,
     journal: Option<Arc<Journal>>,
 }
 
@@ -133,13 +126,13 @@ impl SpendWriter {
     /// Starts the group-commit writer of a store without a journal on `tasks`; it ends when every handle is
     /// dropped and the queue is drained.
     pub fn start(store: Store, tasks: &TaskTracker) -> SpendWriter {
-        Self::start_with(store, tasks, KeepPolicy::DEFAULT)
+        Self::start_with(store, tasks, KEEP)
     }
 
-    pub(crate) fn start_with(store: Store, tasks: &TaskTracker, policy: KeepPolicy) -> SpendWriter {
-        let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        tasks.spawn(write_loop(Target { store, journal: None, leases: None }, rx, policy, None));
-        SpendWriter { tx, journal: None }
+    pub(crate) fn start_with(store: Store, tasks: &TaskTracker, keep: KeepPolicy) -> SpendWriter {
+        let options = Options { queue: QUEUE, max_batch: MAX_BATCH, linger: None, keep: Some(keep) };
+        let commit = GroupCommit::start(Target { store, journal: None, leases: None }, options, tasks);
+        SpendWriter { commit, journal: None }
     }
 
     /// Starts the journaled writer on `tasks`: a single node's (`leases` none) or a fleet node's.
@@ -149,74 +142,40 @@ impl SpendWriter {
         journal: Arc<Journal>,
         leases: Option<Arc<Budgets>>,
     ) -> SpendWriter {
-        Self::start_journaled_with(store, tasks, journal, leases, KeepPolicy::DEFAULT)
-    }
-
-    pub(crate) fn start_journaled_with(
-        store: Store,
-        tasks: &TaskTracker,
-        journal: Arc<Journal>,
-        leases: Option<Arc<Budgets>>,
-        policy: KeepPolicy,
-    ) -> SpendWriter {
-        let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let linger = if leases.is_some() { LINGER } else { LINGER_SINGLE };
+        // A journaled batch is at most one full statement.
+        let options = Options { queue: QUEUE, max_batch: LINGER_BATCH, linger: Some(linger), keep: Some(KEEP) };
         let target = Target { store, journal: Some(journal.clone()), leases };
-        tasks.spawn(write_loop(target, rx, policy, Some(linger)));
-        SpendWriter { tx, journal: Some(journal) }
+        SpendWriter { commit: GroupCommit::start(target, options, tasks), journal: Some(journal) }
     }
 
     /// Returns once every record queued before the call is in the store (or was refused by it: then false).
     pub async fn flush(&self) -> bool {
-        let (done, waiter) = oneshot::channel();
-        if self.tx.send(Job { record: None, seq: None, done: Some(done) }).await.is_err() {
-            return false;
-        }
-        waiter.await.unwrap_or(false)
+        self.commit.flush(None).await
     }
 
-    /// Makes a record durable: on a single node, queues it and waits until it is committed; in a fleet, appends
+    /// Makes a record durable: without a journal, queues it and waits until it is committed; with one, appends
     /// it to the journal and queues it (waiting for the store only when the journal refuses it).
     /// Returns false when it could not be made durable yet (the failure is logged, the writer keeps the record
     /// and tries again; the client still gets the answer it paid for).
     pub async fn record(&self, record: ChargedRecord) -> bool {
-        let mut seq = None;
         if let Some(journal) = &self.journal {
             match journal.append(&record) {
-                Ok(s) => seq = Some(s),
+                // The queue is full only when the store is far behind: then wait for a place, which slows
+                // requests down instead of growing memory.
+                Ok(seq) => return self.commit.queue_item(record, Some(seq)).await,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot append to the spend journal; this request waits for the store")
                 }
             }
         }
-        if seq.is_some() {
-            let job = Job { record: Some(record), seq, done: None };
-            // The queue is full only when the store is far behind: then wait for a place, which slows requests
-            // down instead of growing memory.
-            return self.queue(job).await;
-        }
-        let (done, waiter) = oneshot::channel();
-        if !self.queue(Job { record: Some(record), seq, done: Some(done) }).await {
-            return false;
-        }
-        waiter.await.unwrap_or(false)
-    }
-
-    /// Queues `job`, waiting for a place when the queue is full; false when the writer is gone. The wait is
-    /// boxed: held inline, the channel's send future (the job and a semaphore's wait, about 1 KiB) would make
-    /// every request's future that much larger, and each request's future is copied whole when it moves.
-    async fn queue(&self, job: Job) -> bool {
-        match self.tx.try_send(job) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(job)) => Box::pin(self.tx.send(job)).await.is_ok(),
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        }
+        self.commit.write(record, None).await.is_ok()
     }
 
     /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted (a fleet's
     /// records charged to their leases).
     pub async fn replay(store: &Store, records: &[ChargedRecord]) -> Result<(), StoreError> {
-        for chunk in records.chunks(KEPT_CHUNK) {
+        for chunk in records.chunks(4096) {
             match store.backend() {
                 svc_store::Backend::Postgres => store.write_charged_spend(chunk).await.map(|_| ())?,
                 svc_store::Backend::Sqlite => store.insert_spend_batch(chunk).await?,
@@ -226,159 +185,12 @@ impl SpendWriter {
     }
 }
 
-/// Gathers more jobs until `linger` passed since the first or the batch is big enough (or someone waits).
-async fn gather(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, linger: Duration) {
-    let deadline = tokio::time::Instant::now() + linger;
-    while batch.len() < LINGER_BATCH && batch.iter().all(|j| j.done.is_none()) {
-        match tokio::time::timeout_at(deadline, rx.recv_many(batch, LINGER_BATCH - batch.len())).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-}
-
-/// The writer task: new records written in batches, and the records of refused batches kept until the store
-/// takes them. New records are always written on their own, so a backlog never slows a request down.
-/// When it ends (every handle dropped, everything written or given up), an emptied journal is deleted.
-async fn write_loop(target: Target, rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
-    write_all(&target, rx, policy, linger).await;
-    if let Some(journal) = &target.journal {
-        journal.close();
-    }
-}
-
-async fn write_all(target: &Target, mut rx: mpsc::Receiver<Job>, policy: KeepPolicy, linger: Option<Duration>) {
-    // What one batch takes: a journaled writer's is at most one full statement.
-    let most = if linger.is_some() { LINGER_BATCH } else { MAX_BATCH };
-    let mut batch: Vec<Job> = Vec::with_capacity(most);
-    let mut kept = Kept { records: Vec::new(), seqs: Vec::new(), max: policy.max_kept };
-    let mut waits = policy.retry.delays();
-    let mut retry_at = Instant::now();
-    let mut give_up_at: Option<Instant> = None;
-    loop {
-        if kept.records.is_empty() {
-            if give_up_at.is_some() || rx.recv_many(&mut batch, most).await == 0 {
-                return;
-            }
-        } else {
-            tokio::select! {
-                n = rx.recv_many(&mut batch, most), if give_up_at.is_none() => {
-                    if n == 0 {
-                        // Shutting down: the kept records get a short last chance.
-                        give_up_at = Some(Instant::now() + SHUTDOWN_GRACE);
-                        waits = policy.retry.with_delays(Duration::from_millis(100), Duration::from_secs(1)).delays();
-                        retry_at = Instant::now();
-                    }
-                }
-                () = tokio::time::sleep_until(retry_at.into()) => {}
-            }
-        }
-        if let (Some(linger), false) = (linger, batch.is_empty()) {
-            gather(&mut rx, &mut batch, linger).await;
-        }
-        if !batch.is_empty() {
-            let none_kept = kept.records.is_empty();
-            let ok = write_batch(target, &mut batch, &mut kept).await;
-            if !ok && none_kept {
-                retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
-            }
-            if ok && !kept.records.is_empty() {
-                // The store takes writes again: no need to wait for the timer.
-                retry_at = Instant::now();
-            }
-        }
-        if !kept.records.is_empty() && Instant::now() >= retry_at {
-            match kept.write(target).await {
-                Ok(n) => {
-                    tracing::info!(records = n, "spend records kept after a failed write are now written");
-                    waits = policy.retry.delays();
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, records = kept.records.len(), "kept spend records still cannot be written");
-                    retry_at = Instant::now() + waits.next().unwrap_or(policy.retry.max_delay);
-                    if give_up_at.is_some_and(|at| Instant::now() >= at) {
-                        tracing::error!(
-                            records = kept.records.len(),
-                            "spend records not written at shutdown: the store refused them (a fleet node writes them from its journal at its next start)"
-                        );
-                        kept.records.clear();
-                        kept.seqs.clear();
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Writes the records of `batch` (emptied) and tells each job whether the store took them; records it refused
-/// join `kept`. Whether it took them.
-async fn write_batch(target: &Target, batch: &mut Vec<Job>, kept: &mut Kept) -> bool {
-    let mut records = Vec::with_capacity(batch.len());
-    let mut seqs = Vec::with_capacity(batch.len());
-    let mut done = Vec::with_capacity(batch.len());
-    for job in batch.drain(..) {
-        if let Some(record) = job.record {
-            records.push(record);
-            seqs.push(job.seq);
-        }
-        done.extend(job.done);
-    }
-    let ok = match target.write(&records).await {
-        Ok(()) => {
-            target.written(&records, &seqs);
-            true
-        }
-        Err(e) => {
-            tracing::error!(error = %e, records = records.len(), "spend records could not be written; kept to try again");
-            kept.add(records, seqs);
-            false
-        }
-    };
-    for done in done {
-        let _ = done.send(ok);
-    }
-    ok
-}
-
-/// Records the store refused, oldest first.
-struct Kept {
-    records: Vec<ChargedRecord>,
-    seqs: Vec<Option<u64>>,
-    max: usize,
-}
-
-impl Kept {
-    fn add(&mut self, records: Vec<ChargedRecord>, seqs: Vec<Option<u64>>) {
-        self.records.extend(records);
-        self.seqs.extend(seqs);
-        if self.records.len() > self.max {
-            let lost = self.records.len() - self.max;
-            tracing::error!(records = lost, "spend records dropped from memory: too many are waiting for the store");
-            self.records.drain(..lost);
-            self.seqs.drain(..lost);
-        }
-    }
-
-    /// Writes the kept records in chunks, oldest first; returns how many were written, or the first error
-    /// (the chunks written before it are no longer kept).
-    async fn write(&mut self, target: &Target) -> Result<usize, StoreError> {
-        let total = self.records.len();
-        while !self.records.is_empty() {
-            let n = self.records.len().min(KEPT_CHUNK);
-            target.write(&self.records[..n]).await?;
-            target.written(&self.records[..n], &self.seqs[..n]);
-            self.records.drain(..n);
-            self.seqs.drain(..n);
-        }
-        Ok(total)
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)]
 pub(crate) mod tests {
     use super::*;
     use sqlx::Connection as _;
+    use std::time::Instant;
     use svc_store::SpendFilter;
 
     /// A sample record (also the journal's tests').
@@ -403,28 +215,6 @@ pub(crate) mod tests {
             latency_ms: 1,
             ..Default::default()
         }
-    }
-
-    /// A full queue makes the request wait for a place (it is not dropped); a writer that is gone refuses.
-    #[tokio::test]
-    async fn a_full_queue_waits_for_a_place_and_a_closed_one_refuses() {
-        let (tx, mut rx) = mpsc::channel::<Job>(1);
-        let writer = SpendWriter { tx, journal: None };
-        let job = |id: &str| Job { record: Some(record(id)), seq: None, done: None };
-        assert!(writer.queue(job("a")).await);
-        let waiting = tokio::spawn({
-            let writer = writer.clone();
-            async move { writer.queue(job("b")).await }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "a full queue does not take the job at once");
-        let first = rx.recv().await.and_then(|j| j.record).map(|r| r.record.request_id);
-        assert_eq!(first.as_deref(), Some("a"));
-        assert!(waiting.await.unwrap_or(false));
-        let second = rx.recv().await.and_then(|j| j.record).map(|r| r.record.request_id);
-        assert_eq!(second.as_deref(), Some("b"));
-        drop(rx);
-        assert!(!writer.queue(job("c")).await);
     }
 
     async fn written(store: &Store) -> Vec<String> {
@@ -477,7 +267,7 @@ pub(crate) mod tests {
     }
 
     fn policy(first_delay: Duration, max_kept: usize) -> KeepPolicy {
-        KeepPolicy { retry: KeepPolicy::DEFAULT.retry.with_delays(first_delay, first_delay * 4), max_kept }
+        KeepPolicy { retry: KEEP.retry.with_delays(first_delay, first_delay * 4), max_kept }
     }
 
     #[tokio::test]
@@ -551,7 +341,7 @@ pub(crate) mod tests {
         tasks.close();
         let started = Instant::now();
         assert!(tokio::time::timeout(Duration::from_secs(10), tasks.wait()).await.is_ok());
-        assert!(started.elapsed() >= SHUTDOWN_GRACE);
+        assert!(started.elapsed() >= svc_events::group_commit::SHUTDOWN_GRACE);
         assert_eq!(written(&h.store).await, ["e"]);
         Ok(())
     }

@@ -9,6 +9,9 @@ use svc_events::EventKind;
 use svc_events::{EventSink, GatewayEvent};
 use svc_store::Store;
 
+/// Unbounded, yet bounded by what can be queued: an account raises each notice once per period (its thresholds and
+/// "exceeded"), so the queue holds at most (thresholds + 1) notices per budget per period, and admission never
+/// waits for the announcer (which waits for the store).
 pub(super) type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
 
 /// The announcer task: announces queued notices one at a time, in order, until the queue closes.
