@@ -116,6 +116,7 @@ const GATEWAY: &[Key] = &[
     ("max_response_bytes", &[]),
     ("responses_shared_within_team", &[]),
     ("anthropic_beta_allowed", &[]),
+    ("currency", &[]),
 ];
 
 fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySettings {
@@ -130,6 +131,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         teams: Vec::new(),
         responses_shared_within_team: false,
         anthropic_beta_allowed: None,
+        currency: None,
     };
     let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", GATEWAY)) else {
         return out;
@@ -149,6 +151,17 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
     }
     if let Some(list) = r.strings(&f, "anthropic_beta_allowed") {
         out.anthropic_beta_allowed = Some(list.into_iter().map(|(s, _)| s.trim().to_string()).collect());
+    }
+    if let (Some(text), Some(n)) = (r.string(&f, "currency"), f.get("currency")) {
+        let label = text.trim();
+        if label.is_empty() || label.len() > 16 || label.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            r.error(
+                n,
+                format!("{}: expected a label such as `USD` (1 to 16 characters, no spaces)", f.child("currency")),
+            );
+        } else {
+            out.currency = Some(label.to_string());
+        }
     }
     if let Some(list) = f.get("budget_alert_thresholds") {
         out.budget_alert_thresholds_permille = alert_thresholds(r, list);

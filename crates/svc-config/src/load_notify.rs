@@ -174,11 +174,14 @@ fn webhook(r: &mut Reader, node: &Node, path: &str) -> Option<WebhookConfig> {
         r.error(node, format!("{path}: missing `events` (a list of event kinds, `*` or prefixes like `task.*`)"));
         ok = false;
     }
-    let secret = r.string(&f, "secret").filter(|s| !s.is_empty());
-    if secret.is_none() {
+    let given = f.get("secret").is_some();
+    let read = r.string(&f, "secret");
+    let secret = read.as_ref().filter(|s| !s.is_empty()).cloned();
+    // A secret given but unreadable (an unset variable, not a string) has its own error already.
+    if secret.is_none() && (!given || read.is_some()) {
         r.error(node, format!("{path}: missing `secret` (the HMAC signing secret)"));
-        ok = false;
     }
+    ok &= secret.is_some();
     // A Standard Webhooks secret is `whsec_` and the base64 of the key; the key signs `webhook-signature`.
     if let (Some(Err(why)), Some(n)) = (secret.as_deref().map(standard_webhooks_key), f.get("secret")) {
         r.error(n, format!("{}: {why}", f.child("secret")));

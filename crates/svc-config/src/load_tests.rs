@@ -573,3 +573,16 @@ model_list:
     assert!(errs.iter().any(|e| e.contains("search_context_cost_per_query")), "{errs:?}");
     assert!(errs.iter().any(|e| e.contains("max_input_tokens: must be at least 1")), "{errs:?}");
 }
+
+#[test]
+fn the_currency_label_is_read_and_checked() {
+    let base = "model_list:\n  - model_name: m\n    params:\n      model: mock/m\n";
+    let config = load(&format!("{base}gateway_settings:\n  currency: USD\n"), &[]);
+    assert_eq!(config.ok().and_then(|c| c.gateway.currency).as_deref(), Some("USD"));
+    let none = load(base, &[]);
+    assert_eq!(none.ok().map(|c| c.gateway.currency), Some(None));
+    assert_eq!(
+        errors(&format!("{base}gateway_settings:\n  currency: US dollars\n")),
+        ["svc.yaml:6:13: gateway_settings.currency: expected a label such as `USD` (1 to 16 characters, no spaces)"]
+    );
+}

@@ -230,6 +230,9 @@ pub struct GatewaySettings {
     /// those that do (`context-1m-*`, `extended-cache-ttl-*`) when every deployment that may serve the request
     /// prices them.
     pub anthropic_beta_allowed: Option<Vec<String>>,
+    /// `currency`: the label of every amount (prices, budgets, spend), e.g. `USD`, shown beside them in events,
+    /// refusals, the dashboard and `svc` (none by default: amounts are in the unit the prices are in).
+    pub currency: Option<String>,
 }
 
 /// `budget_admission`: what happens when a request's worst-case cost no longer fits a budget.

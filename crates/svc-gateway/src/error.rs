@@ -101,6 +101,22 @@ impl ApiError {
         e
     }
 
+    /// 502 for an upstream's 401 or 403: the provider refused the gateway's own credentials for `deployment` (its
+    /// `api_key`), which the client cannot fix; said so, so an agent's user does not take it for their own key,
+    /// with `x-should-retry: false` (the same credentials will be refused again). The provider's own words (which
+    /// may quote part of the gateway's key) go to the request line only.
+    pub fn gateway_credentials_refused(deployment: &str, status: u16, upstream: &str) -> ApiError {
+        let message = format!(
+            "the provider refused the gateway's credentials for deployment `{deployment}` (it answered {status}); \
+             this is the gateway's configuration, not your key: tell its operator"
+        );
+        let mut e = ApiError::new(StatusCode::BAD_GATEWAY, "upstream_auth_error", message);
+        e.0.code = Some("upstream_credentials_refused".into());
+        e.0.should_retry = Some(false);
+        e.0.detail = Some(format!("the provider said: {upstream}"));
+        e
+    }
+
     /// 503 `budget_unavailable` in fleet mode when a budget cannot be judged and what this node holds does not
     /// pay for the request: the store could not be asked (or this node's leases may have lapsed while it was cut
     /// off), or the room is held by a silent node or moving between nodes. Not a budget refusal: the budget may
@@ -275,6 +291,9 @@ impl From<ProviderError> for ApiError {
                 ApiError::new(StatusCode::BAD_GATEWAY, "upstream_unreachable", e.to_string())
             }
             ProviderError::Timeout { .. } => ApiError::upstream_timeout(e.to_string()),
+            ProviderError::Status { status: status @ (401 | 403), deployment, message, .. } => {
+                ApiError::gateway_credentials_refused(&deployment, status, &message)
+            }
             ProviderError::Status { status, message, kind, param, retry_after, .. } => {
                 // Anthropic's 529 "overloaded" has no standard meaning to OpenAI clients: it is a 503.
                 let code = if status == 529 { 503 } else { status };

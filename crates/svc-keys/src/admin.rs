@@ -374,9 +374,16 @@ impl Admin<'_> {
         self.update(KeyRequest { key: Some(needle.to_string()), blocked: Some(true), ..Default::default() }).await
     }
 
-    /// Rotates a key: a new secret for the same record (id, alias, budgets and spend stay).
+    /// Rotates a key: a new secret for the same record (id, alias, budgets and spend stay). A revoked key is
+    /// refused (its new secret could never work).
     pub async fn regenerate(&self, needle: &str) -> Result<KeyInfo, AdminError> {
         let mut row = self.find(needle).await?;
+        if row.revoked_ms.is_some() {
+            return Err(AdminError::invalid(
+                "this key is revoked: a new secret for it would never work (unblock it first, or create a new key)",
+                "key",
+            ));
+        }
         let secret = generate_secret();
         row.key_hash = hex::encode(hash_secret(&secret));
         row.key_hint = hint_of(&secret);

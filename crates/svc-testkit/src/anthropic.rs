@@ -133,7 +133,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl FakeAnthropic {
     /// Starts a server on 127.0.0.1; with `Some(key)` every request must carry `x-api-key: key`.
     pub async fn start(api_key: Option<&str>) -> std::io::Result<FakeAnthropic> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        Self::start_on("127.0.0.1:0", api_key).await
+    }
+
+    /// The fake on `address` (`127.0.0.1:0`: any free port).
+    pub async fn start_on(address: &str, api_key: Option<&str>) -> std::io::Result<FakeAnthropic> {
+        let listener = tokio::net::TcpListener::bind(address).await?;
         let base_url = format!("http://{}", listener.local_addr()?);
         let shared = Arc::new(Shared {
             api_key: api_key.map(String::from),

@@ -17,7 +17,14 @@ pub fn check(explicit: Option<&Path>) -> ExitCode {
             }
             let models = config.aliases().len();
             let teams = config.gateway.teams.len();
-            eprintln!("{}: valid ({models} models, {teams} teams, {} warnings)", path.display(), config.warnings.len());
+            let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+            eprintln!(
+                "{}: valid ({}, {}, {})",
+                path.display(),
+                count(models, "model"),
+                count(teams, "team"),
+                count(config.warnings.len(), "warning")
+            );
             ExitCode::SUCCESS
         }
         Err(ConfigError::Invalid { diagnostics }) => {
@@ -25,7 +32,8 @@ pub fn check(explicit: Option<&Path>) -> ExitCode {
                 eprintln!("{d}");
             }
             let errors = diagnostics.iter().filter(|d| d.severity == svc_config::Severity::Error).count();
-            eprintln!("{}: invalid ({errors} errors)", path.display());
+            let plural = if errors == 1 { "" } else { "s" };
+            eprintln!("{}: invalid ({errors} error{plural})", path.display());
             ExitCode::from(1)
         }
         Err(e) => {

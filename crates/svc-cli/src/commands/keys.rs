@@ -110,11 +110,17 @@ pub async fn teams(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result
     let anchors: std::collections::HashMap<String, i64> =
         store.list_teams().await?.into_iter().map(|t| (t.team_id, t.anchor_ms)).collect();
     let now = chrono::Utc::now();
+    let currency = config.gateway.currency.as_deref();
     let mut out = super::stdout();
     writeln!(
         out,
         "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  MODELS",
-        "TEAM", "BUDGET", "PERIOD", "SPENT", "USED", "RESETS"
+        "TEAM",
+        super::spend::with_currency("BUDGET", currency),
+        "PERIOD",
+        super::spend::with_currency("SPENT", currency),
+        "USED",
+        "RESETS"
     )?;
     for t in &config.gateway.teams {
         // The team's current budget period, as the gateway counts it (its anchor is kept in the store).

@@ -18,6 +18,8 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
     }
     let keys = store.list_keys().await?;
     let mut out = super::stdout();
+    // The amounts' currency label, when the config names one: in the column's title.
+    let spend_title = with_currency("SPEND", config.gateway.currency.as_deref());
     let by = if args.by.is_empty() { SpendGroup::ALL[..3].to_vec() } else { args.by.clone() };
     for group in by {
         let title = group.name().to_uppercase();
@@ -31,7 +33,7 @@ pub async fn run(explicit: Option<&Path>, args: SpendArgs) -> anyhow::Result<()>
                 .map(|k| k.key_alias.clone().unwrap_or_else(|| k.key_hint.clone()))
                 .unwrap_or_else(|| t.group.clone())
         };
-        writeln!(out, "{title:<32}  {:>8}  {:>12}  {:>12}  {:>14}", "REQUESTS", "PROMPT", "COMPLETION", "SPEND")?;
+        writeln!(out, "{title:<32}  {:>8}  {:>12}  {:>12}  {:>14}", "REQUESTS", "PROMPT", "COMPLETION", spend_title)?;
         for t in &totals {
             writeln!(
                 out,
@@ -77,6 +79,14 @@ fn since_ms(since: &str, now: chrono::DateTime<chrono::Local>) -> anyhow::Result
         BudgetDuration::Months(m) => now.checked_sub_months(chrono::Months::new(m)).unwrap_or(now),
     };
     Ok(start.timestamp_millis())
+}
+
+/// A column title with the currency label of its amounts, when there is one (`SPEND (USD)`).
+pub(crate) fn with_currency(title: &str, currency: Option<&str>) -> String {
+    match currency {
+        Some(c) => format!("{title} ({c})"),
+        None => title.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -104,3 +104,30 @@ gateway_settings:
         ]
     );
 }
+
+/// A webhook secret read from a misspelt variable is one error (the variable), not also a "missing `secret`";
+/// one error is "1 error".
+#[tokio::test]
+async fn an_unset_secret_variable_is_one_error() {
+    let broken = "\
+model_list:
+  - model_name: m
+    params:
+      model: mock/echo
+notifications:
+  webhooks:
+    - url: http://127.0.0.1:9/hook
+      events: ['*']
+      secret: os.environ/SVC_TEST_SURELY_UNSET_SECRET
+";
+    let (code, stderr) = check(broken).await;
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "svc.yaml:9:15: notifications.webhooks[0].secret: environment variable `SVC_TEST_SURELY_UNSET_SECRET` is not set",
+            "svc.yaml: invalid (1 error)",
+        ]
+    );
+}

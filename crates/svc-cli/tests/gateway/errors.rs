@@ -135,6 +135,27 @@ async fn upstream_failures_map_to_502_504_and_pass_through() {
     assert_eq!((s, b["error"]["message"].as_str()), (429, Some("slow down")));
     let (s, _, b) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-mini")).await;
     assert_eq!((s, b["error"]["message"].as_str()), (400, Some("bad temperature")));
+    // A 401 or 403 refuses the gateway's own credentials: a 502 that says whose they are, in each API's shape,
+    // not to be retried, without the provider's words (they may quote the gateway's key).
+    up.set(|b| {
+        b.fail_next.push_back((401, "Incorrect API key provided: sk-proj-****abcd".into()));
+        b.fail_next.push_back((403, "Your key may not use this model".into()));
+    });
+    let (s, h, b) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-mini")).await;
+    assert_eq!(s, 502, "{b}");
+    assert_error(&b, "upstream_auth_error");
+    assert_eq!(b["error"]["code"], "upstream_credentials_refused");
+    assert_eq!(h["x-should-retry"], "false");
+    let message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("refused the gateway's credentials for deployment `openai/gpt-4.1-mini`"), "{message}");
+    assert!(message.contains("not your key") && !message.contains("sk-proj"), "{message}");
+    let messages =
+        json!({"model": "openai/gpt-4.1-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]});
+    let r = client().post(g.path("/v1/messages")).header("x-api-key", MASTER).json(&messages).send().await.unwrap();
+    assert_eq!(r.status(), 502);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!((b["type"].as_str(), b["error"]["type"].as_str()), (Some("error"), Some("api_error")), "{b}");
+    assert!(b["error"]["message"].as_str().unwrap_or_default().contains("gateway's credentials"), "{b}");
 }
 
 #[tokio::test]

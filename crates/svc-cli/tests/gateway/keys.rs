@@ -155,6 +155,10 @@ async fn cli_changes_reach_a_running_server() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status, 401);
+    // A revoked key is not rotated: its new secret could never work.
+    let (code, stdout, stderr) = cli(&g, &["keys", "rotate", "cli-key"]).await;
+    assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
+    assert!(stderr.contains("this key is revoked"), "{stderr}");
     // `--events` narrows what a key may post on POST /events; `keys list` shows it.
     let (code, _, stderr) =
         cli(&g, &["keys", "create", "--team", "executor", "--alias", "tasks", "--events", "task.*,agent.*"]).await;

@@ -154,6 +154,7 @@ pub async fn info(
         "budget": budget,
         "team_budget": s.budgets.team_view(&vk.team_id).await?,
         "total_spend": Money::from_nanos_i128(spent).as_f64(),
+        "currency": s.config.gateway.currency,
     })))
 }
 
@@ -175,6 +176,7 @@ fn team_json(s: &AdminState, t: &svc_config::TeamConfig, keys: usize) -> Value {
         "keys": keys,
         "budget_start": t.budget_start.map(|d| d.to_rfc3339()),
         "fleet": s.config.fleet.name,
+        "currency": s.config.gateway.currency,
     })
 }
 

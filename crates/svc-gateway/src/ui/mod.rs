@@ -151,13 +151,14 @@ async fn team_role(auth: &AuthState, digest: svc_keys::KeyHash) -> Result<Role, 
     Ok(Role::Team { key: digest, team_id: key.team_id.clone() })
 }
 
-/// `GET /ui/session` → who is signed in and the CSRF token (a reloaded page keeps working); 401 when nobody.
+/// `GET /ui/session` → who is signed in, the CSRF token (a reloaded page keeps working), the node and the currency
+/// label of amounts; 401 when nobody.
 async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     let session = session::cookie_token(&headers)
         .and_then(|t| s.auth.sessions.touch(t))
         .ok_or_else(|| ApiError::unauthorized("Not signed in to the dashboard."))?;
     let body = json!({"role": session.role.as_str(), "team_id": session.role.team(), "csrf_token": session.csrf,
-        "node": s.pipeline.config.fleet.node});
+        "node": s.pipeline.config.fleet.node, "currency": s.pipeline.config.gateway.currency});
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 

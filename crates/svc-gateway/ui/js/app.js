@@ -5,7 +5,7 @@
 // performance mark `svc:ready:<page>` recorded (the first-render measurement reads them).
 
 import { api, setCsrf, whenSignedOut, toast, ApiError } from './api.js';
-import { h, svg, fill } from './dom.js';
+import { h, svg, fill, setCurrency } from './dom.js';
 import overview from './pages/overview.js';
 import keys from './pages/keys.js';
 import spend from './pages/spend.js';
@@ -20,6 +20,8 @@ const PAGES = [overview, keys, spend, requests, events, models, fleet];
 const TEAM_PAGES = [team, spend, requests];
 /** Remembered per tab, so a reload draws the right pages before the session has answered. */
 const ROLE_HINT = 'svc-dashboard-role';
+/** The currency label, remembered likewise, so a reload draws amounts with it at once. */
+const CURRENCY_HINT = 'svc-dashboard-currency';
 const POLL_MS = 3000;
 const app = document.getElementById('app');
 
@@ -143,6 +145,8 @@ async function tick(run, manual) {
 async function start() {
   const asked = api('/ui/session');
   const hint = sessionStorage.getItem(ROLE_HINT);
+  const currencyHint = sessionStorage.getItem(CURRENCY_HINT) || '';
+  setCurrency(currencyHint);
   if (hint !== 'team') {
     session = { node: '…', role: 'master' };
     pages = PAGES;
@@ -152,8 +156,10 @@ async function start() {
   session = await asked;
   setCsrf(session.csrf_token);
   sessionStorage.setItem(ROLE_HINT, session.role);
+  setCurrency(session.currency);
+  sessionStorage.setItem(CURRENCY_HINT, session.currency || '');
   const wanted = session.role === 'team' ? TEAM_PAGES : PAGES;
-  if (wanted !== pages || !document.getElementById('main')) {
+  if (wanted !== pages || !document.getElementById('main') || (session.currency || '') !== currencyHint) {
     pages = wanted;
     shell();
     route();

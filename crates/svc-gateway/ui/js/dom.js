@@ -79,8 +79,8 @@ export function card(title, aside, ...body) {
 // Formatters are made once: `toLocaleString` with options builds a new one on every call, which a table of a
 // few hundred cells turns into tens of milliseconds.
 const FORMATS = {
-  money2: new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }),
-  money4: new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 4 }),
+  // The store counts nano-units: nine decimals at most, two at least, none rounded away.
+  money: new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 9 }),
   count: new Intl.NumberFormat(undefined),
   rate2: new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 }),
   rate0: new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 }),
@@ -88,10 +88,20 @@ const FORMATS = {
   day: new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' }),
 };
 
-/** Money in the budget unit: two decimals, four below one unit. */
+// The gateway's currency label (`gateway_settings.currency`), shown after every amount; none by default.
+let currency = null;
+
+/** Sets the currency label amounts are shown with (from the session; empty: none). */
+export function setCurrency(label) {
+  currency = label || null;
+}
+
+/** Money in the budget unit, with the precision it has (0.0049 stays 0.0049; at least two decimals), and the
+ * currency label when the gateway names one. */
 export function money(v) {
   if (v == null || Number.isNaN(v)) return '—';
-  return (Math.abs(v) < 1 && v !== 0 ? FORMATS.money4 : FORMATS.money2).format(v);
+  const amount = FORMATS.money.format(v);
+  return currency ? `${amount} ${currency}` : amount;
 }
 
 /** A count with the locale's grouping. */

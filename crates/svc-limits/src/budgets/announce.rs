@@ -1,10 +1,12 @@
 //! The announcer of budget notices: one task, so notices are announced in the order they happened, each once
 //! per budget and period (the store decides who is first, so also once per fleet and across restarts).
 
-use super::{budget_fields, rfc3339, Scope, Who};
+use super::refusal::budget_fields;
+use super::{rfc3339, Scope, Who};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use svc_budget::{Money, Notice, NoticeKind};
+use svc_config::{Config, GatewaySettings};
 use svc_events::EventKind;
 use svc_events::{EventSink, GatewayEvent};
 use svc_store::Store;
@@ -15,9 +17,9 @@ use svc_store::Store;
 pub(super) type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
 
 /// The announcer task: announces queued notices one at a time, in order, until the queue closes.
-pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queue: NoticeQueue, thresholds: Vec<u32>) {
+pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queue: NoticeQueue, config: Arc<Config>) {
     while let Some((scope, notice, who)) = queue.recv().await {
-        announce(&store, events.as_ref(), &thresholds, scope, notice, who).await;
+        announce(&store, events.as_ref(), &config.gateway, scope, notice, who).await;
     }
 }
 
@@ -26,7 +28,15 @@ pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queu
 /// announced (a burst refused before its spend is settled crosses them all at once): each `budget.alert` comes
 /// before `budget.exceeded`, none after it (the accounts raise none then), across the fleet and restarts (each
 /// is recorded in the store before it is emitted).
-async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], scope: Scope, notice: Notice, who: Who) {
+async fn announce(
+    store: &Store,
+    events: &dyn EventSink,
+    settings: &GatewaySettings,
+    scope: Scope,
+    notice: Notice,
+    who: Who,
+) {
+    let (thresholds, currency) = (&settings.budget_alert_thresholds_permille, settings.currency.as_deref());
     let label = scope.label();
     let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
         // An alert after "exceeded" (announced by another node, whose budget held less then) is noise.
@@ -39,7 +49,7 @@ async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], sco
             Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
         }
         if first(store, &label, &notice).await {
-            emit(events, &scope, &who, &notice);
+            emit(events, &scope, &who, &notice, currency);
         }
         return;
     };
@@ -53,12 +63,12 @@ async fn announce(store: &Store, events: &dyn EventSink, thresholds: &[u32], sco
     for threshold_permille in below {
         let alert = Notice::Alert { threshold_permille, spent, limit, period };
         if first(store, &label, &alert).await {
-            emit(events, &scope, &who, &alert);
+            emit(events, &scope, &who, &alert, currency);
         }
     }
     let exceeded = Notice::Exceeded { spent, limit, period, requested, remaining };
     if first(store, &label, &exceeded).await {
-        emit(events, &scope, &who, &exceeded);
+        emit(events, &scope, &who, &exceeded, currency);
     }
 }
 
@@ -77,14 +87,14 @@ async fn first(store: &Store, label: &str, notice: &Notice) -> bool {
     }
 }
 
-fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice) {
+fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice, currency: Option<&str>) {
     let (event, period, spent, limit, threshold) = match notice {
         Notice::Alert { threshold_permille, spent, limit, period } => {
             (EventKind::BudgetAlert, period, spent, limit, Some(*threshold_permille))
         }
         Notice::Exceeded { spent, limit, period, .. } => (EventKind::BudgetExceeded, period, spent, limit, None),
     };
-    let mut data = budget_fields(scope, who);
+    let mut data = budget_fields(scope, who, currency);
     data.insert("agent_role".into(), json!(who.agent_role()));
     data.insert("spent".into(), json!(spent.as_f64()));
     data.insert("limit".into(), json!(limit.as_f64()));

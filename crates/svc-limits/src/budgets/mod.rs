@@ -27,7 +27,6 @@
 use crate::refused::Refused;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
-use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::{Arc, Mutex, RwLock};
 use svc_budget::{
@@ -256,8 +255,7 @@ impl Budgets {
             .map(|t| (t.team_id, DateTime::<Utc>::from_timestamp_millis(t.anchor_ms).unwrap_or_default()))
             .collect();
         let (notices, queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
-        let thresholds = config.gateway.budget_alert_thresholds_permille.clone();
-        tasks.spawn(announce::announcer(store.clone(), events, queue, thresholds));
+        tasks.spawn(announce::announcer(store.clone(), events, queue, config.clone()));
         let leases = match store.backend() {
             svc_store::Backend::Postgres => Some(Leases::new(store.clone(), &config.fleet)),
             svc_store::Backend::Sqlite => None,
@@ -587,15 +585,6 @@ fn who(principal: &Principal) -> Who {
         Principal::Key(k) => Who(Some(k.clone())),
         Principal::Master => Who(None),
     }
-}
-
-/// Which budget, whose: the first fields of a budget event's data and of a refusal's details.
-fn budget_fields(scope: &Scope, who: &Who) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("budget".into(), json!(scope.kind()));
-    m.insert("team_id".into(), json!(who.team_id()));
-    m.insert("key_alias".into(), json!(who.key_alias()));
-    m
 }
 
 #[cfg(test)]

@@ -10,10 +10,10 @@
 //! (`held_by_other_nodes`), so that spent + reserved + held by other nodes + remaining make the limit.
 
 use super::lease::Asked;
-use super::{budget_fields, rfc3339, Ask, Budgets, Cell, Scope, Who};
+use super::{rfc3339, Ask, Budgets, Cell, Scope, Who};
 use crate::refused::{Refused, Unjudged};
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use svc_budget::{Money, Notice, Refusal};
 use svc_config::AdmissionMode;
 use svc_store::StoreError;
@@ -29,6 +29,11 @@ fn cut_off() -> Refused {
 }
 
 impl Budgets {
+    /// The currency label of amounts, when the config names one (`gateway_settings.currency`).
+    fn currency(&self) -> Option<&str> {
+        self.config.gateway.currency.as_deref()
+    }
+
     /// The answer to a request that does not fit account `index` (`refusal`, as described under its lock) after
     /// the store was `asked`; announces `budget.exceeded` when it is the period's first justified refusal.
     #[allow(clippy::too_many_arguments)]
@@ -49,7 +54,7 @@ impl Budgets {
             if mark_exceeded(cell) {
                 self.announce_refusal(scope, &refusal, who, period_start);
             }
-            return refused(scope, &refusal, who, now, None);
+            return refused(scope, &refusal, who, now, None, self.currency());
         };
         if asked == Asked::Unreachable || !leases.reachable() {
             return cut_off();
@@ -75,7 +80,7 @@ impl Budgets {
         if mark_exceeded(cell) {
             self.announce_refusal(scope, &fleet, who, period_start);
         }
-        refused(scope, &fleet, who, now, Some(Money::from_nanos(standing.held_by_others)))
+        refused(scope, &fleet, who, now, Some(Money::from_nanos(standing.held_by_others)), self.currency())
     }
 
     /// The least a request can be admitted with: its worst case with the smallest useful completion cap when
@@ -146,8 +151,15 @@ fn fleet_refusal(local: &Refusal, standing: &svc_store::Standing, unwritten: Mon
 
 /// The 429 of a refused reservation: `Budget exceeded` plus machine-readable detail (spec 4.1 rule 1); in fleet
 /// mode with what the other nodes hold.
-fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Option<Money>) -> Refused {
-    let mut extra = budget_fields(scope, who);
+fn refused(
+    scope: &Scope,
+    r: &Refusal,
+    who: &Who,
+    now: DateTime<Utc>,
+    held: Option<Money>,
+    currency: Option<&str>,
+) -> Refused {
+    let mut extra = budget_fields(scope, who, currency);
     extra.insert("limit".into(), json!(r.limit.as_f64()));
     extra.insert("spent".into(), json!(r.spent.as_f64()));
     extra.insert("reserved".into(), json!(r.reserved.as_f64()));
@@ -159,6 +171,18 @@ fn refused(scope: &Scope, r: &Refusal, who: &Who, now: DateTime<Utc>, held: Opti
     extra.insert("reset_at".into(), json!(rfc3339(r.reset)));
     let retry_after_secs = u64::try_from((r.reset - now).num_seconds()).unwrap_or(1).max(1);
     Refused::Budget { details: Box::new(extra), retry_after_secs }
+}
+
+/// Which budget, whose: the first fields of a budget event's data and of a refusal's details.
+pub(super) fn budget_fields(scope: &Scope, who: &Who, currency: Option<&str>) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("budget".into(), json!(scope.kind()));
+    m.insert("team_id".into(), json!(who.team_id()));
+    m.insert("key_alias".into(), json!(who.key_alias()));
+    if let Some(c) = currency {
+        m.insert("currency".into(), json!(c));
+    }
+    m
 }
 
 #[cfg(test)]
@@ -192,9 +216,11 @@ mod tests {
             (Money::from_nanos(4_050_000), local.reserved, Money::from_nanos(50_000))
         );
         assert_eq!(r.spent.plus(r.reserved).plus(Money::from_nanos(700_000)).plus(r.remaining), r.limit);
-        let refusal = refused(&Scope::Team("t".into()), &r, &Who::default(), reset, Some(Money::from_nanos(700_000)));
+        let held = Some(Money::from_nanos(700_000));
+        let refusal = refused(&Scope::Team("t".into()), &r, &Who::default(), reset, held, Some("USD"));
         let details = refusal.budget_details().cloned().unwrap_or_default();
         assert_eq!(details["held_by_other_nodes"], json!(0.0007));
+        assert_eq!(details["currency"], "USD", "a refusal's amounts carry their currency label");
         assert_eq!(details["remaining"], json!(0.00005));
         // More held than the limit leaves (a lease read mid-settlement): nothing remains, never less.
         let crowded = svc_store::Standing { held_by_others: 9_000_000, ..standing };

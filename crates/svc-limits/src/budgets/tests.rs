@@ -4,8 +4,8 @@
 
 use super::*;
 use chrono::TimeZone;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, Ordering};
-use svc_events::GatewayEvent;
 use svc_events::MemorySink;
 use svc_keys::VirtualKey;
 use svc_store::SpendRecord;
@@ -205,15 +205,6 @@ fn agent_ask() -> Ask {
     }
 }
 
-/// Waits until the sink holds `n` events (or a deadline), then returns them.
-async fn events_after(r: &Rig, n: usize) -> Vec<GatewayEvent> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while r.events.events().len() < n && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    r.events.events()
-}
-
 #[tokio::test]
 async fn the_last_part_of_a_budget_is_usable_with_a_capped_completion() {
     let r = rig(None, at(2026, 2, 10, 0)).await;
@@ -282,7 +273,9 @@ async fn a_request_too_dear_for_a_budget_that_holds_little_announces_no_alert() 
 
 #[tokio::test]
 async fn a_burst_announces_each_alert_before_exceeded_once() {
-    let r = rig(None, at(2026, 2, 10, 0)).await;
+    // With a currency label, which every announcement carries.
+    let config = CONFIG.replace("gateway_settings:\n", "gateway_settings:\n  currency: USD\n");
+    let r = rig_with(&config, None, at(2026, 2, 10, 0)).await;
     let p = principal();
     // Ten requests of 0.1 hold the whole budget before any settles; the eleventh is refused.
     let mut held = Vec::new();
@@ -298,10 +291,12 @@ async fn a_burst_announces_each_alert_before_exceeded_once() {
     for g in held {
         g.reservation.settle(m(90_000_000));
     }
-    let events = events_after(&r, 3).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Every announcement made (the announcer finished): exactly these, in this order.
+    let (sink, _dir) = r.quiet().await;
+    let events = sink.events();
+    assert!(events.iter().all(|e| e.data["currency"] == "USD"), "{events:?}");
     let seen: Vec<(String, Value)> =
-        r.events.events().iter().map(|e| (e.kind.as_str().to_string(), e.data["threshold"].clone())).collect();
+        events.iter().map(|e| (e.kind.as_str().to_string(), e.data["threshold"].clone())).collect();
     assert_eq!(
         seen,
         [

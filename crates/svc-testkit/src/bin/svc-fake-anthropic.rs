@@ -1,6 +1,6 @@
-//! `svc-fake-anthropic [--api-key KEY] [--no-record]`: the fake Anthropic Messages API (`svc_testkit::anthropic`) as a
-//! process, for tests in other languages (tests/python). It binds two ephemeral ports of 127.0.0.1 and says
-//! so on stderr, in one line:
+//! `svc-fake-anthropic [--api-key KEY] [--no-record] [--port N] [--control-port N]`: the fake Anthropic Messages
+//! API (`svc_testkit::anthropic`) as a process, for tests in other languages (tests/python). It binds two ports of
+//! 127.0.0.1 (ephemeral unless given) and says so on stderr, in one line:
 //!
 //! `svc-fake-anthropic listening on http://127.0.0.1:PORT control http://127.0.0.1:PORT2`
 //!
@@ -15,26 +15,38 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use clap::Parser;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use svc_testkit::anthropic::{Canned, FakeAnthropic};
 
+/// The fake Anthropic Messages API of svc's tests, on 127.0.0.1, with a control port that programs its answers
+/// (`POST /push`) and lists what it received (`GET /requests`). It runs until killed.
+#[derive(Parser)]
+#[command(name = "svc-fake-anthropic", version)]
+struct Args {
+    /// The `x-api-key` it accepts (any, when absent).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Keeps no record of the requests (for benchmarks).
+    #[arg(long)]
+    no_record: bool,
+    /// The API's port (0: any free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// The control port (0: any free one).
+    #[arg(long, default_value_t = 0)]
+    control_port: u16,
+}
+
 fn main() -> anyhow::Result<()> {
-    let mut api_key: Option<String> = None;
-    let mut record = true;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--api-key" => api_key = args.next(),
-            "--no-record" => record = false,
-            other => anyhow::bail!("unknown argument `{other}` (use --api-key KEY, --no-record)"),
-        }
-    }
+    let args = Args::parse();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
-        let fake = Arc::new(FakeAnthropic::start(api_key.as_deref()).await?);
-        fake.set_recording(record);
-        let control = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let fake =
+            Arc::new(FakeAnthropic::start_on(&format!("127.0.0.1:{}", args.port), args.api_key.as_deref()).await?);
+        fake.set_recording(!args.no_record);
+        let control = tokio::net::TcpListener::bind(("127.0.0.1", args.control_port)).await?;
         let control_url = format!("http://{}", control.local_addr()?);
         let app = Router::new().route("/push", post(push)).route("/requests", get(requests)).with_state(fake.clone());
         eprintln!("svc-fake-anthropic listening on {} control {control_url}", fake.base_url());

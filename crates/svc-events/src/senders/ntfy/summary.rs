@@ -1,5 +1,6 @@
 //! The push notification body: `data.task_title` when present, otherwise one human line per kind
-//! (e.g. `budget.exceeded: team executor spent 50.02 of 50.00`). Issue 4, "Push (ntfy) delivery".
+//! (e.g. `budget.exceeded: team executor spent 50.02 of 50.00`). Issue 4, "Push (ntfy) delivery"; amounts with
+//! the precision they have and an alert's threshold, issue 30.
 //!
 //! Only text; size limits and header encoding live in `message.rs`.
 
@@ -34,7 +35,10 @@ pub fn summary(env: &Envelope) -> String {
                 (Some(whose), Some(spent), Some(limit), Some(req), None) => {
                     Some(format!("{whose} refused a request of up to {req}, spent {spent} of {limit}"))
                 }
-                (Some(whose), Some(spent), Some(limit), None, _) => Some(format!("{whose} spent {spent} of {limit}")),
+                (Some(whose), Some(spent), Some(limit), None, _) => match percent(d, "threshold") {
+                    Some(p) => Some(format!("{whose} passed {p} % of its budget: spent {spent} of {limit}")),
+                    None => Some(format!("{whose} spent {spent} of {limit}")),
+                },
                 _ => None,
             }
         }
@@ -68,13 +72,36 @@ fn field(d: &Map<String, Value>, key: &str) -> Option<String> {
     }
 }
 
-/// An amount: numbers with two decimals, strings as written.
+/// An amount: a number with the decimals it has (at least two, at most the store's nine: 0.0049 stays 0.0049),
+/// a string as written; with the event's `currency` after it when it names one.
 fn money(d: &Map<String, Value>, key: &str) -> Option<String> {
-    match d.get(key)? {
-        Value::Number(n) => n.as_f64().map(|f| format!("{f:.2}")),
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
-        _ => None,
+    let amount = match d.get(key)? {
+        Value::Number(n) => n.as_f64().filter(|f| f.is_finite()).map(decimals)?,
+        Value::String(s) if !s.trim().is_empty() => s.clone(),
+        _ => return None,
+    };
+    Some(match d.get("currency").and_then(Value::as_str).filter(|c| !c.trim().is_empty()) {
+        Some(currency) => format!("{amount} {currency}"),
+        None => amount,
+    })
+}
+
+/// `f` rounded to nine decimals, written with as many as it needs and at least two.
+fn decimals(f: f64) -> String {
+    let text = format!("{f:.9}");
+    let trimmed = text.trim_end_matches('0');
+    match trimmed.split_once('.') {
+        Some((_, fraction)) if fraction.len() >= 2 => trimmed.to_string(),
+        Some((whole, fraction)) => format!("{whole}.{fraction:0<2}"),
+        None => text,
     }
+}
+
+/// A fraction (`0.8`) as a percentage (`80`, `87.5`), when it is one.
+fn percent(d: &Map<String, Value>, key: &str) -> Option<String> {
+    let f = d.get(key)?.as_f64().filter(|f| f.is_finite() && *f > 0.0)?;
+    let text = format!("{:.1}", f * 100.0);
+    Some(text.strip_suffix(".0").map(str::to_string).unwrap_or(text))
 }
 
 /// `key=value, …` of the scalar fields in key order, at most eight of them.
@@ -107,6 +134,16 @@ mod tests {
     fn summaries() {
         let cases = [
             (
+                EventKind::BudgetAlert,
+                json!({"budget": "team", "team_id": "executor", "spent": 0.0041, "limit": 0.005, "threshold": 0.8}),
+                "budget.alert: team executor passed 80 % of its budget: spent 0.0041 of 0.005",
+            ),
+            (
+                EventKind::BudgetAlert,
+                json!({"budget": "team", "team_id": "t", "spent": 0.000000123, "limit": 1, "threshold": 0.875, "currency": "USD"}),
+                "budget.alert: team t passed 87.5 % of its budget: spent 0.000000123 USD of 1.00 USD",
+            ),
+            (
                 EventKind::BudgetExceeded,
                 json!({"team": "executor", "spent": "50.02", "limit": "50.00"}),
                 "budget.exceeded: team executor spent 50.02 of 50.00",
@@ -114,22 +151,22 @@ mod tests {
             (
                 EventKind::BudgetAlert,
                 json!({"budget": "team", "team_id": "executor", "spent": 40.5, "limit": 50.0, "threshold": 0.8}),
-                "budget.alert: team executor spent 40.50 of 50.00",
+                "budget.alert: team executor passed 80 % of its budget: spent 40.50 of 50.00",
             ),
             (
                 EventKind::BudgetExceeded,
                 json!({"budget": "key", "team_id": "executor", "key_alias": "bot-1", "spent": 10.019, "limit": 10}),
-                "budget.exceeded: key bot-1 spent 10.02 of 10.00",
+                "budget.exceeded: key bot-1 spent 10.019 of 10.00",
             ),
             (
                 EventKind::BudgetExceeded,
                 json!({"budget": "team", "team_id": "executor", "spent": 0.0, "limit": 1.0, "requested": 4.096}),
-                "budget.exceeded: team executor refused a request of up to 4.10, spent 0.00 of 1.00",
+                "budget.exceeded: team executor refused a request of up to 4.096, spent 0.00 of 1.00",
             ),
             (
                 EventKind::BudgetExceeded,
                 json!({"budget": "team", "team_id": "executor", "spent": 49.6, "limit": 50, "requested": 4.096, "remaining": 0.32}),
-                "budget.exceeded: team executor refused a request of up to 4.10: 0.32 left of 50.00",
+                "budget.exceeded: team executor refused a request of up to 4.096: 0.32 left of 50.00",
             ),
             (
                 EventKind::BudgetExceeded,
