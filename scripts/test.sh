@@ -10,7 +10,10 @@
 #      target/tools, builds the targets once into target/fuzz, fails on any crash or hang),
 #   6. the official `openai` and `anthropic` Python SDKs, and the real Claude Code and Codex CLIs (from npm, into
 #      target/agents), against the real gateway.
-#   7. the dashboard end to end (tests/ui): Debian's chromium (installed with apt-get when /usr/bin/chromium is
+#   7. the systemd unit of examples/ (systemd-analyze verify and its exposure) and the container image
+#      (scripts/image.sh --check: Debian's buildah, installed when missing; svc serve from the image's root
+#      filesystem by chroot),
+#   8. the dashboard end to end (tests/ui): Debian's chromium (installed with apt-get when /usr/bin/chromium is
 #      missing), playwright-core from npm (`npm ci`, pinned by tests/ui/package-lock.json), screenshots of every
 #      page in target/ui-artifacts/.
 # Anything missing is an error, never a silent skip.
@@ -97,6 +100,21 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --locked --no-fail-fast
 fi
+
+say "systemd unit (examples/systemd/svc.service: systemd-analyze verify, exposure at most 2.0)"
+need_deb systemd /usr/bin/systemd-analyze
+UNIT_DIR=$(mktemp -d)
+# The unit names the installed binary; verify checks that its command exists, so it is pointed at this build.
+sed "s|/usr/local/bin/svc|$PWD/target/debug/svc|" examples/systemd/svc.service >"$UNIT_DIR/svc.service"
+# Unknown or misspelt directives are only warnings to systemd-analyze: any output fails the check.
+verified=$(systemd-analyze verify "$UNIT_DIR/svc.service" 2>&1) || die "systemd-analyze verify: $verified"
+[ -z "$verified" ] || die "systemd-analyze verify: $verified"
+systemd-analyze security --offline=true --threshold=20 "$UNIT_DIR/svc.service" >/dev/null \
+  || die "the unit's exposure rose above 2.0 (systemd-analyze security --offline=true examples/systemd/svc.service)"
+rm -rf "$UNIT_DIR"
+
+say "container image (scripts/image.sh --check: buildah, FROM scratch; svc serve from its root filesystem)"
+bash scripts/image.sh --check --binary target/debug/svc --tag svc:ci
 
 say "fuzz targets (scripts/fuzz.sh)"
 bash scripts/fuzz.sh

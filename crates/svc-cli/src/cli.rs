@@ -112,13 +112,26 @@ pub enum KeysCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a key: every request with it gets 401 from then on
+    /// Change a key: the options given replace what it had (the others stay)
+    Update(UpdateArgs),
+    /// Revoke (block) a key: every request with it gets 401; it stays on record, and `restore` undoes it
     Revoke {
         /// The key, its alias or its id
         key: String,
     },
-    /// Give a key a new secret, keeping its id, alias, budget and spend; prints the new key alone
+    /// Lift a key's revocation
+    Restore {
+        /// The key, its alias or its id
+        key: String,
+    },
+    /// Give a key a new secret, keeping its id, alias, budget and spend; prints the new key alone (a revoked key
+    /// is refused: restore it first)
     Rotate {
+        /// The key, its alias or its id
+        key: String,
+    },
+    /// Delete a key for good (its spend records stay)
+    Delete {
         /// The key, its alias or its id
         key: String,
     },
@@ -130,13 +143,31 @@ pub struct CreateArgs {
     /// Team the key belongs to (a team_id of the configuration)
     #[arg(long)]
     pub team: String,
+    /// What the key may do.
+    #[command(flatten)]
+    pub fields: KeyFieldsArgs,
+}
+
+/// `svc keys update` options.
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// The key, its alias or its id
+    pub key: String,
+    /// What changes.
+    #[command(flatten)]
+    pub fields: KeyFieldsArgs,
+}
+
+/// The fields of a key that `create` sets and `update` changes (the admin API's names: `svc_keys::KeyRequest`).
+#[derive(Debug, Args)]
+pub struct KeyFieldsArgs {
     /// Agent role the key is for, e.g. coder
     #[arg(long)]
     pub role: Option<String>,
     /// A unique name for the key, usable instead of the key in other commands
     #[arg(long)]
     pub alias: Option<String>,
-    /// Lifetime, e.g. 30d [default: never expires]
+    /// Lifetime from now, e.g. 30d [default: never expires]
     #[arg(long, value_name = "DURATION")]
     pub expires: Option<String>,
     /// Models the key may use, comma-separated, among its team's [default: all of the team's]

@@ -2,7 +2,7 @@
 //! not a server runs (a running server notices the change within a second).
 
 use super::{load_config, open_store, Exit};
-use crate::cli::{CreateArgs, KeysCommand, TeamsCommand};
+use crate::cli::{KeyFieldsArgs, KeysCommand, TeamsCommand};
 use std::io::Write;
 use std::path::Path;
 use svc_budget::Money;
@@ -22,7 +22,8 @@ pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()
     let mut out = super::stdout();
     match cmd {
         KeysCommand::Create(a) => {
-            let info = admin.create(create_request(a)?).await.map_err(api_err)?;
+            let req = KeyRequest { team_id: Some(a.team), ..request(a.fields)? };
+            let info = admin.create(req).await.map_err(api_err)?;
             writeln!(out, "{}", info.key.unwrap_or_default())?;
         }
         KeysCommand::List { json } => {
@@ -33,20 +34,36 @@ pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()
                 print_table(&mut out, &keys)?;
             }
         }
+        KeysCommand::Update(a) => {
+            let info = admin.update(KeyRequest { key: Some(a.key), ..request(a.fields)? }).await.map_err(api_err)?;
+            eprintln!("svc: updated key {} ({})", info.key_id, info.key_hint);
+        }
         KeysCommand::Revoke { key } => {
             let info = admin.revoke(&key).await.map_err(api_err)?;
             eprintln!("svc: revoked key {} ({})", info.key_id, info.key_hint);
         }
+        KeysCommand::Restore { key } => {
+            let info = admin
+                .update(KeyRequest { key: Some(key), blocked: Some(false), ..Default::default() })
+                .await
+                .map_err(api_err)?;
+            eprintln!("svc: restored key {} ({})", info.key_id, info.key_hint);
+        }
         KeysCommand::Rotate { key } => {
             let info = admin.regenerate(&key).await.map_err(api_err)?;
             writeln!(out, "{}", info.key.unwrap_or_default())?;
+        }
+        KeysCommand::Delete { key } => {
+            let ids = admin.delete(std::slice::from_ref(&key)).await.map_err(api_err)?;
+            eprintln!("svc: deleted key {}", ids.join(", "));
         }
     }
     store.close().await;
     Ok(())
 }
 
-fn create_request(a: CreateArgs) -> anyhow::Result<KeyRequest> {
+/// The request of the options given (absent ones: left as they are, or none at creation).
+fn request(a: KeyFieldsArgs) -> anyhow::Result<KeyRequest> {
     let max_budget = match a.max_budget {
         Some(text) => Some(
             text.parse::<serde_json::Number>()
@@ -55,7 +72,6 @@ fn create_request(a: CreateArgs) -> anyhow::Result<KeyRequest> {
         None => None,
     };
     Ok(KeyRequest {
-        team_id: Some(a.team),
         agent_role: a.role,
         key_alias: a.alias,
         models: (!a.models.is_empty()).then_some(a.models),

@@ -49,7 +49,7 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     let from_env = config.server.master_key.is_some();
     let state = AppState::serving(config, store, Some(&master), local.port()).await?;
     if demo {
-        tracing::warn!("running the built-in demo configuration: the four aliases are served by the `mock` provider (no accounts, no network)");
+        tracing::warn!("running the built-in demo configuration: its aliases (the spec's four, and claude-* and gpt-* for the agent CLIs) are served by the `mock` provider (no accounts, no network)");
         if from_env {
             tracing::info!("master key: the value of $SVC_MASTER_KEY");
         } else {

@@ -159,6 +159,31 @@ async fn cli_changes_reach_a_running_server() {
     let (code, stdout, stderr) = cli(&g, &["keys", "rotate", "cli-key"]).await;
     assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
     assert!(stderr.contains("this key is revoked"), "{stderr}");
+    // `restore` lifts the revocation; `update` changes what it names; `delete` removes the key.
+    let (code, _, stderr) = cli(&g, &["keys", "restore", "cli-key"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut status = 0;
+    for _ in 0..40 {
+        status = post_chat(&g, &rotated, &chat("openai/gpt-4.1-mini")).await.0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "restored");
+    let (code, _, stderr) = cli(&g, &["keys", "update", "cli-key", "--rpm-limit", "7", "--role", "reviewer"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (_, listed, _) = cli(&g, &["keys", "list", "--json"]).await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let updated = listed.as_array().unwrap().iter().find(|k| k["key_alias"] == "cli-key").unwrap();
+    assert_eq!((updated["rpm_limit"].as_i64(), updated["agent_role"].as_str()), (Some(7), Some("reviewer")));
+    assert!(updated["expires"].is_string(), "what update does not name stays (its 30d expiry): {updated}");
+    let (code, _, stderr) = cli(&g, &["keys", "update", "cli-key", "--models", "anthropic/claude-opus-4-1"]).await;
+    assert_eq!(code, 1, "the team's models bound the key's: {stderr}");
+    let (code, _, stderr) = cli(&g, &["keys", "delete", "cli-key"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (_, table, _) = cli(&g, &["keys", "list"]).await;
+    assert!(!table.contains("cli-key"), "{table}");
     // `--events` narrows what a key may post on POST /events; `keys list` shows it.
     let (code, _, stderr) =
         cli(&g, &["keys", "create", "--team", "executor", "--alias", "tasks", "--events", "task.*,agent.*"]).await;
