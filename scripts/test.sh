@@ -37,7 +37,7 @@ fi
 cargo fmt --version >/dev/null || die "rustfmt missing (rustup component add rustfmt)"
 cargo clippy --version >/dev/null || die "clippy missing (rustup component add clippy)"
 
-say "Debian packages (prometheus and promtool for the metrics tests, chromium for the dashboard tests)"
+say "Debian packages (prometheus and promtool for the metrics tests, chromium for the dashboard tests, nginx for the reverse-proxy example's test)"
 # Installs a Debian package when the file it provides is missing (with sudo when not root); fails loudly.
 need_deb() {
   local package="$1" file="$2"
@@ -52,6 +52,7 @@ need_deb() {
 }
 need_deb prometheus /usr/bin/promtool
 need_deb chromium /usr/bin/chromium
+need_deb nginx-light /usr/sbin/nginx
 
 say "python packages (tests/python/requirements.txt, in target/venv)"
 VENV="$PWD/target/venv"

@@ -119,7 +119,7 @@ def serve(template, prefix, env_in=None, **fields):
         f.write(template.format(db=os.path.join(tmp, "svc.db"), **fields))
     env = dict(os.environ, SVC_MASTER_KEY=MASTER, RUST_LOG="info", **(env_in(tmp) if env_in else {}))
     env.pop("SVC_CONFIG", None)
-    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (http://\S+)", env=env, cwd=tmp)
+    proc, m, _ = _spawn([svc_binary(), "serve", "--config", config], r"listening on (https?://\S+)", env=env, cwd=tmp)
     return proc, m.group(1)
 
 

@@ -35,6 +35,7 @@ const SERVER: &[Key] = &[
     ("trusted_proxies", &[]),
     ("auth_failures_burst", &[]),
     ("auth_failures_per_minute", &[]),
+    ("tls", &[]),
 ];
 
 pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -> ServerConfig {
@@ -57,6 +58,7 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         trusted_proxies: Vec::new(),
         auth_failures_burst: 20,
         auth_failures_per_minute: 20,
+        tls: None,
     };
     if let Some(f) = f {
         if let Some(v) = r.string(&f, "host") {
@@ -69,6 +71,7 @@ pub(crate) fn server(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -
         limits(r, &f, &mut s);
         metrics(r, &f, &mut s);
         clients(r, &f, &mut s);
+        s.tls = tls(r, &f, base);
     }
     if let Some(base) = base {
         s.database_url = resolve_sqlite(&s.database_url, base);
@@ -170,6 +173,36 @@ fn clients(r: &mut Reader, f: &Fields, s: &mut ServerConfig) {
     if let Some(v) = r.int(f, "auth_failures_per_minute") {
         s.auth_failures_per_minute = v;
     }
+}
+
+/// `server.tls`: `cert_file` and `key_file`, both required, each a file that exists (its content is read, and
+/// checked, when the server starts).
+fn tls(r: &mut Reader, f: &Fields, base: Option<&Path>) -> Option<TlsFiles> {
+    const KEYS: &[Key] = &[("cert_file", &["cert", "certificate"]), ("key_file", &["key"])];
+    let node = f.get("tls")?;
+    let t = r.fields(node, "server.tls", KEYS)?;
+    let file = |r: &mut Reader, key: &str, what: &str| -> Option<PathBuf> {
+        let Some(text) = r.string(&t, key) else {
+            if t.get(key).is_none() {
+                r.error(node, format!("server.tls: missing `{key}` ({what})"));
+            }
+            return None;
+        };
+        let path = match base {
+            Some(base) if Path::new(&text).is_relative() => base.join(&text),
+            _ => PathBuf::from(&text),
+        };
+        if !path.is_file() {
+            if let Some(n) = t.get(key) {
+                r.error(n, format!("{}: no file `{}`", t.child(key), path.display()));
+            }
+            return None;
+        }
+        Some(path)
+    };
+    let cert_file = file(r, "cert_file", "the PEM certificate chain");
+    let key_file = file(r, "key_file", "the PEM private key");
+    Some(TlsFiles { cert_file: cert_file?, key_file: key_file? })
 }
 
 /// A whole number of at least 1 (0 is an error naming the key).

@@ -586,3 +586,20 @@ fn the_currency_label_is_read_and_checked() {
         ["svc.yaml:6:13: gateway_settings.currency: expected a label such as `USD` (1 to 16 characters, no spaces)"]
     );
 }
+
+#[test]
+fn server_tls_names_two_files_that_exist() -> std::io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cert = dir.path().join("cert.pem");
+    std::fs::write(&cert, "x")?;
+    let base = "model_list:\n  - model_name: m\n    params:\n      model: mock/m\n";
+    let ok = format!("server:\n  tls:\n    cert_file: {}\n    key_file: {}\n{base}", cert.display(), cert.display());
+    let tls = load(&ok, &[]).ok().and_then(|c| c.server.tls);
+    assert_eq!(tls.map(|t| t.key_file), Some(cert.clone()));
+    let missing = format!("server:\n  tls:\n    cert_file: {}\n{base}", cert.display());
+    assert_eq!(errors(&missing), ["svc.yaml:3:5: server.tls: missing `key_file` (the PEM private key)"]);
+    let absent =
+        format!("server:\n  tls:\n    cert_file: {}\n    key_file: /nonexistent/key.pem\n{base}", cert.display());
+    assert_eq!(errors(&absent), ["svc.yaml:4:15: server.tls.key_file: no file `/nonexistent/key.pem`"]);
+    Ok(())
+}

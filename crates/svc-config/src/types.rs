@@ -101,6 +101,19 @@ pub struct ServerConfig {
     /// Failed authentications a client address gets back per minute once its burst is spent
     /// (`server.auth_failures_per_minute`, default 20); 0 turns the limit off.
     pub auth_failures_per_minute: u32,
+    /// `server.tls`: the gateway terminates TLS itself with this certificate and key (default none: plain HTTP,
+    /// or TLS at a reverse proxy in front).
+    pub tls: Option<TlsFiles>,
+}
+
+/// `server.tls`: PEM files, read when the server starts (and again on reload). A relative path is taken from
+/// the config file's folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `cert_file`: the certificate chain, leaf first.
+    pub cert_file: std::path::PathBuf,
+    /// `key_file`: its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: std::path::PathBuf,
 }
 
 /// `server.log_format`.

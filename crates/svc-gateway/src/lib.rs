@@ -12,6 +12,7 @@ pub mod observe;
 pub mod pipeline;
 mod routes;
 mod server;
+pub use server::tls::{acceptor as tls_acceptor, OverTls, TlsError};
 pub mod spend;
 pub mod state;
 pub mod ui;
@@ -154,12 +155,13 @@ fn milliseconds(d: Duration) -> Vec<u8> {
     out
 }
 
-/// Serves `state` (built by [`AppState::serving`], which registered the node) on `listener` until `shutdown`
-/// resolves (see `server` for the limits on what clients may hold), then waits for the requests under way (at
+/// Serves `state` (built by [`AppState::serving`], which registered the node) on `listener` (over TLS with
+/// `tls`, made by [`tls_acceptor`] from `server.tls`) until `shutdown` resolves (see `server` for the limits on what clients may hold), then waits for the requests under way (at
 /// most `server.shutdown_timeout_seconds`), and for the settlement tasks and spend writer to finish.
 pub async fn serve(
     state: AppState,
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let pipeline = state.pipeline.clone();
@@ -186,7 +188,7 @@ pub async fn serve(
     }
     let limits = server::Limits::from_config(&pipeline.config.server);
     drop(pipeline);
-    let result = server::run(app(state), listener, limits, shutdown).await;
+    let result = server::run(app(state), listener, limits, tls, shutdown).await;
     stop.cancel();
     node.stop().await;
     tasks.close();

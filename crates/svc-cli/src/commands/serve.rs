@@ -37,6 +37,8 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
             .into())
         }
     };
+    // The certificate before anything else: a gateway that cannot serve TLS starts nothing.
+    let tls = config.server.tls.as_ref().map(svc_gateway::tls_acceptor).transpose()?;
     let addr = format!("{}:{}", config.server.host, config.server.port);
     let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
@@ -47,6 +49,7 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     };
     let database = config.server.database_url.clone();
     let from_env = config.server.master_key.is_some();
+    let config_tls = tls.is_some();
     let state = AppState::serving(config, store, Some(&master), local.port()).await?;
     if demo {
         tracing::warn!("running the built-in demo configuration: its aliases (the spec's four, and claude-* and gpt-* for the agent CLIs) are served by the `mock` provider (no accounts, no network)");
@@ -62,8 +65,9 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
              -d '{{\"model\":\"openai/gpt-4.1-mini\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
         );
     }
-    tracing::info!(config = %source, store = %database, %models, "svc listening on http://{local}");
-    svc_gateway::serve(state, listener, shutdown_signal()).await?;
+    let scheme = if config_tls { "https" } else { "http" };
+    tracing::info!(config = %source, store = %database, %models, "svc listening on {scheme}://{local}");
+    svc_gateway::serve(state, listener, tls, shutdown_signal()).await?;
     tracing::info!("svc stopped");
     Ok(())
 }

@@ -102,7 +102,7 @@ impl Gateway {
             let mut lines = BufReader::new(stderr).lines();
             let mut tx = Some(tx);
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(i) = line.find("listening on http://") {
+                if let Some(i) = line.find("listening on http") {
                     // A text line ends the address with a space, a JSON line with its closing quote.
                     let rest = &line[i + "listening on ".len()..];
                     let addr =

@@ -21,6 +21,7 @@
 //! it) or write any bytes itself (`io.rs` replaces hyper's own error answers).
 
 use super::io::Watched;
+use super::tls::OverTls;
 use super::Limits;
 use crate::App;
 use axum::body::Body;
@@ -35,9 +36,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Duration;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// What a connection has done, counted by the request path and read by the watchdog.
@@ -194,22 +197,57 @@ pub(super) struct Stop {
     pub close: CancellationToken,
 }
 
-/// Serves one connection until it ends, times out or is told to close. `_permit` is its place among
-/// `max_connections`, given back when this returns.
+/// Serves one connection until it ends, times out or is told to close: over TLS when `tls` is given (the
+/// handshake first, within `header_read_timeout`). `_permit` is its place among `max_connections`, given back
+/// when this returns.
 pub(super) async fn serve(
     tcp: TcpStream,
+    tls: Option<TlsAcceptor>,
     app: App,
     http: auto::Builder<TokioExecutor>,
     limits: Limits,
     stop: Stop,
     _permit: OwnedSemaphorePermit,
 ) {
+    let Some(acceptor) = tls else {
+        return serve_stream(tcp, false, app, http, limits, stop).await;
+    };
+    let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
+    let stream = tokio::select! {
+        shaken = handshake => match shaken {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake not done within server.header_read_timeout_seconds");
+                return;
+            }
+        },
+        () = stop.drain.cancelled() => return,
+    };
+    serve_stream(stream, true, app, http, limits, stop).await;
+}
+
+/// Serves one connection's stream (plain or TLS; `over_tls` marks its requests).
+async fn serve_stream<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    tcp: S,
+    over_tls: bool,
+    app: App,
+    http: auto::Builder<TokioExecutor>,
+    limits: Limits,
+    stop: Stop,
+) {
     let activity = Arc::new(Activity::default());
     let io = TokioIo::new(Watched::new(tcp, activity.clone()));
     let requests = activity.clone();
-    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let guard = requests.begin();
         let app = app.clone();
+        if over_tls {
+            req.extensions_mut().insert(OverTls);
+        }
         async move {
             let response = app.handle(req.map(Body::new)).await;
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _guard: guard }))

@@ -21,18 +21,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
-/// An accepted TCP stream with its connection's activity.
-pub(super) struct Watched {
-    tcp: TcpStream,
+/// An accepted stream (TCP, or TLS over it) with its connection's activity.
+pub(super) struct Watched<S> {
+    tcp: S,
     activity: Arc<Activity>,
     /// The answer standing in for hyper's own, and how much of it is written.
     replacement: Option<(Vec<u8>, usize)>,
 }
 
-impl Watched {
-    pub(super) fn new(tcp: TcpStream, activity: Arc<Activity>) -> Watched {
+impl<S: AsyncRead + AsyncWrite + Unpin> Watched<S> {
+    pub(super) fn new(tcp: S, activity: Arc<Activity>) -> Watched<S> {
         Watched { tcp, activity, replacement: None }
     }
 
@@ -64,7 +63,7 @@ impl Watched {
     }
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Watched<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
@@ -76,7 +75,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(this.poll_replacement(cx))?;

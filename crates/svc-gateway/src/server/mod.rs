@@ -7,13 +7,15 @@
 //! 3. Each connection is served by hyper (HTTP/1.1, and HTTP/2 with prior knowledge) under a watchdog that
 //!    closes it when its headers are too slow or it stays idle too long (`conn.rs`); hyper's own bodiless
 //!    error answers go out as JSON (`io.rs`). Each request carries the peer's address (in its `RequestId`),
-//!    for the limit on failed authentications.
+//!    for the limit on failed authentications. With `server.tls` the connection is TLS first (`tls.rs`: the
+//!    handshake within `header_read_timeout`, then the same; ALPN offers `h2` and `http/1.1`).
 //! 4. On shutdown: stop accepting, let the requests under way finish, and close whatever is still open when
 //!    `shutdown_timeout` has passed. The caller then waits for the settlement and outbox tasks, which run on
 //!    their own `TaskTracker` and so finish even for a connection closed here.
 
 mod conn;
 mod io;
+pub mod tls;
 mod wire;
 
 use crate::App;
@@ -63,6 +65,7 @@ pub(crate) async fn run(
     app: App,
     listener: TcpListener,
     limits: Limits,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let mut http = auto::Builder::new(TokioExecutor::new());
@@ -97,7 +100,7 @@ pub(crate) async fn run(
         match places.clone().try_acquire_owned() {
             Ok(place) => {
                 let app = app.clone().with_peer(peer.ip());
-                connections.spawn(conn::serve(tcp, app, http.clone(), limits, stop.clone(), place));
+                connections.spawn(conn::serve(tcp, tls.clone(), app, http.clone(), limits, stop.clone(), place));
             }
             Err(_) => {
                 refused.count(limits.max_connections);

@@ -18,8 +18,9 @@ use crate::auth::AuthState;
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body};
 use crate::state::AppState;
+use crate::OverTls;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -130,7 +131,12 @@ struct Login {
 /// `POST /ui/login` `{"key": "<master key or a virtual key>"}` → the session cookie and `{"csrf_token", "role",
 /// "team_id", "expires_in"}` (a virtual key gets its team's read-only view); 401 for any other key, 429 after
 /// too many attempts.
-async fn login(State(auth): State<Arc<AuthState>>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+async fn login(
+    State(auth): State<Arc<AuthState>>,
+    tls: Option<Extension<OverTls>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let sessions = &auth.sessions;
     sessions.attempt()?;
     let bytes = read_body(body, 4096).await?;
@@ -138,7 +144,7 @@ async fn login(State(auth): State<Arc<AuthState>>, headers: HeaderMap, body: Bod
     let digest = svc_keys::hash_secret(req.key.trim());
     let role = if auth.is_master(&digest) { Role::Master } else { team_role(&auth, digest).await? };
     let (token, session) = sessions.open(role);
-    let cookie = session::set_cookie(&token, sessions.ttl_secs(), session::over_tls(&headers));
+    let cookie = session::set_cookie(&token, sessions.ttl_secs(), tls.is_some() || session::over_tls(&headers));
     let body = json!({"csrf_token": session.csrf, "role": session.role.as_str(), "team_id": session.role.team(),
         "expires_in": sessions.ttl_secs()});
     Ok(([(header::SET_COOKIE, cookie)], [(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
@@ -163,7 +169,11 @@ async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Respon
 }
 
 /// `POST /ui/logout` (with `x-csrf-token`) → 204, the session ended and its cookie cleared.
-async fn logout(State(auth): State<Arc<AuthState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn logout(
+    State(auth): State<Arc<AuthState>>,
+    tls: Option<Extension<OverTls>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     if let Some(token) = session::cookie_token(&headers) {
         if let Some(session) = auth.sessions.touch(token) {
             if !session::csrf_ok(&session, &headers) {
@@ -172,6 +182,6 @@ async fn logout(State(auth): State<Arc<AuthState>>, headers: HeaderMap) -> Resul
             auth.sessions.close(token);
         }
     }
-    let cookie = session::set_cookie("", 0, session::over_tls(&headers));
+    let cookie = session::set_cookie("", 0, tls.is_some() || session::over_tls(&headers));
     Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response())
 }

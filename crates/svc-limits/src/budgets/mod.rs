@@ -385,6 +385,15 @@ impl Budgets {
             })
         })
         .await?;
+        if self.leases.is_none() {
+            // A limit changed since the account was made holds now (in a fleet, leases bring the store's).
+            if let Some(e) = cell.get() {
+                let mut a = e.lock()?;
+                if a.limit != limit {
+                    a.set_limit(limit);
+                }
+            }
+        }
         Ok(cell)
     }
 

@@ -307,3 +307,26 @@ async fn a_burst_announces_each_alert_before_exceeded_once() {
         "{events:?}"
     );
 }
+
+/// A key's budget changed while the gateway runs (`/key/update`, `svc keys update`) holds from its next request:
+/// raised, what it already spent leaves room; lowered below that spend, it refuses. (The account made at the
+/// key's first request kept its first limit until a restart.)
+#[tokio::test]
+async fn a_keys_changed_budget_holds_from_its_next_request() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let with_budget = |nanos: i64| {
+        let Principal::Key(k) = principal() else { unreachable!() };
+        Principal::Key(Arc::new(VirtualKey { max_budget: Some(m(nanos)), ..(*k).clone() }))
+    };
+    // 0.1 of a 0.1 key budget spent: the next request does not fit.
+    r.budgets.admit(&with_budget(100_000_000), &nanos(100_000_000)).await.unwrap().reservation.settle(m(100_000_000));
+    assert!(r.budgets.admit(&with_budget(100_000_000), &nanos(50_000_000)).await.is_err());
+    // Raised to 0.2: it fits.
+    let grant = r.budgets.admit(&with_budget(200_000_000), &nanos(50_000_000)).await;
+    assert!(grant.is_ok(), "{:?}", grant.err());
+    grant.unwrap().reservation.settle(m(50_000_000));
+    // Lowered to 0.12, below the 0.15 spent: refused, and the refusal reports the new limit.
+    let refused = r.budgets.admit(&with_budget(120_000_000), &nanos(1_000)).await.err();
+    let details = refused.as_ref().and_then(|e| e.budget_details()).cloned().unwrap_or_default();
+    assert_eq!(details["limit"], json!(0.12), "{refused:?}");
+}
