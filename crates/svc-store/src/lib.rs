@@ -171,14 +171,14 @@ impl Store {
         let pool = pool_options(if backend == Backend::Sqlite { 2 } else { 16 }).connect_with(options.clone()).await?;
         let (writer, wal) = match backend {
             Backend::Sqlite => {
-                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+                migrate(sqlx::migrate!("./migrations/sqlite"), &pool).await?;
                 let writer = pool_options(1).connect_with(options).await?;
                 let wal = std::sync::Arc::new(wal::Wal::default());
                 wal.spawn_checkpointer(pool.clone());
                 (writer, Some(wal))
             }
             Backend::Postgres => {
-                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                migrate(sqlx::migrate!("./migrations/postgres"), &pool).await?;
                 (pool.clone(), None)
             }
         };
@@ -274,3 +274,24 @@ pub(crate) fn conflict(e: sqlx::Error, what: &str) -> StoreError {
 
 #[cfg(test)]
 mod tests;
+
+/// Runs the migrations this binary knows that the store has not had yet (each in its own transaction, so a
+/// failed one leaves the store as it was). Migrations only add (tables, columns with defaults, indexes), so a
+/// store that a newer svc migrated further still serves this one: during a rolling upgrade an older node keeps
+/// working, and says so once at start.
+async fn migrate(mut migrator: sqlx::migrate::Migrator, pool: &sqlx::AnyPool) -> Result<(), StoreError> {
+    migrator.set_ignore_missing(true);
+    migrator.run(pool).await?;
+    let known = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await?;
+    if let Some(newest) = applied.filter(|v| *v > known) {
+        tracing::warn!(
+            store = newest,
+            binary = known,
+            "the store was migrated by a newer svc (its migration {newest}; this binary knows up to {known}): \
+             it keeps working, as in a rolling upgrade; run the newer version on every node"
+        );
+    }
+    Ok(())
+}

@@ -586,3 +586,32 @@ async fn a_reader_holding_the_wal_does_not_stall_the_writer() {
     tx.rollback().await.unwrap();
     assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 200, "both records are there");
 }
+
+/// A store a newer svc migrated further (a migration this binary does not know) still opens, as an older node
+/// of a rolling upgrade needs; its data stays served.
+async fn a_store_migrated_further_by_a_newer_binary_opens(url: String) {
+    let store = Store::connect(&url).await.unwrap();
+    store.insert_spend_batch(&[rec(1, "a")]).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (99999, 'from a newer svc', TRUE, '\\x00', 1)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.close().await;
+    let again = Store::connect(&url).await;
+    let again = again.unwrap_or_else(|e| panic!("an older binary refused the store: {e}"));
+    assert_eq!(again.query_spend(&SpendFilter::default(), 10, 0).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_store_migrated_further_opens_on_sqlite() {
+    let (url, _dir) = sqlite_url();
+    a_store_migrated_further_by_a_newer_binary_opens(url).await;
+}
+
+#[tokio::test]
+async fn a_store_migrated_further_opens_on_postgres() {
+    a_store_migrated_further_by_a_newer_binary_opens(postgres_url().await).await;
+}
