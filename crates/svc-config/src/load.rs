@@ -72,8 +72,14 @@ fn build(r: &mut Reader, root: &Node, source: ConfigSource) -> Config {
     };
     let server = server(r, get("server"), base.as_deref());
     let fleet = fleet(r, get("fleet"), base.as_deref());
-    let models = models(r, get("model_list"));
-    let gateway = gateway(r, get("gateway_settings"), &models);
+    let mut models = models(r, get("model_list"), base.as_deref());
+    let gateway = gateway(r, get("gateway_settings"), &models, base.as_deref());
+    // `gateway_settings.ssl_ca_file`: the private CA of every deployment that names none of its own.
+    for m in &mut models.entries {
+        if m.ssl_ca_file.is_none() {
+            m.ssl_ca_file.clone_from(&gateway.ssl_ca_file);
+        }
+    }
     let notifications = notifications(r, get("notifications"));
     Config { source, server, fleet, models: models.entries, gateway, notifications, warnings: Vec::new() }
 }
@@ -117,9 +123,10 @@ const GATEWAY: &[Key] = &[
     ("responses_shared_within_team", &[]),
     ("anthropic_beta_allowed", &[]),
     ("currency", &[]),
+    ("ssl_ca_file", &[]),
 ];
 
-fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySettings {
+fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models, base: Option<&Path>) -> GatewaySettings {
     let mut out = GatewaySettings {
         budget_duration: BudgetDuration::Seconds(30 * 86_400),
         budget_alert_thresholds_permille: vec![800],
@@ -132,6 +139,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
         responses_shared_within_team: false,
         anthropic_beta_allowed: None,
         currency: None,
+        ssl_ca_file: None,
     };
     let Some(f) = node.and_then(|n| r.fields(n, "gateway_settings", GATEWAY)) else {
         return out;
@@ -163,6 +171,7 @@ fn gateway(r: &mut Reader, node: Option<&Node>, models: &Models) -> GatewaySetti
             out.currency = Some(label.to_string());
         }
     }
+    out.ssl_ca_file = crate::load_server::existing_file(r, &f, "ssl_ca_file", base);
     if let Some(list) = f.get("budget_alert_thresholds") {
         out.budget_alert_thresholds_permille = alert_thresholds(r, list);
     }

@@ -6,6 +6,7 @@ use crate::diagnostics::Severity;
 use crate::node::{Node, Value};
 use crate::reader::{Fields, Key, Reader};
 use crate::types::*;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The valid entries of `model_list`, and the aliases of the entries that have errors.
@@ -36,13 +37,13 @@ struct Parsed {
     fallbacks: Vec<(String, Node)>,
 }
 
-pub(crate) fn models(r: &mut Reader, node: Option<&Node>) -> Models {
+pub(crate) fn models(r: &mut Reader, node: Option<&Node>, base: Option<&Path>) -> Models {
     let mut out = Models { entries: Vec::new(), broken: Vec::new() };
     let Some(node) = node else { return out };
     let root = Fields::single("model_list", node);
     let mut parsed: Vec<(String, Parsed)> = Vec::new();
     for (i, item) in r.list(&root, "").into_iter().enumerate() {
-        if let Some(p) = model(r, item, &format!("model_list[{i}]")) {
+        if let Some(p) = model(r, item, &format!("model_list[{i}]"), base) {
             parsed.push((format!("model_list[{i}].fallbacks"), p));
         }
     }
@@ -103,9 +104,10 @@ struct Params {
     timeout: u64,
     priced: crate::load_prices::Priced,
     max_output_tokens: Option<u32>,
+    ssl_ca_file: Option<PathBuf>,
 }
 
-fn params(r: &mut Reader, node: &Node, p: &Fields) -> Params {
+fn params(r: &mut Reader, node: &Node, p: &Fields, base: Option<&Path>) -> Params {
     let upstream = match (p.get("model"), r.string(p, "model")) {
         (Some(n), Some(m)) => match m.split_once('/') {
             Some(("openai", id)) if !id.is_empty() => Some((ProviderKind::OpenAi, id.to_string())),
@@ -139,11 +141,12 @@ fn params(r: &mut Reader, node: &Node, p: &Fields) -> Params {
         timeout: r.int::<u64>(p, "timeout_seconds").unwrap_or(600),
         priced: crate::load_prices::prices(r, node, p, upstream.as_ref().map(|(kind, _)| *kind)),
         max_output_tokens: r.int(p, "max_output_tokens"),
+        ssl_ca_file: crate::load_server::existing_file(r, p, "ssl_ca_file", base),
     }
 }
 
 /// One entry: every problem of it is recorded; `None` only when it is not even a mapping.
-fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
+fn model(r: &mut Reader, node: &Node, path: &str, base: Option<&Path>) -> Option<Parsed> {
     const KEYS: &[Key] = &[
         ("model_name", &[]),
         ("params", &["litellm_params"]),
@@ -157,6 +160,7 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
         ("api_key", &[]),
         ("timeout_seconds", &["timeout"]),
         ("max_output_tokens", &["max_tokens"]),
+        ("ssl_ca_file", &[]),
     ];
     const INFO: &[Key] = &[("id", &[])];
     let f = r.fields(node, path, KEYS)?;
@@ -166,7 +170,7 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
     }
     let params = match f.get("params") {
         Some(n) => match r.fields(n, &f.child("params"), &[PARAMS, crate::load_prices::PRICE_KEYS].concat()) {
-            Some(p) => Some(params(r, n, &p)),
+            Some(p) => Some(params(r, n, &p, base)),
             None => {
                 if matches!(n.value, Value::Null) {
                     r.error(n, format!("{}: missing `model`", f.child("params")));
@@ -202,6 +206,7 @@ fn model(r: &mut Reader, node: &Node, path: &str) -> Option<Parsed> {
                 None => provider.as_str().to_string(),
             }),
             fallbacks: Vec::new(),
+            ssl_ca_file: p.ssl_ca_file,
             line: node.line,
         }),
         _ => None,

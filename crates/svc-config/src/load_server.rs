@@ -181,28 +181,32 @@ fn tls(r: &mut Reader, f: &Fields, base: Option<&Path>) -> Option<TlsFiles> {
     const KEYS: &[Key] = &[("cert_file", &["cert", "certificate"]), ("key_file", &["key"])];
     let node = f.get("tls")?;
     let t = r.fields(node, "server.tls", KEYS)?;
-    let file = |r: &mut Reader, key: &str, what: &str| -> Option<PathBuf> {
-        let Some(text) = r.string(&t, key) else {
-            if t.get(key).is_none() {
-                r.error(node, format!("server.tls: missing `{key}` ({what})"));
-            }
-            return None;
-        };
-        let path = match base {
-            Some(base) if Path::new(&text).is_relative() => base.join(&text),
-            _ => PathBuf::from(&text),
-        };
-        if !path.is_file() {
-            if let Some(n) = t.get(key) {
-                r.error(n, format!("{}: no file `{}`", t.child(key), path.display()));
-            }
-            return None;
+    let file = |r: &mut Reader, key: &str, what: &str| {
+        if t.get(key).is_none() {
+            r.error(node, format!("server.tls: missing `{key}` ({what})"));
         }
-        Some(path)
+        existing_file(r, &t, key, base)
     };
     let cert_file = file(r, "cert_file", "the PEM certificate chain");
     let key_file = file(r, "key_file", "the PEM private key");
     Some(TlsFiles { cert_file: cert_file?, key_file: key_file? })
+}
+
+/// The file `key` names, taken from the config file's folder when relative; an error naming the key when no
+/// such file exists (its content is read by whoever uses it).
+pub(crate) fn existing_file(r: &mut Reader, f: &Fields, key: &str, base: Option<&Path>) -> Option<PathBuf> {
+    let text = r.string(f, key)?;
+    let path = match base {
+        Some(base) if Path::new(&text).is_relative() => base.join(&text),
+        _ => PathBuf::from(&text),
+    };
+    if !path.is_file() {
+        if let Some(n) = f.get(key) {
+            r.error(n, format!("{}: no file `{}`", f.child(key), path.display()));
+        }
+        return None;
+    }
+    Some(path)
 }
 
 /// A whole number of at least 1 (0 is an error naming the key).

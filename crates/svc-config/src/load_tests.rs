@@ -603,3 +603,23 @@ fn server_tls_names_two_files_that_exist() -> std::io::Result<()> {
     assert_eq!(errors(&absent), ["svc.yaml:4:15: server.tls.key_file: no file `/nonexistent/key.pem`"]);
     Ok(())
 }
+
+#[test]
+fn ssl_ca_file_is_a_deployments_own_else_the_gateways() -> std::io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (own, global) = (dir.path().join("own.pem"), dir.path().join("global.pem"));
+    std::fs::write(&own, "x")?;
+    std::fs::write(&global, "x")?;
+    let text = format!(
+        "model_list:\n  - model_name: a\n    params:\n      model: openai/a\n      ssl_ca_file: {}\n  - model_name: b\n    params:\n      model: openai/b\ngateway_settings:\n  ssl_ca_file: {}\n",
+        own.display(),
+        global.display()
+    );
+    let files: Vec<_> =
+        load(&text, &[]).map(|c| c.models.into_iter().map(|m| m.ssl_ca_file).collect()).unwrap_or_default();
+    assert_eq!(files, [Some(own), Some(global)]);
+    let missing =
+        "model_list:\n  - model_name: a\n    params:\n      model: openai/a\n      ssl_ca_file: /nonexistent/ca.pem\n";
+    assert_eq!(errors(missing), ["svc.yaml:5:20: model_list[0].params.ssl_ca_file: no file `/nonexistent/ca.pem`"]);
+    Ok(())
+}

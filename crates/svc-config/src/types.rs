@@ -212,6 +212,9 @@ pub struct ModelEntry {
     pub owned_by: String,
     /// `fallbacks`: aliases whose deployments are tried, in order, after this alias's own (not transitive).
     pub fallbacks: Vec<String>,
+    /// `params.ssl_ca_file`, else `gateway_settings.ssl_ca_file`: PEM certificates the upstream's TLS
+    /// certificate may chain to, besides the public roots (a private CA).
+    pub ssl_ca_file: Option<std::path::PathBuf>,
     /// Line of the entry in the file, for later diagnostics.
     pub line: u64,
 }
@@ -246,6 +249,9 @@ pub struct GatewaySettings {
     /// `currency`: the label of every amount (prices, budgets, spend), e.g. `USD`, shown beside them in events,
     /// refusals, the dashboard and `svc` (none by default: amounts are in the unit the prices are in).
     pub currency: Option<String>,
+    /// `ssl_ca_file`: PEM certificates every deployment's upstream may chain to, besides the public roots, unless
+    /// the deployment names its own (`params.ssl_ca_file`).
+    pub ssl_ca_file: Option<std::path::PathBuf>,
 }
 
 /// `budget_admission`: what happens when a request's worst-case cost no longer fits a budget.

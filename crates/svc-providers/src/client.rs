@@ -55,6 +55,31 @@ impl UpstreamClient {
         Ok(UpstreamClient::build(tls, proxies))
     }
 
+    /// A client with the proxies of the environment that also trusts the certificates of the PEM file `ca_file`
+    /// (a private CA of an upstream: `ssl_ca_file`), besides the public roots. Its own pool: a deployment that
+    /// names a CA never shares connections with one that does not.
+    pub fn trusting(ca_file: &std::path::Path) -> Result<UpstreamClient, String> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca_file)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("ssl_ca_file `{}`: {e}", ca_file.display()))?;
+        if certs.is_empty() {
+            return Err(format!("ssl_ca_file `{}`: no certificate in it (expected PEM)", ca_file.display()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| format!("ssl_ca_file `{}`: {e}", ca_file.display()))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tls = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config);
+        Ok(UpstreamClient::build(tls, Matcher::from_env()))
+    }
+
     /// A client that trusts `roots` alone, without proxies (tests of `https` give their own authority).
     #[cfg(test)]
     fn with_roots(roots: rustls::RootCertStore) -> UpstreamClient {

@@ -124,7 +124,21 @@ impl ModelTable {
     ) -> Result<ModelTable, String> {
         let mut t = ModelTable { attempts: 1 + config.gateway.routing.num_retries as usize, ..ModelTable::default() };
         let origin = Instant::now();
+        // Deployments that trust a private CA: one client (and pool) per CA file.
+        let mut trusting: Vec<(&std::path::Path, svc_providers::UpstreamClient)> = Vec::new();
         for m in &config.models {
+            let client = match m.ssl_ca_file.as_deref() {
+                None => client,
+                Some(ca) => match trusting.iter().position(|(file, _)| *file == ca) {
+                    Some(i) => &trusting[i].1,
+                    None => {
+                        let made = svc_providers::UpstreamClient::trusting(ca)
+                            .map_err(|e| format!("model `{}` (deployment `{}`): {e}", m.alias, m.deployment_id))?;
+                        trusting.push((ca, made));
+                        &trusting[trusting.len() - 1].1
+                    }
+                },
+            };
             let upstream = match m.provider {
                 ProviderKind::OpenAi => Upstream::OpenAi(Arc::new(OpenAi::new(
                     client.clone(),

@@ -100,3 +100,66 @@ async fn a_key_that_is_not_the_certificates_stops_the_start() {
     assert!(stderr.contains("server.tls: the certificate and the key do not go together"), "{stderr}");
     assert!(!stderr.contains("listening on"), "{stderr}");
 }
+
+/// A TLS front of the test's own for `to` (the fake upstream), with `cert`/`key` (PEM): its port.
+async fn tls_front(to: std::net::SocketAddr, cert: &str, key: &str) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<_, _>>().unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let (Ok(mut tls), Ok(mut up)) = (acceptor.accept(tcp).await, tokio::net::TcpStream::connect(to).await)
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+            });
+        }
+    });
+    port
+}
+
+/// Upstreams behind a private CA: a deployment with `ssl_ca_file` is reached over https; one without it is
+/// refused by its certificate (502); `gateway_settings.ssl_ca_file` gives the CA to every deployment.
+#[tokio::test]
+async fn upstreams_behind_a_private_ca_are_trusted_with_ssl_ca_file() {
+    let up = Upstream::start().await.unwrap();
+    let (ca, cert, key) = issued();
+    let port = tls_front(up.addr, &cert, &key).await;
+    let files = tempfile::tempdir().unwrap();
+    let ca_file = files.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let https = format!("https://127.0.0.1:{port}/v1");
+    let own = config_for(&https, "").replacen(
+        "      api_key: upstream-secret\n",
+        &format!("      api_key: upstream-secret\n      ssl_ca_file: {}\n", ca_file.display()),
+        1,
+    );
+    let g = Gateway::start(&own).await;
+    let (status, _, body) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-mini")).await;
+    assert_eq!(status, 200, "the deployment with the CA: {body}");
+    let (status, _, body) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-nano")).await;
+    assert_eq!((status, body["error"]["type"].as_str()), (502, Some("upstream_unreachable")), "{body}");
+    let global = config_for(&https, "").replacen(
+        "gateway_settings:\n",
+        &format!("gateway_settings:\n  ssl_ca_file: {}\n", ca_file.display()),
+        1,
+    );
+    let g = Gateway::start(&global).await;
+    let (status, _, body) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-nano")).await;
+    assert_eq!(status, 200, "the CA of gateway_settings: {body}");
+}
