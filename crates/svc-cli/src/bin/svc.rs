@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => commands::serve::run(config, args).await,
             Command::Keys(cmd) => commands::keys::run(config, cmd).await,
-            Command::Teams(cmd) => commands::keys::teams(config, cmd).await,
+            Command::Teams(cmd) => commands::teams::run(config, cmd).await,
             Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,
             Command::Spend(args) => commands::spend::run(config, args).await,
             Command::Hooks(cmd) => {

@@ -1,12 +1,11 @@
-//! `svc keys …` and `svc teams list`: the admin operations on the store directly, so they work whether or
-//! not a server runs (a running server notices the change within a second).
+//! `svc keys …`: the admin operations on the store directly, so they work whether or not a server runs (a
+//! running server notices the change within a second), checked against the teams that run.
 
 use super::{load_config, open_store, Exit};
-use crate::cli::{KeyFieldsArgs, KeysCommand, TeamsCommand};
+use crate::cli::{KeyFieldsArgs, KeysCommand};
 use std::io::Write;
 use std::path::Path;
-use svc_budget::Money;
-use svc_keys::admin::{sync_teams, Admin, KeyInfo, KeyRequest};
+use svc_keys::admin::{Admin, KeyInfo, KeyRequest};
 
 /// A refused administration rule: exit 1 with its message (the field it names, when the rule names one).
 fn api_err(e: svc_keys::admin::AdminError) -> anyhow::Error {
@@ -15,9 +14,10 @@ fn api_err(e: svc_keys::admin::AdminError) -> anyhow::Error {
 
 /// Runs a `svc keys` command.
 pub async fn run(explicit: Option<&Path>, cmd: KeysCommand) -> anyhow::Result<()> {
-    let config = load_config(explicit)?;
-    let store = open_store(&config).await?;
-    sync_teams(&store, &config).await?;
+    let file = load_config(explicit)?;
+    let store = open_store(&file).await?;
+    // The rules hold against the teams that run (the store's), never the file's: the CLI does not apply it.
+    let (config, _) = super::teams::running(&file, &store.list_teams().await?);
     let admin = Admin { store: &store, config: &config, cache: None };
     let mut out = super::stdout();
     match cmd {
@@ -114,61 +114,5 @@ fn print_table(out: &mut impl Write, keys: &[KeyInfo]) -> std::io::Result<()> {
             k.expires.as_deref().unwrap_or("never"),
         )?;
     }
-    Ok(())
-}
-
-/// Runs a `svc teams` command.
-pub async fn teams(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<()> {
-    let config = load_config(explicit)?;
-    let TeamsCommand::List = cmd;
-    let store = open_store(&config).await?;
-    sync_teams(&store, &config).await?;
-    let anchors: std::collections::HashMap<String, i64> =
-        store.list_teams().await?.into_iter().map(|t| (t.team_id, t.anchor_ms)).collect();
-    let now = chrono::Utc::now();
-    let currency = config.gateway.currency.as_deref();
-    let mut out = super::stdout();
-    writeln!(
-        out,
-        "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  MODELS",
-        "TEAM",
-        super::spend::with_currency("BUDGET", currency),
-        "PERIOD",
-        super::spend::with_currency("SPENT", currency),
-        "USED",
-        "RESETS"
-    )?;
-    for t in &config.gateway.teams {
-        // The team's current budget period, as the gateway counts it (its anchor is kept in the store).
-        let anchor = t
-            .budget_start
-            .or_else(|| anchors.get(&t.team_id).and_then(|ms| chrono::DateTime::from_timestamp_millis(*ms)))
-            .unwrap_or(now);
-        let period = t.budget_duration.period_at(anchor, now);
-        let filter = svc_store::SpendFilter {
-            team_id: Some(t.team_id.clone()),
-            start_ms: Some(period.start.timestamp_millis()),
-            ..Default::default()
-        };
-        let spent = Money::from_nanos_i128(store.sum_spend(&filter).await?);
-        let budget = t.budget_limit.map(|b| b.to_string()).unwrap_or_else(|| "unlimited".into());
-        let used = match t.budget_limit {
-            Some(limit) if limit.nanos() > 0 => format!("{:.0}%", 100.0 * spent.as_f64() / limit.as_f64()),
-            _ => "-".into(),
-        };
-        let resets = period.end.format("%Y-%m-%d %H:%M UTC").to_string();
-        let models = if t.models.is_empty() { "(all)".to_string() } else { t.models.join(", ") };
-        writeln!(
-            out,
-            "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  {models}",
-            t.team_id,
-            budget,
-            t.budget_duration.to_string(),
-            spent.to_string(),
-            used,
-            resets
-        )?;
-    }
-    store.close().await;
     Ok(())
 }

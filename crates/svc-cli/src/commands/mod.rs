@@ -5,6 +5,7 @@ pub mod fleet;
 pub mod keys;
 pub mod serve;
 pub mod spend;
+pub mod teams;
 
 use anyhow::Context;
 use std::io::Write;

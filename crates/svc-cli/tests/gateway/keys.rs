@@ -200,7 +200,22 @@ async fn cli_changes_reach_a_running_server() {
     let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "ghosts"]).await;
     assert_eq!(code, 1);
     assert!(stderr.contains("unknown team `ghosts`"), "{stderr}");
-    let (code, teams, _) = cli(&g, &["teams", "list"]).await;
+    let (code, teams, stderr) = cli(&g, &["teams", "list"]).await;
     assert_eq!(code, 0);
     assert!(teams.contains("executor") && teams.contains("50.00"), "{teams}");
+    assert!(!stderr.contains("differs"), "{stderr}");
+    // The file edited while the gateway runs: `teams list` shows what runs and names the difference; the CLI
+    // does not apply the file (keys are still checked against the running teams).
+    let yaml = std::fs::read_to_string(&g.config).unwrap();
+    std::fs::write(&g.config, yaml.replacen("budget_limit: 50", "budget_limit: 60", 1).replace("    - team_id: orchestrator\n      budget_limit: 200\n      models: [anthropic/claude-opus-4-1]\n", "    - team_id: orchestrator\n      budget_limit: 200\n      models: [anthropic/claude-opus-4-1]\n    - team_id: newcomers\n      models: [openai/gpt-4.1-nano]\n")).unwrap();
+    let (code, teams, stderr) = cli(&g, &["teams", "list"]).await;
+    assert_eq!(code, 0);
+    let executor = teams.lines().find(|l| l.starts_with("executor")).unwrap_or_default();
+    assert!(executor.contains("50.00") && !executor.contains("60.00"), "{teams}");
+    assert!(stderr.contains("the config file differs from what runs"), "{stderr}");
+    assert!(stderr.contains("team executor: budget_limit 60.00 in the file, 50.00 running"), "{stderr}");
+    assert!(stderr.contains("team newcomers: in the file, not running"), "{stderr}");
+    let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "newcomers"]).await;
+    assert_eq!(code, 1, "a team that does not run yet: {stderr}");
+    assert!(stderr.contains("unknown team `newcomers`"), "{stderr}");
 }
