@@ -35,6 +35,17 @@ pub enum Command {
     /// accepting connections, lets the requests under way finish (at most server.shutdown_timeout_seconds),
     /// and records their spend before it exits.
     Serve(ServeArgs),
+    /// Reload the running gateway's configuration
+    ///
+    /// Asks the gateway of this configuration (server.host:server.port, with the master key) to read its file
+    /// again: checked whole, applied at once (models, teams, budgets, rate limits, notifications, hooks, the
+    /// TLS certificate), or refused with every problem (exit 1) while the running configuration stays.
+    /// `kill -HUP` does the same.
+    Reload {
+        /// The gateway's address [default: http(s)://server.host:server.port of the configuration]
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+    },
     /// Check a configuration file
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -31,6 +31,34 @@ pub trait EventSink: Send + Sync + 'static {
     }
 }
 
+/// The gateway's sink behind a handle a configuration reload points elsewhere: whoever holds it (the budgets'
+/// announcer, the probe, this node's heartbeat, the pipeline) sends to the sink of the configuration that runs.
+pub struct SwappableSink {
+    current: arc_swap::ArcSwap<Arc<dyn EventSink>>,
+}
+
+impl SwappableSink {
+    /// A handle sending to `sink`.
+    pub fn new(sink: Arc<dyn EventSink>) -> SwappableSink {
+        SwappableSink { current: arc_swap::ArcSwap::from_pointee(sink) }
+    }
+
+    /// Events from now on go to `sink` (events already handed over stay where they went).
+    pub fn replace(&self, sink: Arc<dyn EventSink>) {
+        self.current.store(Arc::new(sink));
+    }
+}
+
+impl EventSink for SwappableSink {
+    fn emit(&self, event: GatewayEvent) {
+        self.current.load().emit(event);
+    }
+
+    fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
+        self.current.load().health_changed(deployment, state, event);
+    }
+}
+
 /// Logs events only (used when no pipeline is configured).
 #[derive(Debug, Default)]
 pub struct LogSink;

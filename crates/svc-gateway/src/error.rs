@@ -356,6 +356,41 @@ impl From<svc_keys::admin::AdminError> for ApiError {
     }
 }
 
+impl From<crate::reload::refusal::ReloadError> for ApiError {
+    fn from(e: crate::reload::refusal::ReloadError) -> ApiError {
+        use crate::reload::refusal::ReloadError;
+        let refused = |status, kind, message: String, extra: Map<String, Value>| {
+            let mut e = ApiError::new(status, kind, message);
+            e.0.extra = Some(extra);
+            e
+        };
+        match e {
+            ReloadError::Invalid(diagnostics) => {
+                let lines: Vec<Value> = diagnostics.iter().map(|d| Value::String(d.to_string())).collect();
+                let message = format!("the configuration does not check; nothing changed\n{}", e_lines(&lines));
+                refused(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_config",
+                    message,
+                    Map::from_iter([("diagnostics".into(), Value::Array(lines))]),
+                )
+            }
+            ReloadError::NeedsRestart(settings) => {
+                let message =
+                    format!("these settings change only with a restart; nothing changed: {}", settings.join(", "));
+                let list = Value::Array(settings.iter().map(|s| Value::String((*s).to_string())).collect());
+                refused(StatusCode::CONFLICT, "restart_required", message, Map::from_iter([("settings".into(), list)]))
+            }
+            ReloadError::Store(e) => e.into(),
+            other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_config", format!("{other}; nothing changed")),
+        }
+    }
+}
+
+fn e_lines(lines: &[Value]) -> String {
+    lines.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n")
+}
+
 impl From<svc_store::StoreError> for ApiError {
     fn from(e: svc_store::StoreError) -> ApiError {
         match e {

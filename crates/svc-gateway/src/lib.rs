@@ -10,8 +10,10 @@ pub mod front;
 pub mod handlers;
 pub mod observe;
 pub mod pipeline;
+mod reload;
 mod routes;
 mod server;
+pub use reload::{reload, reload_file, Overrides, ReloadError, Reloaded};
 pub use server::tls::{acceptor as tls_acceptor, OverTls, TlsError};
 pub mod spend;
 pub mod state;
@@ -164,7 +166,7 @@ pub async fn serve(
     tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let pipeline = state.pipeline.clone();
+    let pipeline = state.pipeline();
     let metrics = match &pipeline.config.server.metrics_address {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot listen on server.metrics_address {addr}: {e}"))
@@ -188,7 +190,9 @@ pub async fn serve(
     }
     let limits = server::Limits::from_config(&pipeline.config.server);
     drop(pipeline);
-    let result = server::run(app(state), listener, limits, tls, shutdown).await;
+    let acceptor = state.edge.live.tls.clone();
+    acceptor.store(tls.map(Arc::new));
+    let result = server::run(app(state), listener, limits, acceptor, shutdown).await;
     stop.cancel();
     node.stop().await;
     tasks.close();
@@ -243,17 +247,18 @@ fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop:
         let waits = || {
             svc_events::RetryPolicy::OUTBOX.with_delays(Duration::from_millis(200), Duration::from_secs(10)).delays()
         };
+        let store = state.store();
         tokio::select! {
             () = stop.cancelled() => {}
-            () = svc_keys::watch(&state.pipeline.store, waits, || refresh_keys(&state)) => {}
+            () = svc_keys::watch(&store, waits, || refresh_keys(&state)) => {}
         }
     });
 }
 
 /// Reads the keys again; the rate limits forget the keys that are gone.
 async fn refresh_keys(state: &AppState) {
-    match state.auth.keys.refresh(&state.pipeline.store, false).await {
-        Ok(true) => state.pipeline.rates.retain_keys(&state.auth.keys.ids()),
+    match state.auth.keys.refresh(&state.pipeline().store, false).await {
+        Ok(true) => state.pipeline().rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
     }

@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticate;
 use crate::front::Api;
-use crate::handlers::{admin, chat, events, fleet, health, models, outbox, responses, spend, stats};
+use crate::handlers::{admin, chat, config, events, fleet, health, models, outbox, responses, spend, stats};
 use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
@@ -37,6 +37,7 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/events/redeliver", post(outbox::redeliver)),
         ("/gateway/stats", get(stats::stats)),
         ("/fleet/nodes", get(fleet::nodes)),
+        ("/config/reload", post(config::reload)),
         ("/health/models", get(health::models)),
     ])
     .route_layer(Authenticate(state.auth.clone()))

@@ -4,19 +4,20 @@
 
 use crate::auth::AuthState;
 use crate::pipeline::Pipeline;
-use crate::spend::journal::{Journal, JournalError, Replay};
 use crate::spend::writer::SpendWriter;
+use arc_swap::ArcSwap;
 use axum::extract::FromRef;
 use std::sync::Arc;
 use svc_config::Config;
 use svc_events::gateway_outbox::StoreOutbox;
 use svc_events::Emitter;
-use svc_events::EventSink;
+use svc_events::{EventSink, SwappableSink};
 use svc_keys::{hash_secret, KeyCache};
 use svc_limits::budgets::{Budgets, Clock};
 use svc_limits::rate::RateLimits;
 use svc_routing::readiness::Readiness;
 use svc_routing::ModelTable;
+use svc_store::journal::{Journal, JournalError, Replay};
 use svc_store::Store;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +29,8 @@ use tokio_util::task::TaskTracker;
 /// module below the handlers sees the state whole.
 #[derive(Clone)]
 pub struct AppState {
-    /// What a model request's stages read.
-    pub(crate) pipeline: Arc<Pipeline>,
+    /// What a model request's stages read: swapped whole by a reload (`reload.rs`).
+    pub(crate) pipeline: Arc<ArcSwap<Pipeline>>,
     /// What authentication reads: the keys, the master key, the failed-authentication limit, the dashboard's
     /// sessions.
     pub(crate) auth: Arc<AuthState>,
@@ -43,17 +44,74 @@ pub(crate) struct Edge {
     pub(crate) readiness: Readiness,
     /// Unix seconds of start (the `created` of `GET /models`).
     pub(crate) started: i64,
-    /// Stores events in the outbox and wakes its worker (`POST /events`, the outbox's admin routes).
-    pub(crate) outbox: Emitter<StoreOutbox>,
+    /// Stores events in the outbox and wakes its worker (`POST /events`, the outbox's admin routes); a reload
+    /// replaces it with the emitter of the new notifications.
+    pub(crate) outbox: ArcSwap<Emitter<StoreOutbox>>,
     /// Cancelled at shutdown: stops the background work (pending outbox rows stay for the next start).
     pub(crate) shutdown: CancellationToken,
     /// Model requests and errors since start (`GET /gateway/stats` and the dashboard).
     pub(crate) requests: crate::ui::stats::RequestCounters,
+    /// What a reload replaces beside the pipeline (`reload.rs`).
+    pub(crate) live: Live,
+}
+
+/// What a reload replaces beside the pipeline, and what it needs to.
+pub(crate) struct Live {
+    /// The upstream client new model tables share (its pool stays warm across reloads).
+    pub(crate) client: svc_providers::UpstreamClient,
+    /// The gateway's own events, whoever holds them (budgets, probe, heartbeat): pointed at the new outbox.
+    pub(crate) events: Arc<SwappableSink>,
+    /// A sink given in place of the outbox's (tests): kept across reloads.
+    pub(crate) injected: Option<Arc<dyn EventSink>>,
+    /// Stops the outbox worker of the notifications that run (a reload starts the next one first).
+    pub(crate) outbox_stop: std::sync::Mutex<CancellationToken>,
+    /// One reload at a time.
+    pub(crate) one_at_a_time: tokio::sync::Mutex<()>,
+    /// The address given on the command line, kept over the file's.
+    pub(crate) overrides: std::sync::Mutex<crate::reload::refusal::Overrides>,
+    /// The TLS acceptor new connections take (none: plain HTTP); a reload reads the certificate again.
+    pub(crate) tls: Arc<arc_swap::ArcSwapOption<tokio_rustls::TlsAcceptor>>,
+}
+
+impl Live {
+    fn new(
+        client: svc_providers::UpstreamClient,
+        events: Arc<SwappableSink>,
+        injected: Option<Arc<dyn EventSink>>,
+        outbox_stop: CancellationToken,
+    ) -> Live {
+        Live {
+            client,
+            events,
+            injected,
+            outbox_stop: std::sync::Mutex::new(outbox_stop),
+            one_at_a_time: tokio::sync::Mutex::new(()),
+            overrides: std::sync::Mutex::new(crate::reload::refusal::Overrides::default()),
+            tls: Arc::new(arc_swap::ArcSwapOption::empty()),
+        }
+    }
+}
+
+/// The outbox worker of `config`'s notifications (push, webhooks, hooks) on `tasks`, stopped by its own token
+/// (a child of `shutdown`), with the emitter and the sink of the gateway's own events it feeds (`injected` in
+/// place of the latter when given).
+pub(crate) async fn outbox_generation(
+    config: &Arc<Config>,
+    store: &Store,
+    metrics: &Arc<crate::observe::Metrics>,
+    injected: Option<Arc<dyn EventSink>>,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<(Emitter<StoreOutbox>, Arc<dyn EventSink>, CancellationToken), svc_store::StoreError> {
+    let stop = shutdown.child_token();
+    let (outbox, events) =
+        svc_events::gateway_outbox::start(config, store, metrics.clone(), injected, tasks, &stop).await?;
+    Ok((outbox, events, stop))
 }
 
 impl FromRef<AppState> for Arc<Pipeline> {
     fn from_ref(state: &AppState) -> Arc<Pipeline> {
-        state.pipeline.clone()
+        state.pipeline()
     }
 }
 
@@ -147,8 +205,21 @@ async fn start_spend(
 
 impl AppState {
     /// The store this gateway serves from (for the CLI and tests that write what another process would).
-    pub fn store(&self) -> &Store {
-        &self.pipeline.store
+    pub fn store(&self) -> Store {
+        self.pipeline().store.clone()
+    }
+
+    /// The address given on the command line (`svc serve --host/--port`): a reload keeps it over the file's.
+    pub fn keep_address(&self, overrides: crate::reload::refusal::Overrides) {
+        if let Ok(mut o) = self.edge.live.overrides.lock() {
+            *o = overrides;
+        }
+    }
+
+    /// What model requests read now: a request takes it once and keeps it to its end, so a reload never
+    /// changes a request under way.
+    pub(crate) fn pipeline(&self) -> Arc<Pipeline> {
+        self.pipeline.load_full()
     }
 
     /// Builds the state: upstream clients, key cache (loaded), team mirror, budgets, spend writer, and the
@@ -222,8 +293,11 @@ impl AppState {
         let readiness = Readiness::new(config.gateway.readiness_cache);
         let config = Arc::new(config);
         let shutdown = CancellationToken::new();
-        let (outbox, events) =
-            svc_events::gateway_outbox::start(&config, &store, metrics.clone(), events, &tasks, &shutdown).await?;
+        let injected = events;
+        let (outbox, sink, outbox_stop) =
+            outbox_generation(&config, &store, &metrics, injected.clone(), &tasks, &shutdown).await?;
+        let live_events = Arc::new(SwappableSink::new(sink));
+        let events: Arc<dyn EventSink> = live_events.clone();
         let budgets = Arc::new(Budgets::new(store.clone(), config.clone(), events.clone(), clock, &tasks).await?);
         let spend = start_spend(&store, &tasks, journal, &budgets).await?;
         let rates =
@@ -233,6 +307,7 @@ impl AppState {
                 )),
                 svc_store::Backend::Sqlite => RateLimits::default(),
             };
+        let rates = Arc::new(rates);
         let auth = Arc::new(AuthState {
             keys,
             master_hash: master_key.map(hash_secret),
@@ -249,14 +324,11 @@ impl AppState {
         svc_routing::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
         let pipeline =
             Pipeline { config, store, models, answering, budgets, rates, events, spend, metrics, node, tasks };
-        let edge = Edge {
-            readiness,
-            started: chrono::Utc::now().timestamp(),
-            outbox,
-            shutdown,
-            requests: crate::ui::stats::RequestCounters::default(),
-        };
-        let state = AppState { pipeline: Arc::new(pipeline), auth, edge: Arc::new(edge) };
+        let live = Live::new(client, live_events, injected, outbox_stop);
+        let requests = crate::ui::stats::RequestCounters::default();
+        let started = chrono::Utc::now().timestamp();
+        let edge = Edge { readiness, started, outbox: ArcSwap::from_pointee(outbox), shutdown, requests, live };
+        let state = AppState { pipeline: Arc::new(ArcSwap::from_pointee(pipeline)), auth, edge: Arc::new(edge) };
         Ok(state)
     }
 }

@@ -12,7 +12,6 @@ mod error;
 pub mod estimate;
 pub mod generated;
 pub mod http;
-pub mod json_text;
 mod mock;
 mod openai;
 pub mod passthrough;

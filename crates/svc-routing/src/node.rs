@@ -41,8 +41,8 @@ pub struct FleetNode {
     /// The in-flight semaphore and its size, for the number of requests in flight.
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
-    /// The node's teams configuration (JSON text), stored for finding disagreements.
-    teams: String,
+    /// The node's teams configuration (JSON text), stored for finding disagreements (a reload replaces it).
+    teams: std::sync::Mutex<String>,
     /// The teams last reported as configured differently on another node (logged when this changes).
     differs: std::sync::Mutex<Vec<String>>,
     /// The host name of this machine.
@@ -86,6 +86,13 @@ fn rfc3339_ms(ms: i64) -> String {
 }
 
 impl FleetNode {
+    /// The teams configuration it reports from its next heartbeat on (a reload changed it).
+    pub fn set_teams(&self, teams: String) {
+        if let Ok(mut t) = self.teams.lock() {
+            *t = teams;
+        }
+    }
+
     /// The node of `config`, counting requests in flight on `in_flight` (of `max_in_flight` places).
     pub fn new(
         config: FleetConfig,
@@ -98,6 +105,7 @@ impl FleetNode {
         // gethostname(2): no IO.
         let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
         let instance = uuid::Uuid::new_v4().simple().to_string();
+        let teams = std::sync::Mutex::new(teams);
         FleetNode { config, store, served: AtomicU64::new(0), in_flight, max_in_flight, teams, differs, host, instance }
     }
 
@@ -135,7 +143,7 @@ impl FleetNode {
             state_since_ms: now,
             requests_served: 0,
             in_flight: 0,
-            teams: self.teams.clone(),
+            teams: self.teams.lock().map(|t| t.clone()).unwrap_or_default(),
             host: self.host.clone(),
             instance: self.instance.clone(),
         };

@@ -11,6 +11,8 @@
 
 mod file;
 mod fleet;
+pub mod journal;
+pub mod json_text;
 mod keys;
 mod leases;
 mod meta;

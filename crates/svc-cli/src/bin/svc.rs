@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve::run(config, args).await,
             Command::Keys(cmd) => commands::keys::run(config, cmd).await,
             Command::Teams(cmd) => commands::teams::run(config, cmd).await,
+            Command::Reload { url } => commands::reload::run(config, url.as_deref()).await,
             Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,
             Command::Spend(args) => commands::spend::run(config, args).await,
             Command::Hooks(cmd) => {

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod fleet;
 pub mod keys;
+pub mod reload;
 pub mod serve;
 pub mod spend;
 pub mod teams;

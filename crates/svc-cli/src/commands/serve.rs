@@ -1,5 +1,5 @@
-//! `svc serve`: load the config (or the built-in demo), open the store, build the gateway, listen, and
-//! shut down gracefully on SIGTERM or Ctrl-C.
+//! `svc serve`: load the config (or the built-in demo), open the store, build the gateway, listen, reload the
+//! config on SIGHUP, and shut down gracefully on SIGTERM or Ctrl-C.
 
 use super::{load_config, open_store, Exit};
 use crate::cli::ServeArgs;
@@ -12,6 +12,7 @@ use svc_keys::generate_secret;
 /// Runs the gateway until a shutdown signal.
 pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()> {
     let mut config = load_config(explicit)?;
+    let mut overrides = svc_gateway::Overrides { host: args.host.clone(), port: args.port };
     if let Some(h) = args.host {
         config.server.host = h;
     }
@@ -42,6 +43,11 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     let addr = format!("{}:{}", config.server.host, config.server.port);
     let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    if config.server.port == 0 {
+        // A free port was asked for: the one given is this run's, kept by reloads of a file that says 0.
+        config.server.port = local.port();
+        overrides.port = Some(local.port());
+    }
     let models = config.aliases().join(", ");
     let source = match &config.source {
         ConfigSource::File(p) => p.display().to_string(),
@@ -51,6 +57,7 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     let from_env = config.server.master_key.is_some();
     let config_tls = tls.is_some();
     let state = AppState::serving(config, store, Some(&master), local.port()).await?;
+    state.keep_address(overrides);
     if demo {
         tracing::warn!("running the built-in demo configuration: its aliases (the spec's four, and claude-* and gpt-* for the agent CLIs) are served by the `mock` provider (no accounts, no network)");
         if from_env {
@@ -67,30 +74,41 @@ pub async fn run(explicit: Option<&Path>, args: ServeArgs) -> anyhow::Result<()>
     }
     let scheme = if config_tls { "https" } else { "http" };
     tracing::info!(config = %source, store = %database, %models, "svc listening on {scheme}://{local}");
-    svc_gateway::serve(state, listener, tls, shutdown_signal()).await?;
+    svc_gateway::serve(state.clone(), listener, tls, signals(state)).await?;
     tracing::info!("svc stopped");
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C; reloads the configuration on each SIGHUP meanwhile (the terminal of a
+/// foreground gateway closing sends one too: it reloads, it does not stop).
+async fn signals(state: AppState) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
+    let mut ctrl_c = std::pin::pin!(ctrl_c);
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (mut term, mut hup) = match (signal(SignalKind::terminate()), signal(SignalKind::hangup())) {
+            (Ok(term), Ok(hup)) => (term, hup),
+            _ => {
+                ctrl_c.await;
+                tracing::info!("shutting down: finishing requests in flight");
+                return;
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        loop {
+            tokio::select! {
+                _ = &mut ctrl_c => break,
+                _ = term.recv() => break,
+                _ = hup.recv() => match svc_gateway::reload_file(&state).await {
+                    Ok(_) => {}
+                    Err(e) => tracing::error!("SIGHUP: the configuration was not reloaded: {e}"),
+                },
+            }
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
     }
+    #[cfg(not(unix))]
+    ctrl_c.await;
     tracing::info!("shutting down: finishing requests in flight");
 }

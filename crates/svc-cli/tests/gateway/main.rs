@@ -27,6 +27,7 @@ mod ledger;
 mod metrics;
 mod passthrough;
 mod proxy;
+mod reload;
 mod reverse_proxy;
 mod routing;
 mod store;

@@ -69,6 +69,26 @@ async fn the_gateway_serves_https_with_its_own_certificate() {
     assert_eq!(login.status(), 200);
     let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(cookie.contains("; Secure"), "{cookie}");
+
+    // A new certificate (of another CA) in the same files, and SIGHUP: new connections get it.
+    let (new_ca, new_cert, new_key) = issued();
+    tls_server(files.path(), &new_cert, &new_key);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(g.pid() as i32), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !g.log_text().contains("configuration reloaded") {
+        assert!(std::time::Instant::now() < deadline, "{}", g.log_text());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let trusting_new = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(new_ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(trusting_new.get(g.path("/health")).send().await.unwrap().status(), 200, "the new certificate");
+    let old_only = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    assert!(old_only.get(g.path("/health")).send().await.is_err(), "the old certificate is no longer served");
 }
 
 #[tokio::test]

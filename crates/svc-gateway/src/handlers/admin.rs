@@ -34,12 +34,13 @@ pub struct AdminState {
 
 impl FromRef<AppState> for AdminState {
     fn from_ref(state: &AppState) -> AdminState {
+        let p = state.pipeline();
         AdminState {
-            store: state.pipeline.store.clone(),
-            config: state.pipeline.config.clone(),
+            store: p.store.clone(),
+            config: p.config.clone(),
             keys: state.auth.keys.clone(),
-            budgets: state.pipeline.budgets.clone(),
-            spend: state.pipeline.spend.clone(),
+            budgets: p.budgets.clone(),
+            spend: p.spend.clone(),
         }
     }
 }

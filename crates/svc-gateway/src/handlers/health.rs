@@ -19,8 +19,11 @@ pub async fn liveness() -> Json<Value> {
 
 /// 200 when no deployment is unavailable and the store answers; 503 with the report otherwise.
 pub async fn readiness(State(state): State<AppState>) -> Response {
-    let report =
-        state.edge.readiness.check(&state.pipeline.models, &state.pipeline.store, state.pipeline.events.as_ref()).await;
+    let report = state
+        .edge
+        .readiness
+        .check(&state.pipeline().models, &state.pipeline().store, state.pipeline().events.as_ref())
+        .await;
     let status = if report.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(report.as_ref().clone())).into_response()
 }
@@ -45,7 +48,7 @@ pub async fn models(
 ) -> Result<Json<Value>, ApiError> {
     principal.require_master()?;
     let data: Vec<DeploymentHealth> = state
-        .pipeline
+        .pipeline()
         .models
         .all()
         .map(|r| DeploymentHealth {
@@ -57,7 +60,7 @@ pub async fn models(
             health: r.health.view(),
         })
         .collect();
-    let h = &state.pipeline.config.gateway.health;
+    let h = &state.pipeline().config.gateway.health;
     Ok(Json(json!({
         "object": "list",
         "window_seconds": h.window.as_secs(),

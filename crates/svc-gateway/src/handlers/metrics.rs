@@ -17,12 +17,12 @@ use svc_routing::health::State as Health;
 
 /// Every series, with the gauges of state brought up to date.
 pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
-    let m = &state.pipeline.metrics;
-    let limit = state.pipeline.config.server.max_in_flight;
+    let m = &state.pipeline().metrics;
+    let limit = state.pipeline().config.server.max_in_flight;
     m.gauges.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
     m.gauges
         .in_flight
-        .set(i64::try_from(limit.saturating_sub(state.pipeline.answering.available_permits())).unwrap_or(0));
+        .set(i64::try_from(limit.saturating_sub(state.pipeline().answering.available_permits())).unwrap_or(0));
     health(state);
     budgets(state).await?;
     outbox(state).await?;
@@ -36,10 +36,10 @@ pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
 }
 
 fn health(state: &AppState) {
-    let m = &state.pipeline.metrics;
+    let m = &state.pipeline().metrics;
     m.gauges.health.reset();
     m.gauges.cooling_down.reset();
-    for r in state.pipeline.models.all() {
+    for r in state.pipeline().models.all() {
         let view = r.health.view();
         let (alias, id, provider) = (r.alias.as_str(), r.deployment.id.as_str(), r.deployment.provider_name());
         for s in [Health::Healthy, Health::Degraded, Health::Unavailable] {
@@ -50,7 +50,7 @@ fn health(state: &AppState) {
 }
 
 async fn budgets(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.pipeline.metrics;
+    let m = &state.pipeline().metrics;
     for g in [&m.gauges.budget_limit, &m.gauges.budget_spent, &m.gauges.budget_reserved, &m.gauges.budget_reset] {
         g.reset();
     }
@@ -61,8 +61,8 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         let reset = chrono::DateTime::parse_from_rfc3339(&v.reset_at).map(|t| t.timestamp()).unwrap_or(0);
         m.gauges.budget_reset.with_label_values(&labels).set(reset as f64);
     };
-    for t in &state.pipeline.config.gateway.teams {
-        if let Some(v) = state.pipeline.budgets.team_view(&t.team_id).await? {
+    for t in &state.pipeline().config.gateway.teams {
+        if let Some(v) = state.pipeline().budgets.team_view(&t.team_id).await? {
             set(["team", &t.team_id, ""], &v);
         }
     }
@@ -74,23 +74,23 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         if k.revoked {
             continue;
         }
-        let duration = k.period(&state.pipeline.config);
+        let duration = k.period(&state.pipeline().config);
         let scope = svc_limits::budgets::Scope::Key(k.id.clone());
-        let v = state.pipeline.budgets.view(scope, limit, duration, k.anchor).await?;
+        let v = state.pipeline().budgets.view(scope, limit, duration, k.anchor).await?;
         set(["key", &k.team_id, k.alias.as_deref().unwrap_or(&k.hint)], &v);
     }
     Ok(())
 }
 
 async fn outbox(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.pipeline.metrics;
-    let backlog = state.pipeline.store.outbox_backlog().await?;
+    let m = &state.pipeline().metrics;
+    let backlog = state.pipeline().store.outbox_backlog().await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.gauges.outbox_pending.reset();
     m.gauges.outbox_dead.reset();
     m.gauges.outbox_oldest.reset();
     // Every destination has its series, at 0 when nothing waits for it.
-    for name in state.edge.outbox.destination_names() {
+    for name in state.edge.outbox.load().destination_names() {
         let d = [name.as_str()];
         m.gauges.outbox_pending.with_label_values(&d).set(0);
         m.gauges.outbox_dead.with_label_values(&d).set(0);
@@ -107,11 +107,11 @@ async fn outbox(state: &AppState) -> Result<(), ApiError> {
 }
 
 async fn fleet(state: &AppState) -> Result<(), ApiError> {
-    if state.pipeline.store.backend() != svc_store::Backend::Postgres {
+    if state.pipeline().store.backend() != svc_store::Backend::Postgres {
         return Ok(());
     }
-    let m = &state.pipeline.metrics;
-    let nodes = state.pipeline.store.list_nodes(&state.pipeline.config.fleet.name).await?;
+    let m = &state.pipeline().metrics;
+    let nodes = state.pipeline().store.list_nodes(&state.pipeline().config.fleet.name).await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.gauges.nodes.reset();
     m.gauges.heartbeat_age.reset();
@@ -159,7 +159,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     };
     let digest = hash_secret(token);
     let master = state.auth.is_master(&digest);
-    let scraper = state.pipeline.config.server.metrics_key.as_ref().is_some_and(|k| {
+    let scraper = state.pipeline().config.server.metrics_key.as_ref().is_some_and(|k| {
         let want = hash_secret(k.expose());
         bool::from(digest.ct_eq(&want))
     });

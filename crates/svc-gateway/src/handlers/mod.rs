@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod chat;
+pub mod config;
 pub mod events;
 pub mod fleet;
 pub mod health;

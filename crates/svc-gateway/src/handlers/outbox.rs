@@ -74,7 +74,7 @@ pub async fn recent(
         })?),
     };
     let filter = EventFilter { kind: q.kind.filter(|k| !k.is_empty()), state };
-    let events = s.pipeline.store.outbox_recent(&filter, limit).await?;
+    let events = s.pipeline().store.outbox_recent(&filter, limit).await?;
     Ok(Json(json!({ "data": events.iter().map(event_json).collect::<Vec<_>>() })))
 }
 
@@ -84,7 +84,7 @@ pub async fn destinations(State(s): State<AppState>, Extension(p): Extension<Pri
     p.require_master()?;
     let now = chrono::Utc::now().timestamp_millis();
     let data: Vec<Value> = s
-        .pipeline
+        .pipeline()
         .store
         .outbox_destinations()
         .await?
@@ -117,13 +117,13 @@ pub async fn redeliver(State(s): State<AppState>, Extension(p): Extension<Princi
     p.require_master()?;
     let bytes = read_body(body, 4096).await?;
     let req: Redeliver = parse_json(&bytes)?;
-    let revived = s.pipeline.store.outbox_redeliver(req.id, req.destination.as_deref()).await?;
+    let revived = s.pipeline().store.outbox_redeliver(req.id, req.destination.as_deref()).await?;
     if revived.is_empty() {
         let which = req.destination.map(|d| format!(" to `{d}`")).unwrap_or_default();
         return Err(ApiError::not_found("not_found_error", format!("event {} has no dead delivery{which}", req.id))
             .with_param("id"));
     }
-    s.edge.outbox.wake();
+    s.edge.outbox.load().wake();
     tracing::info!(id = req.id, destinations = ?revived, "dead deliveries queued again by hand");
     Ok(Json(json!({ "id": req.id, "redelivered": revived })))
 }

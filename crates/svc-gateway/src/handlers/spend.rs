@@ -61,7 +61,7 @@ fn key_aliases(s: &AppState) -> std::collections::HashMap<String, String> {
 async fn totals(s: &AppState, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
     let group = SpendGroup::parse(by)
         .map_err(|why| ApiError::bad_request(format!("`group_by` {why}"), Some("group_by".into())))?;
-    let totals = s.pipeline.store.spend_totals(group, filter).await?;
+    let totals = s.pipeline().store.spend_totals(group, filter).await?;
     let aliases = if group == SpendGroup::Key { key_aliases(s) } else { Default::default() };
     let data: Vec<Value> = totals
         .iter()
@@ -91,7 +91,7 @@ pub async fn logs(
     let end_ms = q.end.as_deref().map(|t| parse_time(t, "end")).transpose()?;
     let key_id = match &q.key {
         Some(k) => {
-            let row = Admin { store: &s.pipeline.store, config: &s.pipeline.config, cache: None }.find(k).await?;
+            let row = Admin { store: &s.pipeline().store, config: &s.pipeline().config, cache: None }.find(k).await?;
             // Another team's key is not found, for a virtual key, rather than named.
             if p.key().is_some_and(|own| own.team_id != row.team_id) {
                 return Err(svc_keys::admin::AdminError::KeyNotFound.into());
@@ -110,13 +110,13 @@ pub async fn logs(
         end_ms,
     };
     // Every answered request is in what this returns, even one answered a moment ago.
-    s.pipeline.spend.flush().await;
+    s.pipeline().spend.flush().await;
     if let Some(by) = &q.group_by {
         return totals(&s, by, &filter).await;
     }
     let limit = bounded(q.limit.as_deref(), "limit", 100, 1, MAX_LIMIT)?;
     let page = bounded(q.page.as_deref(), "page", 1, 1, MAX_PAGE)?;
-    let records = s.pipeline.store.query_spend(&filter, limit, (page - 1) * limit).await?;
+    let records = s.pipeline().store.query_spend(&filter, limit, (page - 1) * limit).await?;
     let aliases = key_aliases(&s);
     let data: Vec<Value> = records
         .iter()
@@ -135,7 +135,7 @@ pub async fn logs(
             })
         })
         .collect();
-    let total_spend = s.pipeline.store.sum_spend(&filter).await?;
+    let total_spend = s.pipeline().store.sum_spend(&filter).await?;
     Ok(Json(
         json!({ "data": data, "page": page, "limit": limit, "total_spend": Money::from_nanos_i128(total_spend).as_f64() }),
     ))

@@ -241,7 +241,7 @@ fn fixed(buf: &mut String, value: i64, scale: u32) {
 /// A JSON string: quotes, backslashes and control characters escaped.
 fn json_str(buf: &mut String, s: &str) {
     buf.push('"');
-    svc_providers::json_text::escape(s, |piece| buf.push_str(piece));
+    svc_store::json_text::escape(s, |piece| buf.push_str(piece));
     buf.push('"');
 }
 

@@ -424,7 +424,7 @@ gateway_settings:
         let url = format!("sqlite://{}", dir.path().join("svc.db").display());
         let store = svc_store::Store::connect(&url).await.unwrap();
         let config = svc_config::load_str(YAML, "t.yaml", svc_config::ConfigSource::Builtin, &|_| None).unwrap();
-        crate::AppState::new(config, store, None).await.unwrap().pipeline.clone()
+        crate::AppState::new(config, store, None).await.unwrap().pipeline()
     }
 
     /// The attempts of a chat request for `a` (`continues`: as a continuation of a stored response).

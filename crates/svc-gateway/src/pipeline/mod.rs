@@ -60,7 +60,7 @@ pub struct Pipeline {
     /// Budget accounts.
     pub(crate) budgets: Arc<svc_limits::budgets::Budgets>,
     /// Rate limiters.
-    pub(crate) rates: svc_limits::rate::RateLimits,
+    pub(crate) rates: Arc<svc_limits::rate::RateLimits>,
     /// Where the gateway's own events go (deployment health).
     pub(crate) events: Arc<dyn EventSink>,
     /// The group-commit writer of spend records.

@@ -205,11 +205,7 @@ gateway_settings:
         let row = KeyRow { id: "k1".into(), team_id: "t".into(), metadata: "{}".into(), ..Default::default() };
         store.insert_key(&row).await.unwrap();
         let state = crate::AppState::new(config, store, None).await.unwrap();
-        Rig {
-            pipeline: state.pipeline.clone(),
-            principal: Principal::Key(Arc::new(VirtualKey::from_row(&row))),
-            _dir: dir,
-        }
+        Rig { pipeline: state.pipeline(), principal: Principal::Key(Arc::new(VirtualKey::from_row(&row))), _dir: dir }
     }
 
     /// A call of `r`'s one deployment admitted for 100 prompt and 1,000 completion tokens (2,100,000 nanos).

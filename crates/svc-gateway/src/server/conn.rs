@@ -202,7 +202,7 @@ pub(super) struct Stop {
 /// when this returns.
 pub(super) async fn serve(
     tcp: TcpStream,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<TlsAcceptor>>,
     app: App,
     http: auto::Builder<TokioExecutor>,
     limits: Limits,

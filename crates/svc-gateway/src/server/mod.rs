@@ -65,7 +65,7 @@ pub(crate) async fn run(
     app: App,
     listener: TcpListener,
     limits: Limits,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Arc<arc_swap::ArcSwapOption<tokio_rustls::TlsAcceptor>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let mut http = auto::Builder::new(TokioExecutor::new());
@@ -100,7 +100,7 @@ pub(crate) async fn run(
         match places.clone().try_acquire_owned() {
             Ok(place) => {
                 let app = app.clone().with_peer(peer.ip());
-                connections.spawn(conn::serve(tcp, tls.clone(), app, http.clone(), limits, stop.clone(), place));
+                connections.spawn(conn::serve(tcp, tls.load_full(), app, http.clone(), limits, stop.clone(), place));
             }
             Err(_) => {
                 refused.count(limits.max_connections);

@@ -2,7 +2,7 @@
 //! in front of it.
 //!
 //! - With a journal (a SQLite file, or a fleet on PostgreSQL): the record is appended to the node's local
-//!   [`Journal`](super::journal::Journal) on the request's thread, which makes it durable, and the request goes
+//!   [`Journal`](svc_store::journal::Journal) on the request's thread, which makes it durable, and the request goes
 //!   on. The writer gathers records for up to [`LINGER`] in a fleet, [`LINGER_SINGLE`] on a single node (or
 //!   [`LINGER_BATCH`] records), and writes them in one transaction (one round trip), idempotently; in a fleet it
 //!   charges each to its budgets' leases and reports the node's exposure in those budgets with them
@@ -18,13 +18,13 @@
 //! same, and its records are kept and written again, oldest first, after a backoff (100 ms doubling to 30 s),
 //! or as soon as a new batch gets through, until the store takes them.
 
-use super::journal::Journal;
 use std::sync::Arc;
 use std::time::Duration;
 use svc_budget::Money;
 use svc_events::group_commit::{Batches, GroupCommit, KeepPolicy, Options};
 use svc_events::RetryPolicy;
 use svc_limits::budgets::Budgets;
+use svc_store::journal::Journal;
 use svc_store::{ChargedRecord, Store, StoreError};
 use tokio_util::task::TaskTracker;
 

@@ -164,7 +164,7 @@ async fn current(State(s): State<AppState>, headers: HeaderMap) -> Result<Respon
         .and_then(|t| s.auth.sessions.touch(t))
         .ok_or_else(|| ApiError::unauthorized("Not signed in to the dashboard."))?;
     let body = json!({"role": session.role.as_str(), "team_id": session.role.team(), "csrf_token": session.csrf,
-        "node": s.pipeline.config.fleet.node, "currency": s.pipeline.config.gateway.currency});
+        "node": s.pipeline().config.fleet.node, "currency": s.pipeline().config.gateway.currency});
     Ok(([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response())
 }
 

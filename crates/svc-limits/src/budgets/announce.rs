@@ -17,8 +17,14 @@ use svc_store::Store;
 pub(super) type NoticeQueue = tokio::sync::mpsc::UnboundedReceiver<(Scope, Notice, Who)>;
 
 /// The announcer task: announces queued notices one at a time, in order, until the queue closes.
-pub(super) async fn announcer(store: Store, events: Arc<dyn EventSink>, mut queue: NoticeQueue, config: Arc<Config>) {
+pub(super) async fn announcer(
+    store: Store,
+    events: Arc<dyn EventSink>,
+    mut queue: NoticeQueue,
+    config: Arc<arc_swap::ArcSwap<Config>>,
+) {
     while let Some((scope, notice, who)) = queue.recv().await {
+        let config = config.load_full();
         announce(&store, events.as_ref(), &config.gateway, scope, notice, who).await;
     }
 }

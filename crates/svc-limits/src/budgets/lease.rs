@@ -236,9 +236,9 @@ impl Leases {
         let lacks = nanos(full.minus(room));
         let want = nanos(full).saturating_mul(TARGET).max(lacks);
         let result = match self.grant(budgets, scope, e, lacks, want, true).await {
-            Ok(granted) if granted == 0 && budgets.config.gateway.admission.mode == AdmissionMode::Cap => {
+            Ok(granted) if granted == 0 && budgets.config.load().gateway.admission.mode == AdmissionMode::Cap => {
                 // Not enough for the whole worst case: enough for the smallest useful capped one?
-                let least = ask.cost_with(budgets.config.gateway.admission.min_output_tokens.max(1));
+                let least = ask.cost_with(budgets.config.load().gateway.admission.min_output_tokens.max(1));
                 let least = nanos(least.minus(room));
                 if least > 0 && least < lacks {
                     self.grant(budgets, scope, e, least, lacks, false).await.map(|_| ())

@@ -25,6 +25,7 @@
 //! refusal, and its `budget.exceeded` (`refusal`).
 
 use crate::refused::Refused;
+use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use foldhash::{HashMap, HashMapExt};
 use std::sync::atomic::{AtomicBool, AtomicI64};
@@ -43,6 +44,7 @@ use tokio_util::task::TaskTracker;
 mod announce;
 mod lease;
 mod refusal;
+mod reload;
 mod reservation;
 
 pub use lease::Leases;
@@ -123,11 +125,11 @@ type Cell = Arc<OnceCell<Entry>>;
 /// All budget accounts of this process.
 pub struct Budgets {
     accounts: RwLock<HashMap<Scope, Cell>>,
-    team_anchors: HashMap<String, DateTime<Utc>>,
-    thresholds: Vec<u32>,
+    /// The teams' anchors as stored, and the config: both replaced by a reload ([`Budgets::reconfigure`]).
+    team_anchors: ArcSwap<HashMap<String, DateTime<Utc>>>,
     clock: Clock,
     store: Store,
-    config: Arc<Config>,
+    config: Arc<ArcSwap<Config>>,
     /// Notices go through one task, so they are announced in the order they happened.
     notices: tokio::sync::mpsc::UnboundedSender<(Scope, Notice, Who)>,
     /// Fleet mode (a PostgreSQL store): the leases of this node's slices.
@@ -248,16 +250,12 @@ impl Budgets {
         clock: Clock,
         tasks: &TaskTracker,
     ) -> Result<Budgets, svc_store::StoreError> {
-        let team_anchors = store
-            .list_teams()
-            .await?
-            .into_iter()
-            .map(|t| (t.team_id, DateTime::<Utc>::from_timestamp_millis(t.anchor_ms).unwrap_or_default()))
-            .collect();
+        let team_anchors = ArcSwap::from_pointee(reload::anchors(&store).await?);
         let (notices, queue) = tokio::sync::mpsc::unbounded_channel::<(Scope, Notice, Who)>();
+        let config = Arc::new(ArcSwap::new(config));
         tasks.spawn(announce::announcer(store.clone(), events, queue, config.clone()));
         let leases = match store.backend() {
-            svc_store::Backend::Postgres => Some(Leases::new(store.clone(), &config.fleet)),
+            svc_store::Backend::Postgres => Some(Leases::new(store.clone(), &config.load().fleet)),
             svc_store::Backend::Sqlite => None,
         };
         Ok(Budgets {
@@ -265,7 +263,6 @@ impl Budgets {
             tasks: tasks.clone(),
             accounts: RwLock::new(HashMap::new()),
             team_anchors,
-            thresholds: config.gateway.budget_alert_thresholds_permille.clone(),
             clock,
             store,
             config,
@@ -332,12 +329,13 @@ impl Budgets {
     fn applicable(&self, principal: &Principal) -> Vec<(Scope, Money, BudgetDuration, DateTime<Utc>)> {
         let Some(key) = principal.key() else { return Vec::new() };
         let mut out = Vec::new();
-        let team = self.config.team(&key.team_id);
-        let team_duration = team.map(|t| t.budget_duration).unwrap_or(self.config.gateway.budget_duration);
+        let config = self.config.load();
+        let team = config.team(&key.team_id);
+        let team_duration = team.map(|t| t.budget_duration).unwrap_or(config.gateway.budget_duration);
         if let Some(limit) = team.and_then(|t| t.budget_limit) {
             let anchor = team
                 .and_then(|t| t.budget_start)
-                .or_else(|| self.team_anchors.get(&key.team_id).copied())
+                .or_else(|| self.team_anchors.load().get(&key.team_id).copied())
                 .unwrap_or_default();
             out.push((Scope::Team(key.team_id.clone()), limit, team_duration, anchor));
         }
@@ -528,7 +526,7 @@ impl Budgets {
 
     /// The lower completion cap `room` pays for, when `budget_admission` is `cap` and it is a useful one.
     fn capped(&self, ask: &Ask, room: Money) -> Option<u64> {
-        let settings = self.config.gateway.admission;
+        let settings = self.config.load().gateway.admission;
         if settings.mode != AdmissionMode::Cap {
             return None;
         }
@@ -582,9 +580,10 @@ impl Budgets {
 
     /// The team's budget view, when it has a limit.
     pub async fn team_view(&self, team_id: &str) -> Result<Option<BudgetView>, Refused> {
-        let Some(team) = self.config.team(team_id) else { return Ok(None) };
+        let config = self.config.load_full();
+        let Some(team) = config.team(team_id) else { return Ok(None) };
         let Some(limit) = team.budget_limit else { return Ok(None) };
-        let anchor = team.budget_start.or_else(|| self.team_anchors.get(team_id).copied()).unwrap_or_default();
+        let anchor = team.budget_start.or_else(|| self.team_anchors.load().get(team_id).copied()).unwrap_or_default();
         self.view(Scope::Team(team_id.to_string()), limit, team.budget_duration, anchor).await.map(Some)
     }
 }

@@ -30,8 +30,8 @@ fn cut_off() -> Refused {
 
 impl Budgets {
     /// The currency label of amounts, when the config names one (`gateway_settings.currency`).
-    fn currency(&self) -> Option<&str> {
-        self.config.gateway.currency.as_deref()
+    fn currency(&self) -> Option<String> {
+        self.config.load().gateway.currency.clone()
     }
 
     /// The answer to a request that does not fit account `index` (`refusal`, as described under its lock) after
@@ -54,7 +54,7 @@ impl Budgets {
             if mark_exceeded(cell) {
                 self.announce_refusal(scope, &refusal, who, period_start);
             }
-            return refused(scope, &refusal, who, now, None, self.currency());
+            return refused(scope, &refusal, who, now, None, self.currency().as_deref());
         };
         if asked == Asked::Unreachable || !leases.reachable() {
             return cut_off();
@@ -80,13 +80,13 @@ impl Budgets {
         if mark_exceeded(cell) {
             self.announce_refusal(scope, &fleet, who, period_start);
         }
-        refused(scope, &fleet, who, now, Some(Money::from_nanos(standing.held_by_others)), self.currency())
+        refused(scope, &fleet, who, now, Some(Money::from_nanos(standing.held_by_others)), self.currency().as_deref())
     }
 
     /// The least a request can be admitted with: its worst case with the smallest useful completion cap when
     /// `budget_admission` is `cap`, else its whole worst case.
     fn least_cost(&self, ask: &Ask) -> Money {
-        let settings = self.config.gateway.admission;
+        let settings = self.config.load().gateway.admission;
         let least = settings.min_output_tokens.max(1);
         if settings.mode == AdmissionMode::Cap && least < ask.completion_tokens {
             ask.cost_with(least)

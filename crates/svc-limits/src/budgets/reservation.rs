@@ -43,7 +43,8 @@ impl Reservation {
             let charged = actual;
             let notices = match cell.get().map(|e| e.account.lock()) {
                 Some(Ok(mut a)) => {
-                    let notices = a.settle(held, charged, &budgets.thresholds, now);
+                    let notices =
+                        a.settle(held, charged, &budgets.config.load().gateway.budget_alert_thresholds_permille, now);
                     if fleet {
                         a.unwritten(charged);
                         out.push(Charge {

@@ -8,12 +8,12 @@
 //! anything. An OS crash (not a process crash) may lose the records of the last seconds, as SQLite's WAL with
 //! `synchronous=NORMAL` can. A lock file keeps two processes from using one node's journal.
 
+use crate::ChargedRecord;
 use foldhash::{HashMap, HashMapExt};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use svc_store::ChargedRecord;
 
 /// A segment is closed (and a new one begun) past this size.
 const SEGMENT_BYTES: u64 = 8 << 20;
@@ -22,7 +22,7 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 /// `ChargedRecord`'s flattened form reads back), by hand: serde's serializer escaped every key and went through
 /// its map serializer (an append took 13,100 instructions with it, 3,200 without: BENCHMARKS.md).
 fn write_line(line: &mut Vec<u8>, r: &ChargedRecord) {
-    use svc_providers::json_text::{push_int, push_str};
+    use crate::json_text::{push_int, push_str};
     let s = &r.record;
     let texts: [(&str, Option<&str>); 14] = [
         ("record_id", Some(&s.record_id)),
@@ -289,11 +289,25 @@ pub struct Replay {
 mod tests {
     use super::*;
 
-    /// The spend writer's sample record, charged to a team budget (the journal keeps the charges too).
+    /// A sample record, charged to a team budget (the journal keeps the charges too).
     fn record(id: &str) -> ChargedRecord {
-        let mut r = crate::spend::writer::tests::record(id);
-        r.charges = vec![svc_store::Charge { scope: "team:t".into(), period: 1, limit: 10 }];
-        r
+        let record = crate::SpendRecord {
+            record_id: id.into(),
+            request_id: id.into(),
+            ts_ms: 1,
+            key_id: Some("k".into()),
+            team_id: Some("t".into()),
+            model_alias: "m".into(),
+            upstream_model: "u".into(),
+            deployment: "d".into(),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cost: 7,
+            status: 200,
+            latency_ms: 1,
+            ..Default::default()
+        };
+        ChargedRecord { record, charges: vec![crate::Charge { scope: "team:t".into(), period: 1, limit: 10 }] }
     }
 
     /// The line written by hand reads back as the record, and is what serde writes for it (as a value): a field
@@ -312,7 +326,7 @@ mod tests {
         full.record.basis = Some("over_reservation".into());
         (full.record.cache_read_tokens, full.record.tool_cost, full.record.input_cost) = (9, i64::MAX, -3);
         (full.record.ts_ms, full.record.cost, full.record.status) = (i64::MAX, i64::MIN, -1);
-        full.charges.push(svc_store::Charge { scope: "key:k".into(), period: -5, limit: 0 });
+        full.charges.push(crate::Charge { scope: "key:k".into(), period: -5, limit: 0 });
         let mut bare = record("b");
         (bare.record.node, bare.record.key_id, bare.record.team_id, bare.record.agent_role) = (None, None, None, None);
         (bare.record.api, bare.record.client, bare.record.session_id) = (None, None, None);

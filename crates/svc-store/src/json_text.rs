@@ -1,15 +1,20 @@
 //! JSON text written by hand where serde's general serializer costs too much for what is written on every
-//! request: the gateway's request line and its spend journal's line (beside [`crate::raw`], JSON read by hand).
+//! request: the spend journal's line ([`crate::journal`]) and the gateway's request line.
 //! What is written is valid JSON that serde_json reads back to the same values (tested here and where it is
 //! used).
 
 use std::fmt::Write as _;
 
+/// Whether `s` goes inside a JSON string as it is (no quote, backslash or control character).
+fn needs_no_escape(s: &str) -> bool {
+    !s.bytes().fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\'))
+}
+
 /// Hands `s` as the inside of a JSON string to `out`, in pieces: runs of `s` that need no escape, and escapes
 /// (`\"`, `\\`, `\n`, `\r`, `\t`, `\u00XX` for the other control characters). Everything else, non-ASCII
 /// included, is written as it is.
 pub fn escape(s: &str, mut out: impl FnMut(&str)) {
-    if crate::raw::needs_no_escape(s) {
+    if needs_no_escape(s) {
         out(s);
         return;
     }

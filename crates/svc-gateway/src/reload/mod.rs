@@ -1,0 +1,148 @@
+//! Reloading the configuration while serving (`SIGHUP`, `POST /config/reload`, `svc reload`).
+//!
+//! The file the gateway started with is read again and checked whole: a configuration that does not check is
+//! refused with every problem, and one that changes what a running server cannot (its address, store, key,
+//! connection limits, log format, fleet identity, whether it speaks TLS) is refused naming those settings; the
+//! running configuration stays either way. Otherwise everything is built first (the model table, the TLS
+//! certificate, the teams in the store, the next outbox worker) and then swapped in at once: models and prices,
+//! teams and their budgets and rate limits, alert thresholds and admission, notifications and hooks, the TLS
+//! certificate. A request under way finishes with the configuration it started with: it holds its
+//! [`Pipeline`]. Deployments' health starts over (their counters are the new table's); stored responses keep
+//! their homes.
+
+pub(crate) mod refusal;
+
+pub use refusal::{Overrides, ReloadError};
+
+use crate::pipeline::Pipeline;
+use crate::state::{outbox_generation, AppState};
+use std::sync::Arc;
+use svc_config::{Config, ConfigSource};
+use svc_events::EventSink;
+use svc_routing::ModelTable;
+
+/// What a reload applied.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Reloaded {
+    /// The file read (or `<built-in demo>`).
+    pub source: String,
+    /// Aliases served now.
+    pub models: usize,
+    /// Teams configured now.
+    pub teams: usize,
+    /// Webhooks and push destinations now.
+    pub destinations: usize,
+    /// The configuration's warnings (as `config check` prints them).
+    pub warnings: Vec<String>,
+}
+
+/// Reads the file the gateway started with again and applies it (see the module docs).
+pub async fn reload_file(state: &AppState) -> Result<Reloaded, ReloadError> {
+    let source = state.pipeline().config.source.clone();
+    let read = tokio::task::spawn_blocking(move || match source {
+        ConfigSource::File(path) => svc_config::load_file(&path),
+        ConfigSource::Builtin => svc_config::load_builtin(),
+    })
+    .await
+    .map_err(|e| ReloadError::Unreadable(format!("the configuration could not be read: {e}")))?;
+    reload(state, read?).await
+}
+
+/// Applies `config` (see the module docs); one reload at a time.
+pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, ReloadError> {
+    let live = &state.edge.live;
+    let _one = live.one_at_a_time.lock().await;
+    let old = state.pipeline();
+    if let Ok(overrides) = live.overrides.lock() {
+        overrides.apply(&mut config);
+    }
+    let restart = needs_restart(&old.config, &config);
+    if !restart.is_empty() {
+        return Err(ReloadError::NeedsRestart(restart));
+    }
+    // What can fail, built before anything changes.
+    let tls = config.server.tls.as_ref().map(crate::tls_acceptor).transpose()?;
+    let mut table = ModelTable::build(&config, &live.client, old.metrics.as_ref()).map_err(ReloadError::Model)?;
+    table.homes = old.models.homes.clone();
+    let models = Arc::new(table);
+    svc_keys::admin::sync_teams(&old.store, &config).await?;
+    let config = Arc::new(config);
+    let shutdown = &state.edge.shutdown;
+    let (outbox, sink, stop) =
+        outbox_generation(&config, &old.store, &old.metrics, live.injected.clone(), &old.tasks, shutdown).await?;
+    old.budgets.reconfigure(config.clone()).await?;
+    // From here on nothing fails.
+    old.node.set_teams(svc_keys::admin::teams_fingerprint(&config));
+    live.events.replace(sink);
+    let destinations = outbox.destination_names().len();
+    state.edge.outbox.store(Arc::new(outbox));
+    if let Ok(mut running) = live.outbox_stop.lock() {
+        std::mem::replace(&mut *running, stop).cancel();
+    }
+    if let Some(tls) = tls {
+        live.tls.store(Some(Arc::new(tls)));
+    }
+    let events: Arc<dyn EventSink> = live.events.clone();
+    // The probe of the old table ends with it (it holds it weakly).
+    let every = config.gateway.health.probe_interval;
+    svc_routing::health::probe::spawn(&models, &events, every, &old.tasks, shutdown.clone());
+    let reloaded = Reloaded {
+        source: match &config.source {
+            ConfigSource::File(p) => p.display().to_string(),
+            ConfigSource::Builtin => "<built-in demo>".into(),
+        },
+        models: config.aliases().len(),
+        teams: config.gateway.teams.len(),
+        destinations,
+        warnings: config.warnings.iter().map(|w| w.to_string()).collect(),
+    };
+    state.pipeline.store(Arc::new(Pipeline {
+        config,
+        models,
+        events,
+        store: old.store.clone(),
+        answering: old.answering.clone(),
+        budgets: old.budgets.clone(),
+        rates: old.rates.clone(),
+        spend: old.spend.clone(),
+        metrics: old.metrics.clone(),
+        node: old.node.clone(),
+        tasks: old.tasks.clone(),
+    }));
+    tracing::info!(
+        config = %reloaded.source,
+        models = reloaded.models,
+        teams = reloaded.teams,
+        destinations = reloaded.destinations,
+        "configuration reloaded"
+    );
+    Ok(reloaded)
+}
+
+/// The settings of `new` a running server cannot take from `old`: what it bound, opened or sized at start.
+fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    let (o, n) = (&old.server, &new.server);
+    let checks: [(&'static str, bool); 15] = [
+        ("server.host", o.host != n.host),
+        ("server.port", o.port != n.port),
+        ("server.database_url", o.database_url != n.database_url),
+        ("server.master_key", o.master_key != n.master_key),
+        ("server.max_in_flight", o.max_in_flight != n.max_in_flight),
+        ("server.max_connections", o.max_connections != n.max_connections),
+        ("server.header_read_timeout_seconds", o.header_read_timeout != n.header_read_timeout),
+        ("server.keep_alive_timeout_seconds", o.keep_alive_timeout != n.keep_alive_timeout),
+        ("server.shutdown_timeout_seconds", o.shutdown_timeout != n.shutdown_timeout),
+        ("server.metrics_address", o.metrics_address != n.metrics_address),
+        ("server.metrics_key_labels", o.metrics_key_labels != n.metrics_key_labels),
+        ("server.log_format", o.log_format != n.log_format),
+        (
+            "server.trusted_proxies, server.auth_failures_*",
+            o.trusted_proxies != n.trusted_proxies
+                || o.auth_failures_burst != n.auth_failures_burst
+                || o.auth_failures_per_minute != n.auth_failures_per_minute,
+        ),
+        ("server.tls (on or off)", o.tls.is_some() != n.tls.is_some()),
+        ("fleet", format!("{:?}", old.fleet) != format!("{:?}", new.fleet)),
+    ];
+    checks.into_iter().filter(|(_, changed)| *changed).map(|(name, _)| name).collect()
+}

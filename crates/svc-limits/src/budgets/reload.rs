@@ -1,0 +1,43 @@
+//! A configuration reload reaching the budgets: the config they read and the teams' anchors, swapped whole.
+
+use super::{Budgets, Scope};
+use chrono::{DateTime, Utc};
+use foldhash::HashMap;
+use std::sync::Arc;
+use svc_config::Config;
+use svc_store::Store;
+
+impl Budgets {
+    /// A reload: the teams, their limits and periods, the alert thresholds and admission settings of `config`
+    /// hold from the next request (the teams' anchors read again: a new team was stored by the reload). A
+    /// team whose period length changed starts a new account (its spend this period read from the store);
+    /// requests admitted before settle into the account they were admitted by.
+    pub async fn reconfigure(&self, config: Arc<Config>) -> Result<(), svc_store::StoreError> {
+        let anchors = anchors(&self.store).await?;
+        let old = self.config.swap(config.clone());
+        self.team_anchors.store(Arc::new(anchors));
+        let changed: Vec<Scope> = config
+            .gateway
+            .teams
+            .iter()
+            .filter(|t| old.team(&t.team_id).is_some_and(|o| o.budget_duration != t.budget_duration))
+            .map(|t| Scope::Team(t.team_id.clone()))
+            .collect();
+        if let Ok(mut accounts) = self.accounts.write() {
+            for scope in &changed {
+                accounts.remove(scope);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The teams' anchors as stored.
+pub(super) async fn anchors(store: &Store) -> Result<HashMap<String, DateTime<Utc>>, svc_store::StoreError> {
+    Ok(store
+        .list_teams()
+        .await?
+        .into_iter()
+        .map(|t| (t.team_id, DateTime::<Utc>::from_timestamp_millis(t.anchor_ms).unwrap_or_default()))
+        .collect())
+}
