@@ -11,8 +11,9 @@ use svc_store::SpendGroup;
 /// gateway routes each model alias to its upstream provider while enforcing team and key budgets and rate
 /// limits. The other commands manage keys, show teams and spend, and work with fleet events.
 ///
-/// Without a configuration file, svc runs a demo: four mock models, teams `executor` and `orchestrator`,
-/// and a store of its own in $XDG_DATA_HOME/svc/svc.db (else ~/.local/share/svc/svc.db).
+/// Without a configuration file, svc runs a demo: four models and `claude-*`/`gpt-*` for the agent
+/// CLIs, all mock, teams `executor` and `orchestrator`, and a store of its own in $XDG_DATA_HOME/svc/svc.db
+/// (else ~/.local/share/svc/svc.db).
 ///
 /// Exit status: 0 success, 1 error, 2 wrong usage.
 #[derive(Debug, Parser)]
@@ -29,11 +30,12 @@ pub struct Cli {
 /// `svc` commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the gateway until SIGTERM or Ctrl-C
+    /// Run the gateway until SIGTERM or Ctrl-C (SIGHUP reloads its configuration)
     ///
     /// Listens on server.host:server.port (127.0.0.1:4000 by default). On SIGTERM or Ctrl-C it stops
     /// accepting connections, lets the requests under way finish (at most server.shutdown_timeout_seconds),
-    /// and records their spend before it exits.
+    /// and records their spend before it exits. On SIGHUP it reads its configuration file again, as
+    /// `svc reload` asks it to.
     Serve(ServeArgs),
     /// Reload the running gateway's configuration
     ///
@@ -49,13 +51,13 @@ pub enum Command {
     /// Check a configuration file
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Create, list, revoke and rotate virtual keys
+    /// Create, list, update, revoke, restore, rotate and delete virtual keys
     ///
     /// Works on the store directly, whether or not the gateway runs; a running gateway sees the change
     /// within a second.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// List the teams of the configuration
+    /// List the teams the gateway runs (and what the config file would change)
     #[command(subcommand)]
     Teams(TeamsCommand),
     /// Show the nodes of the fleet: state, heartbeat, address, version, requests, spend today
@@ -205,7 +207,7 @@ pub struct KeyFieldsArgs {
 /// `svc teams …`.
 #[derive(Debug, Subcommand)]
 pub enum TeamsCommand {
-    /// List the teams with their budget, period and models
+    /// List the running teams with their budget, period, spend and models; on stderr, how the file differs
     List,
 }
 
