@@ -127,7 +127,7 @@ pub enum LogFormat {
 }
 
 /// `fleet:`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FleetConfig {
     /// Fleet name (default `default`; `$SVC_FLEET` overrides).
     pub name: String,

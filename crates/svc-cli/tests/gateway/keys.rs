@@ -128,15 +128,7 @@ async fn cli_changes_reach_a_running_server() {
     let key = stdout.trim().to_string();
     assert_eq!(stdout, format!("{key}\n"), "the key alone on stdout");
     // The server picks the new key up within its one-second poll.
-    let mut status = 0;
-    for _ in 0..40 {
-        status = post_chat(&g, &key, &chat("openai/gpt-4.1-mini")).await.0;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200);
+    assert_eq!(status_within(&g, &key, 200).await, 200);
     let (code, list, _) = cli(&g, &["keys", "list"]).await;
     assert_eq!(code, 0);
     assert!(list.contains("cli-key") && list.contains("tester") && list.contains("active"), "{list}");
@@ -146,15 +138,7 @@ async fn cli_changes_reach_a_running_server() {
     let rotated = rotated.trim().to_string();
     let (code, _, stderr) = cli(&g, &["keys", "revoke", "cli-key"]).await;
     assert_eq!(code, 0, "{stderr}");
-    let mut status = 0;
-    for _ in 0..40 {
-        status = post_chat(&g, &rotated, &chat("openai/gpt-4.1-mini")).await.0;
-        if status == 401 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 401);
+    assert_eq!(status_within(&g, &rotated, 401).await, 401);
     // A revoked key is not rotated: its new secret could never work.
     let (code, stdout, stderr) = cli(&g, &["keys", "rotate", "cli-key"]).await;
     assert_eq!((code, stdout.as_str()), (1, ""), "{stderr}");
@@ -162,15 +146,7 @@ async fn cli_changes_reach_a_running_server() {
     // `restore` lifts the revocation; `update` changes what it names; `delete` removes the key.
     let (code, _, stderr) = cli(&g, &["keys", "restore", "cli-key"]).await;
     assert_eq!(code, 0, "{stderr}");
-    let mut status = 0;
-    for _ in 0..40 {
-        status = post_chat(&g, &rotated, &chat("openai/gpt-4.1-mini")).await.0;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200, "restored");
+    assert_eq!(status_within(&g, &rotated, 200).await, 200, "restored");
     let (code, _, stderr) = cli(&g, &["keys", "update", "cli-key", "--rpm-limit", "7", "--role", "reviewer"]).await;
     assert_eq!(code, 0, "{stderr}");
     let (_, listed, _) = cli(&g, &["keys", "list", "--json"]).await;
@@ -218,4 +194,18 @@ async fn cli_changes_reach_a_running_server() {
     let (code, _, stderr) = cli(&g, &["keys", "create", "--team", "newcomers"]).await;
     assert_eq!(code, 1, "a team that does not run yet: {stderr}");
     assert!(stderr.contains("unknown team `newcomers`"), "{stderr}");
+}
+
+/// The status of a chat request with `key`, asked every 100 ms until it is `want` (4 s at most): a running
+/// server hears of a key changed by the CLI within its one-second poll.
+async fn status_within(g: &Gateway, key: &str, want: u16) -> u16 {
+    let mut status = 0;
+    for _ in 0..40 {
+        status = post_chat(g, key, &chat("openai/gpt-4.1-mini")).await.0;
+        if status == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    status
 }

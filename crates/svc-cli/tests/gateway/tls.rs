@@ -21,6 +21,12 @@ fn issued() -> (String, String, String) {
     (ca.pem(), leaf.pem(), key.serialize_pem())
 }
 
+/// A client that trusts the test CA `ca` (PEM).
+fn client_trusting(ca: &str) -> reqwest::Client {
+    let root = reqwest::Certificate::from_pem(ca.as_bytes()).unwrap();
+    reqwest::Client::builder().add_root_certificate(root).timeout(std::time::Duration::from_secs(20)).build().unwrap()
+}
+
 fn tls_server(dir: &std::path::Path, cert: &str, key: &str) -> String {
     std::fs::write(dir.join("cert.pem"), cert).unwrap();
     std::fs::write(dir.join("key.pem"), key).unwrap();
@@ -38,11 +44,7 @@ async fn the_gateway_serves_https_with_its_own_certificate() {
     let (ca, cert, key) = issued();
     let g = Gateway::start(&config_for(&up.base_url, &tls_server(files.path(), &cert, &key))).await;
     assert!(g.url.starts_with("https://127.0.0.1:"), "{}", g.url);
-    let trusting = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .timeout(std::time::Duration::from_secs(20))
-        .build()
-        .unwrap();
+    let trusting = client_trusting(&ca);
     let r = trusting.post(g.path("/v1/chat/completions")).bearer_auth(MASTER).json(&chat("openai/gpt-4.1-mini"));
     let r = r.send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -79,15 +81,9 @@ async fn the_gateway_serves_https_with_its_own_certificate() {
         assert!(std::time::Instant::now() < deadline, "{}", g.log_text());
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let trusting_new = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(new_ca.as_bytes()).unwrap())
-        .build()
-        .unwrap();
+    let trusting_new = client_trusting(&new_ca);
     assert_eq!(trusting_new.get(g.path("/health")).send().await.unwrap().status(), 200, "the new certificate");
-    let old_only = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .build()
-        .unwrap();
+    let old_only = client_trusting(&ca);
     assert!(old_only.get(g.path("/health")).send().await.is_err(), "the old certificate is no longer served");
 }
 

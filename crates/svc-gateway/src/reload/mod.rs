@@ -142,7 +142,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
                 || o.auth_failures_per_minute != n.auth_failures_per_minute,
         ),
         ("server.tls (on or off)", o.tls.is_some() != n.tls.is_some()),
-        ("fleet", format!("{:?}", old.fleet) != format!("{:?}", new.fleet)),
+        ("fleet", old.fleet != new.fleet),
     ];
     checks.into_iter().filter(|(_, changed)| *changed).map(|(name, _)| name).collect()
 }
