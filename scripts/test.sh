@@ -53,6 +53,8 @@ need_deb() {
 need_deb prometheus /usr/bin/promtool
 need_deb chromium /usr/bin/chromium
 need_deb nginx-light /usr/sbin/nginx
+# tests/python/test_tls.py makes its CA and certificate with the openssl command.
+need_deb openssl /usr/bin/openssl
 
 say "python packages (tests/python/requirements.txt, in target/venv)"
 VENV="$PWD/target/venv"
