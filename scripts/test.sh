@@ -55,6 +55,8 @@ need_deb chromium /usr/bin/chromium
 need_deb nginx-light /usr/sbin/nginx
 # tests/python/test_tls.py makes its CA and certificate with the openssl command.
 need_deb openssl /usr/bin/openssl
+# scripts/image.sh asks the image's gateway with curl.
+need_deb curl /usr/bin/curl
 
 say "python packages (tests/python/requirements.txt, in target/venv)"
 VENV="$PWD/target/venv"
