@@ -1,7 +1,8 @@
 // The dashboard end to end, in headless Chromium against the real `svc` binary: sign in, create a key and see
 // its secret once, see a request's spend appear on Overview and Spend without a reload, export session ids and
 // client names chosen to look like spreadsheet formulas (and HTML) and find them written as text, revoke the
-// key, send a dead event again; then a screenshot of every page (desktop and phone) in target/ui-artifacts/.
+// key, create, edit and delete a runtime team (a config-file team is read-only), send a dead event again; then
+// a screenshot of every page (desktop and phone) in target/ui-artifacts/.
 
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -36,8 +37,9 @@ describe('dashboard', { timeout: 180000 }, () => {
     page.on('request', (r) => {
       if (!r.url().startsWith(gw.url) && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push(`outside request: ${r.url()}`);
     });
+    // 401 and 403 are asked for on purpose, and so is the 409 of a team named like one of the config file.
     page.on('console', (m) => {
-      if (m.type() === 'error' && !/status of 40[13]/.test(m.text())) problems.push(`console: ${m.text()}`);
+      if (m.type() === 'error' && !/status of 40[139]/.test(m.text())) problems.push(`console: ${m.text()}`);
     });
   });
 
@@ -246,6 +248,83 @@ describe('dashboard', { timeout: 180000 }, () => {
     const refused = await chat(gw.url, secret);
     assert.equal(refused.status, 401);
     await page.screenshot({ path: join(ARTIFACTS, 'keys-revoked.png') });
+  });
+
+  it('creates, edits and deletes a runtime team; a config-file team is read-only', async () => {
+    await go('keys');
+    const teamRow = (id) => page.locator('tr', { has: page.locator(`td[data-team="${id}"]`) });
+    const toastOk = (text) => page.locator('.toast.ok', { hasText: text }).waitFor(WAIT);
+
+    // A team of the config file: where it comes from, and no button to change it.
+    const executor = teamRow('executor');
+    await executor.waitFor(WAIT);
+    assert.equal((await executor.locator('td[data-origin]').textContent()).trim(), 'file');
+    assert.equal(await executor.locator('button').count(), 0, 'no Edit or Delete for a config-file team');
+    const filePill = executor.locator('.pill', { hasText: 'config file' });
+    assert.match(await filePill.getAttribute('title'), /config file.*svc reload/);
+
+    // Its name cannot be taken by a runtime team: the gateway's 409 names the config file.
+    await page.click('#new-team');
+    await page.fill('dialog input[name=team_id]', 'executor');
+    await page.click('dialog button[type=submit]');
+    await page.locator('.toast:not(.ok)', { hasText: 'defined in the config file' }).waitFor(WAIT);
+
+    // Create.
+    await page.click('#new-team');
+    await page.fill('dialog input[name=team_id]', 'night-shift');
+    await page.fill('dialog input[name=team_alias]', 'Night shift');
+    await page.fill('dialog input[name=models]', 'openai/gpt-4.1-mini');
+    await page.fill('dialog input[name=max_budget]', '5');
+    await page.fill('dialog input[name=budget_duration]', '2d');
+    await page.fill('dialog input[name=rpm_limit]', '60');
+    await page.click('dialog button[type=submit]');
+    await toastOk('Team created');
+    const night = teamRow('night-shift');
+    await night.waitFor(WAIT);
+    assert.equal((await night.locator('td[data-origin]').textContent()).trim(), 'api');
+    assert.match(await night.textContent(), /Night shift/);
+    assert.match(await night.textContent(), /openai\/gpt-4\.1-mini/);
+    assert.match(await night.textContent(), /60 rpm/);
+    await night.locator('.budget .caption', { hasText: '/ 5.00' }).waitFor(WAIT);
+    const listed = (await admin(gw.url, '/team/list')).data.find((t) => t.team_id === 'night-shift');
+    assert.equal(listed.defined_in, 'api');
+    assert.equal(listed.max_budget, 5);
+    assert.equal(listed.budget_duration, '2d');
+    assert.deepEqual(listed.models, ['openai/gpt-4.1-mini']);
+    await page.screenshot({ path: join(ARTIFACTS, 'keys-teams.png'), fullPage: true });
+
+    // Edit: the form holds what the team has; a new budget shows at once.
+    await night.locator('button:has-text("Edit")').click();
+    assert.equal(await page.inputValue('dialog input[name=max_budget]'), '5');
+    assert.equal(await page.inputValue('dialog input[name=budget_duration]'), '2d');
+    assert.equal(await page.inputValue('dialog input[name=models]'), 'openai/gpt-4.1-mini');
+    assert.equal(await page.inputValue('dialog input[name=rpm_limit]'), '60');
+    assert.equal(await page.inputValue('dialog input[name=team_alias]'), 'Night shift');
+    await page.fill('dialog input[name=max_budget]', '7.5');
+    await page.screenshot({ path: join(ARTIFACTS, 'keys-team-edit.png') });
+    await page.click('dialog button[type=submit]');
+    await toastOk('Team saved');
+    await night.locator('.budget .caption', { hasText: '/ 7.50' }).waitFor(WAIT);
+    assert.equal((await admin(gw.url, '/team/list')).data.find((t) => t.team_id === 'night-shift').max_budget, 7.5);
+
+    // Delete, with its key: the dialog says so, and the key goes too.
+    const key = (await admin(gw.url, '/key/generate', { team_id: 'night-shift', key_alias: 'night-1' })).data.key;
+    assert.equal((await chat(gw.url, key)).status, 200);
+    // The page's next refresh shows the key, and the team's count of keys the dialog will name.
+    await page.waitForSelector('td[data-key="night-1"]', WAIT);
+    await page.waitForFunction(() => {
+      const cell = document.querySelector('td[data-team="night-shift"]');
+      return cell && cell.closest('tr').children[4].textContent === '1';
+    }, null, WAIT);
+    await night.locator('button:has-text("Delete")').click();
+    assert.match(await page.textContent('dialog p'), /night-shift and its 1 key are deleted/);
+    await page.click('dialog button.primary');
+    await toastOk('Team deleted with 1 key');
+    await night.waitFor({ state: 'detached', ...WAIT });
+    await page.waitForSelector('td[data-key="night-1"]', { state: 'detached', ...WAIT });
+    assert.equal((await chat(gw.url, key)).status, 401, 'the team’s key is refused once the team is gone');
+    assert.ok(!(await admin(gw.url, '/team/list')).data.some((t) => t.team_id === 'night-shift'));
+    await teamRow('research').waitFor(WAIT);
   });
 
   it('sends a dead event again and sees it delivered', async () => {

@@ -53,13 +53,19 @@ pub enum Command {
     Config(ConfigCommand),
     /// Create, list, update, revoke, restore, rotate and delete virtual keys
     ///
-    /// Works on the store directly, whether or not the gateway runs; a running gateway sees the change
-    /// within a second.
-    #[command(subcommand)]
-    Keys(KeysCommand),
-    /// List the teams the gateway runs (and what the config file would change)
-    #[command(subcommand)]
-    Teams(TeamsCommand),
+    /// A change asks the running gateway of this configuration (server.host:server.port, or --url, with the
+    /// master key), which applies it before it answers: a revoked key is refused there from the moment the
+    /// command returns, and on the other nodes of its fleet within a second. When no gateway answers, the
+    /// change is written to the store directly (stderr says so) and gateways take it from there within a
+    /// second.
+    Keys(KeysArgs),
+    /// List, make, change and delete teams
+    ///
+    /// `list` shows the teams the gateway runs (and what the config file would change). `new`, `update` and
+    /// `delete` change teams at runtime, fleet-wide, as LiteLLM's /team/new, /team/update and /team/delete do
+    /// (asked of the running gateway as `svc keys` does); a team defined in the config file is changed in the
+    /// file (then `svc reload`).
+    Teams(TeamsArgs),
     /// Show the nodes of the fleet: state, heartbeat, address, version, requests, spend today
     #[command(subcommand)]
     Fleet(FleetCommand),
@@ -150,6 +156,28 @@ pub enum KeysCommand {
     },
 }
 
+/// `svc keys` and where to ask.
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    /// The gateway to ask [default: http(s)://server.host:server.port of the configuration]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+/// `svc teams` and where to ask.
+#[derive(Debug, Args)]
+pub struct TeamsArgs {
+    /// The gateway to ask [default: http(s)://server.host:server.port of the configuration]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: TeamsCommand,
+}
+
 /// `svc keys create` options.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
@@ -209,6 +237,42 @@ pub struct KeyFieldsArgs {
 pub enum TeamsCommand {
     /// List the running teams with their budget, period, spend and models; on stderr, how the file differs
     List,
+    /// Make a team (its budget period starts now); prints its name (made up when none is given)
+    New(TeamFieldsArgs),
+    /// Change a team made at runtime: the options given replace what it had (the others stay)
+    Update(TeamFieldsArgs),
+    /// Delete teams made at runtime, and every key of theirs (their spend records stay)
+    Delete {
+        /// The teams' names
+        #[arg(required = true)]
+        teams: Vec<String>,
+    },
+}
+
+/// The fields of a team that `new` sets and `update` changes (the admin API's names:
+/// `svc_keys::teams::TeamRequest`).
+#[derive(Debug, Args)]
+pub struct TeamFieldsArgs {
+    /// The team's name (`team_id`) [new: a made-up id]
+    pub team: Option<String>,
+    /// A human name for the team
+    #[arg(long)]
+    pub alias: Option<String>,
+    /// The team's budget per period, in the unit of the prices [new: unlimited]
+    #[arg(long, value_name = "AMOUNT")]
+    pub max_budget: Option<String>,
+    /// Period of the budget, e.g. 30d [new: gateway_settings.budget_duration]
+    #[arg(long, value_name = "DURATION")]
+    pub budget_duration: Option<String>,
+    /// Models the team may use, comma-separated [new: every model]
+    #[arg(long, value_delimiter = ',', value_name = "ALIASES")]
+    pub models: Vec<String>,
+    /// Requests per minute for the whole team
+    #[arg(long, value_name = "N")]
+    pub rpm_limit: Option<u32>,
+    /// Tokens per minute for the whole team
+    #[arg(long, value_name = "N")]
+    pub tpm_limit: Option<u64>,
 }
 
 /// `svc fleet …`.

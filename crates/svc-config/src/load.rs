@@ -51,7 +51,14 @@ pub fn load_str(
     let mut r = Reader::new(file, env);
     let mut config = build(&mut r, &root, source);
     config.warnings = checked(r.diags)?;
+    config.digest = digest(text);
     Ok(config)
+}
+
+/// The SHA-256 of `text`, in lowercase hex.
+fn digest(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 const ROOT: &[Key] = &[
@@ -81,7 +88,16 @@ fn build(r: &mut Reader, root: &Node, source: ConfigSource) -> Config {
         }
     }
     let notifications = notifications(r, get("notifications"));
-    Config { source, server, fleet, models: models.entries, gateway, notifications, warnings: Vec::new() }
+    Config {
+        source,
+        server,
+        fleet,
+        models: models.entries,
+        gateway,
+        notifications,
+        warnings: Vec::new(),
+        digest: String::new(),
+    }
 }
 
 fn duration(r: &mut Reader, f: &Fields, key: &str) -> Option<BudgetDuration> {
@@ -322,6 +338,7 @@ fn team(r: &mut Reader, node: &Node, path: &str, all: &Models, default: BudgetDu
         budget_start: time(r, &f, "budget_start"),
         rpm_limit: r.int(&f, "rpm_limit"),
         tpm_limit: r.int(&f, "tpm_limit"),
+        origin: TeamOrigin::File,
     })
 }
 

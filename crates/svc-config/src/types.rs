@@ -24,6 +24,9 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     /// Warnings found while loading (the configuration is still usable).
     pub warnings: Vec<Diagnostic>,
+    /// SHA-256 of the file's text as read (lowercase hex; environment references unresolved), which each fleet
+    /// node reports so that nodes running different files are found.
+    pub digest: String,
 }
 
 /// A secret string (master key, API key, webhook secret, push token). Its `Debug` and `Display` never show it.
@@ -366,7 +369,7 @@ impl Default for HealthSettings {
 }
 
 /// One `teams` entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TeamConfig {
     /// `team_id`.
     pub team_id: String,
@@ -382,6 +385,28 @@ pub struct TeamConfig {
     pub rpm_limit: Option<u32>,
     /// Tokens per minute for the whole team.
     pub tpm_limit: Option<u64>,
+    /// Where the team is defined: the config file, or the admin API at runtime.
+    pub origin: TeamOrigin,
+}
+
+/// Where a team is defined, and so what may change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TeamOrigin {
+    /// The config file's `gateway_settings.teams` (changed by editing the file and reloading).
+    #[default]
+    File,
+    /// `/team/new` or `svc teams new` (changed by `/team/update` and `/team/delete`).
+    Api,
+}
+
+impl TeamOrigin {
+    /// `file` or `api`, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TeamOrigin::File => "file",
+            TeamOrigin::Api => "api",
+        }
+    }
 }
 
 /// `notifications:`.

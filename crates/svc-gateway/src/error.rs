@@ -351,6 +351,10 @@ impl From<svc_keys::admin::AdminError> for ApiError {
         match e {
             AdminError::Invalid { message, param } => ApiError::bad_request(message, Some(param)),
             AdminError::KeyNotFound => ApiError::not_found("key_not_found", e.to_string()).with_param("key"),
+            AdminError::TeamNotFound(_) => ApiError::not_found("team_not_found", e.to_string()).with_param("team_id"),
+            AdminError::TeamExists(_) | AdminError::FileTeam { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()).with_param("team_id")
+            }
             AdminError::Store(s) => ApiError::from(s),
         }
     }

@@ -255,8 +255,11 @@ fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop:
     });
 }
 
-/// Reads the keys again; the rate limits forget the keys that are gone.
+/// Reads the keys again; the rate limits forget the keys that are gone. Applies teams changed at runtime.
 async fn refresh_keys(state: &AppState) {
+    if let Err(e) = reload::teams::refresh(state, false).await {
+        tracing::warn!(error = %e, "cannot refresh the teams from the store");
+    }
     match state.auth.keys.refresh(&state.pipeline().store, false).await {
         Ok(true) => state.pipeline().rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}

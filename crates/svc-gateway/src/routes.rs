@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticate;
 use crate::front::Api;
-use crate::handlers::{admin, chat, config, events, fleet, health, models, outbox, responses, spend, stats};
+use crate::handlers::{admin, chat, config, events, fleet, health, models, outbox, responses, spend, stats, teams};
 use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
@@ -28,8 +28,11 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/key/unblock", post(admin::unblock)),
         ("/key/info", get(admin::info)),
         ("/key/list", get(admin::list)),
-        ("/team/list", get(admin::teams)),
-        ("/team/info", get(admin::team_info)),
+        ("/team/new", post(teams::new)),
+        ("/team/update", post(teams::update)),
+        ("/team/delete", post(teams::delete)),
+        ("/team/list", get(teams::list)),
+        ("/team/info", get(teams::info)),
         ("/spend/logs", get(spend::logs)),
         ("/events", post(events::post)),
         ("/events/recent", get(outbox::recent)),

@@ -65,8 +65,10 @@ pub(crate) struct Live {
     pub(crate) injected: Option<Arc<dyn EventSink>>,
     /// Stops the outbox worker of the notifications that run (a reload starts the next one first).
     pub(crate) outbox_stop: std::sync::Mutex<CancellationToken>,
-    /// One reload at a time.
+    /// One reload (or change of the teams) at a time.
     pub(crate) one_at_a_time: tokio::sync::Mutex<()>,
+    /// The teams generation of the store this node last applied (`reload/teams.rs`).
+    pub(crate) teams_seen: std::sync::atomic::AtomicI64,
     /// The address given on the command line, kept over the file's.
     pub(crate) overrides: std::sync::Mutex<crate::reload::refusal::Overrides>,
     /// The TLS acceptor new connections take (none: plain HTTP); a reload reads the certificate again.
@@ -79,6 +81,7 @@ impl Live {
         events: Arc<SwappableSink>,
         injected: Option<Arc<dyn EventSink>>,
         outbox_stop: CancellationToken,
+        teams_seen: i64,
     ) -> Live {
         Live {
             client,
@@ -86,6 +89,7 @@ impl Live {
             injected,
             outbox_stop: std::sync::Mutex::new(outbox_stop),
             one_at_a_time: tokio::sync::Mutex::new(()),
+            teams_seen: std::sync::atomic::AtomicI64::new(teams_seen),
             overrides: std::sync::Mutex::new(crate::reload::refusal::Overrides::default()),
             tls: Arc::new(arc_swap::ArcSwapOption::empty()),
         }
@@ -257,7 +261,7 @@ impl AppState {
 
     /// The state; the node registered at `address` when given.
     async fn build(
-        config: Config,
+        mut config: Config,
         store: Store,
         master_key: Option<&str>,
         events: Option<Arc<dyn EventSink>>,
@@ -275,14 +279,15 @@ impl AppState {
             store.clone(),
             answering.clone(),
             config.server.max_in_flight,
-            svc_keys::admin::teams_fingerprint(&config),
+            crate::reload::teams::running(&config),
         ));
         // The registration before any other write: a second run of a live node's name must not write its
         // teams, charge or return its budget slices, or claim its outbox destinations.
         if let Some(address) = address {
             node.register(address).await?;
         }
-        svc_keys::admin::sync_teams(&store, &config).await?;
+        let teams_seen = crate::reload::teams::mirror(&store, &mut config).await?;
+        node.set_running(crate::reload::teams::running(&config));
         let keys = Arc::new(KeyCache::default());
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();
@@ -324,7 +329,7 @@ impl AppState {
         svc_routing::health::probe::spawn(&models, &events, probe, &tasks, shutdown.clone());
         let pipeline =
             Pipeline { config, store, models, answering, budgets, rates, events, spend, metrics, node, tasks };
-        let live = Live::new(client, live_events, injected, outbox_stop);
+        let live = Live::new(client, live_events, injected, outbox_stop, teams_seen);
         let requests = crate::ui::stats::RequestCounters::default();
         let started = chrono::Utc::now().timestamp();
         let edge = Edge { readiness, started, outbox: ArcSwap::from_pointee(outbox), shutdown, requests, live };

@@ -24,6 +24,20 @@ pub enum AdminError {
     /// No key has that secret, alias or id.
     #[error("no such key (give the key, its alias or its id)")]
     KeyNotFound,
+    /// No team of that name runs.
+    #[error("no team `{0}`")]
+    TeamNotFound(String),
+    /// A team of that name runs already.
+    #[error("team `{0}` exists already")]
+    TeamExists(String),
+    /// The team is defined in the config file: the file changes it.
+    #[error("team `{team_id}` is defined in the config file {file}: change it there and reload (`svc reload`)")]
+    FileTeam {
+        /// The team.
+        team_id: String,
+        /// The file that defines it.
+        file: String,
+    },
     /// The store failed, or a unique value (an alias) is taken.
     #[error(transparent)]
     Store(#[from] svc_store::StoreError),
@@ -76,7 +90,7 @@ fn metadata_text(metadata: Map<String, Value>) -> Result<String, AdminError> {
 /// `svc keys create` (LiteLLM's names; `duration` is accepted for `expires`). [`Admin::create`] takes `team_id`
 /// and refuses `key` (svc makes every secret); [`Admin::update`] takes `key` (its secret, alias or id) and keeps
 /// its team. Any other absent field is left as it is (at creation: none, the team's, or every one).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyRequest {
     /// The key to change (update).
@@ -112,10 +126,10 @@ pub struct KeyRequest {
 }
 
 /// What the admin API and CLI show of a key (never its secret, except `key` right after creation).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KeyInfo {
     /// The secret: only in the answer to creation and rotation.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub key: Option<String>,
     /// Stable id.
     pub key_id: String,
@@ -410,12 +424,13 @@ impl Admin<'_> {
     }
 }
 
-/// Mirrors the config's teams into the store (at start, and before CLI key operations).
+/// Mirrors the config file's teams into the store (at start and at each reload).
 pub async fn sync_teams(store: &Store, config: &Config) -> Result<(), svc_store::StoreError> {
     let rows: Vec<(svc_store::TeamRow, bool)> = config
         .gateway
         .teams
         .iter()
+        .filter(|t| t.origin == svc_config::TeamOrigin::File)
         .map(|t| {
             let row = svc_store::TeamRow {
                 team_id: t.team_id.clone(),
@@ -426,6 +441,7 @@ pub async fn sync_teams(store: &Store, config: &Config) -> Result<(), svc_store:
                 rpm_limit: t.rpm_limit.map(i64::from),
                 tpm_limit: t.tpm_limit.and_then(|v| i64::try_from(v).ok()),
                 in_config: true,
+                ..Default::default()
             };
             (row, t.budget_start.is_some())
         })

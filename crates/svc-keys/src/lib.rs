@@ -8,6 +8,7 @@
 pub mod admin;
 mod key;
 mod principal;
+pub mod teams;
 mod watch;
 
 pub use admin::AdminError;

@@ -41,14 +41,23 @@ pub struct FleetNode {
     /// The in-flight semaphore and its size, for the number of requests in flight.
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
-    /// The node's teams configuration (JSON text), stored for finding disagreements (a reload replaces it).
-    teams: std::sync::Mutex<String>,
+    /// What the node runs, as its heartbeats report it (a reload or a change of the teams replaces it).
+    running: std::sync::Mutex<Running>,
     /// The teams last reported as configured differently on another node (logged when this changes).
     differs: std::sync::Mutex<Vec<String>>,
     /// The host name of this machine.
     host: String,
     /// A token of this run: its heartbeats write the node's row only while the row holds it.
     instance: String,
+}
+
+/// What a node runs, as its heartbeats report it, so that nodes that disagree are found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Running {
+    /// Its teams (JSON text: id → settings).
+    pub teams: String,
+    /// The SHA-256 (hex) of its configuration file.
+    pub config_digest: String,
 }
 
 /// The node cannot start.
@@ -86,11 +95,15 @@ fn rfc3339_ms(ms: i64) -> String {
 }
 
 impl FleetNode {
-    /// The teams configuration it reports from its next heartbeat on (a reload changed it).
-    pub fn set_teams(&self, teams: String) {
-        if let Ok(mut t) = self.teams.lock() {
-            *t = teams;
+    /// What it reports from its next heartbeat on (a reload or a change of the teams changed it).
+    pub fn set_running(&self, running: Running) {
+        if let Ok(mut r) = self.running.lock() {
+            *r = running;
         }
+    }
+
+    fn running(&self) -> Running {
+        self.running.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// The node of `config`, counting requests in flight on `in_flight` (of `max_in_flight` places).
@@ -99,14 +112,24 @@ impl FleetNode {
         store: Store,
         in_flight: Arc<Semaphore>,
         max_in_flight: usize,
-        teams: String,
+        running: Running,
     ) -> FleetNode {
         let differs = std::sync::Mutex::new(Vec::new());
         // gethostname(2): no IO.
         let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
         let instance = uuid::Uuid::new_v4().simple().to_string();
-        let teams = std::sync::Mutex::new(teams);
-        FleetNode { config, store, served: AtomicU64::new(0), in_flight, max_in_flight, teams, differs, host, instance }
+        let running = std::sync::Mutex::new(running);
+        FleetNode {
+            config,
+            store,
+            served: AtomicU64::new(0),
+            in_flight,
+            max_in_flight,
+            running,
+            differs,
+            host,
+            instance,
+        }
     }
 
     /// The node's name.
@@ -132,6 +155,7 @@ impl FleetNode {
     /// before; refused ([`RegisterError::Taken`]) while another run of the node name is live elsewhere.
     pub async fn register(&self, address: &str) -> Result<(), RegisterError> {
         let now = svc_store::now_ms();
+        let running = self.running();
         let row = NodeRow {
             node: self.config.node.clone(),
             fleet: self.config.name.clone(),
@@ -143,7 +167,8 @@ impl FleetNode {
             state_since_ms: now,
             requests_served: 0,
             in_flight: 0,
-            teams: self.teams.lock().map(|t| t.clone()).unwrap_or_default(),
+            teams: running.teams,
+            config_digest: running.config_digest,
             host: self.host.clone(),
             instance: self.instance.clone(),
         };
@@ -207,7 +232,15 @@ impl FleetNode {
     async fn beat(&self, events: &dyn EventSink) {
         let now = svc_store::now_ms();
         let served = i64::try_from(self.served.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-        match self.store.heartbeat(&self.config.node, &self.instance, now, served, self.in_flight_now()).await {
+        let running = self.running();
+        let report = svc_store::Report {
+            now_ms: now,
+            requests_served: served,
+            in_flight: self.in_flight_now(),
+            teams: &running.teams,
+            config_digest: &running.config_digest,
+        };
+        match self.store.heartbeat(&self.config.node, &self.instance, &report).await {
             Ok(Beat::Back) => {
                 tracing::info!(node = %self.config.node, "node online again (its heartbeats had stopped)")
             }
@@ -320,6 +353,10 @@ pub struct NodeStatus {
     pub spend_today: f64,
     /// Teams whose configuration on this node differs from another online node's.
     pub config_differs: Vec<String>,
+    /// The SHA-256 (hex) of the configuration file it runs (empty: a node of a version that does not say).
+    pub config_digest: String,
+    /// Whether it runs another configuration file than some other online node.
+    pub config_file_differs: bool,
 }
 
 /// The nodes of `fleet`, as an operator wants to see them.
@@ -329,6 +366,7 @@ pub async fn status(store: &Store, fleet: &str) -> Result<Vec<NodeStatus>, svc_s
     let spend = store.spend_by_node(today.unwrap_or(now)).await?;
     let nodes = store.list_nodes(fleet).await?;
     let differs = disagreements(&nodes);
+    let files: Vec<String> = file_disagreements(&nodes).into_iter().map(String::from).collect();
     Ok(nodes
         .into_iter()
         .map(|n| NodeStatus {
@@ -338,6 +376,8 @@ pub async fn status(store: &Store, fleet: &str) -> Result<Vec<NodeStatus>, svc_s
                 .map(|(_, nanos)| svc_budget::Money::from_nanos(*nanos).as_f64())
                 .unwrap_or(0.0),
             config_differs: differs.iter().filter(|(node, _)| *node == n.node).map(|(_, t)| t.clone()).collect(),
+            config_file_differs: files.contains(&n.node),
+            config_digest: n.config_digest,
             state: n.state.as_str(),
             state_since: rfc3339_ms(n.state_since_ms),
             started_at: rfc3339_ms(n.started_ms),
@@ -350,6 +390,18 @@ pub async fn status(store: &Store, fleet: &str) -> Result<Vec<NodeStatus>, svc_s
             version: n.version,
         })
         .collect())
+}
+
+/// The online nodes that run another configuration file than some other online node (a node that reports no
+/// digest, of an older version, is not compared).
+fn file_disagreements(nodes: &[NodeRow]) -> Vec<&str> {
+    let online: Vec<&NodeRow> =
+        nodes.iter().filter(|n| n.state == NodeState::Online && !n.config_digest.is_empty()).collect();
+    online
+        .iter()
+        .filter(|n| online.iter().any(|o| o.config_digest != n.config_digest))
+        .map(|n| n.node.as_str())
+        .collect()
 }
 
 /// (node, team) for every team whose configuration on an online node differs from that on another online
@@ -400,7 +452,25 @@ mod tests {
             teams: teams.into(),
             host: String::new(),
             instance: String::new(),
+            config_digest: String::new(),
         }
+    }
+
+    #[test]
+    fn nodes_running_another_file_are_found_among_online_nodes() {
+        let with = |name: &str, state: NodeState, digest: &str| NodeRow {
+            config_digest: digest.into(),
+            ..node(name, state, "{}")
+        };
+        let nodes = [
+            with("n1", NodeState::Online, "aa"),
+            with("n2", NodeState::Online, "aa"),
+            with("n3", NodeState::Online, "bb"),
+            with("n4", NodeState::Online, ""),
+            with("n5", NodeState::Offline, "cc"),
+        ];
+        assert_eq!(file_disagreements(&nodes), ["n1", "n2", "n3"], "an old node and an offline one are not compared");
+        assert!(file_disagreements(&nodes[..2]).is_empty());
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct NodeRow {
     pub in_flight: i64,
     /// Its configuration of the teams (JSON text), to find nodes that disagree.
     pub teams: String,
+    /// The SHA-256 (hex) of the configuration file it runs, to find nodes that run different files.
+    pub config_digest: String,
     /// The host name of the machine it runs on (with `address`, what makes a start the same node coming back).
     pub host: String,
     /// A token of its current run: heartbeats and the clean stop of another run leave the row alone.
@@ -86,6 +88,21 @@ pub enum Registration {
     Refused(NodeRow),
 }
 
+/// What a heartbeat reports of its node (a reload changes the last two).
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a> {
+    /// Now.
+    pub now_ms: i64,
+    /// Requests answered since the node started.
+    pub requests_served: i64,
+    /// Requests in flight.
+    pub in_flight: i64,
+    /// Its configuration of the teams (JSON text).
+    pub teams: &'a str,
+    /// The SHA-256 (hex) of its configuration file.
+    pub config_digest: &'a str,
+}
+
 /// What [`Store::heartbeat`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Beat {
@@ -99,7 +116,7 @@ pub enum Beat {
 
 const COLUMNS: &str =
     "node, fleet, address, version, started_ms, heartbeat_ms, state, state_since_ms, requests_served, \
-     in_flight, teams, host, instance";
+     in_flight, teams, host, instance, config_digest";
 
 fn from_row(r: &AnyRow) -> Result<NodeRow, StoreError> {
     let state: String = r.try_get("state")?;
@@ -115,6 +132,7 @@ fn from_row(r: &AnyRow) -> Result<NodeRow, StoreError> {
         requests_served: r.try_get("requests_served")?,
         in_flight: r.try_get("in_flight")?,
         teams: r.try_get("teams")?,
+        config_digest: r.try_get("config_digest")?,
         host: r.try_get("host")?,
         instance: r.try_get("instance")?,
     })
@@ -140,11 +158,11 @@ impl Store {
         loop {
             let won = sqlx::query(
                 "INSERT INTO fleet_nodes (node, fleet, address, version, started_ms, heartbeat_ms, state, \
-                 state_since_ms, requests_served, in_flight, teams, host, instance) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'online', $7, 0, 0, $8, $9, $10) \
+                 state_since_ms, requests_served, in_flight, teams, host, instance, config_digest) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'online', $7, 0, 0, $8, $9, $10, $12) \
                  ON CONFLICT (node) DO UPDATE SET fleet = $2, address = $3, version = $4, started_ms = $5, \
                  heartbeat_ms = $6, state = 'online', state_since_ms = $7, requests_served = 0, in_flight = 0, \
-                 teams = $8, host = $9, instance = $10 \
+                 teams = $8, host = $9, instance = $10, config_digest = $12 \
                  WHERE fleet_nodes.state <> 'online' OR fleet_nodes.heartbeat_ms < $11 \
                  OR (fleet_nodes.address = $3 AND fleet_nodes.host = $9) \
                  RETURNING node",
@@ -160,6 +178,7 @@ impl Store {
             .bind(&node.host)
             .bind(&node.instance)
             .bind(live_after_ms)
+            .bind(&node.config_digest)
             .fetch_optional(self.pool())
             .await?;
             if won.is_some() {
@@ -186,14 +205,8 @@ impl Store {
 
     /// A heartbeat of the run `instance` of `node`: it is alive at `now_ms` with these figures. A node declared
     /// offline meanwhile comes back online. Nothing is written when the row belongs to another run.
-    pub async fn heartbeat(
-        &self,
-        node: &str,
-        instance: &str,
-        now_ms: i64,
-        requests_served: i64,
-        in_flight: i64,
-    ) -> Result<Beat, StoreError> {
+    pub async fn heartbeat(&self, node: &str, instance: &str, report: &Report<'_>) -> Result<Beat, StoreError> {
+        let now_ms = report.now_ms;
         let back = sqlx::query(
             "UPDATE fleet_nodes SET state = 'online', state_since_ms = $2 \
              WHERE node = $1 AND instance = $3 AND state <> 'online'",
@@ -204,14 +217,16 @@ impl Store {
         .execute(self.pool())
         .await?;
         let sent = sqlx::query(
-            "UPDATE fleet_nodes SET heartbeat_ms = $2, requests_served = $3, in_flight = $4 \
-             WHERE node = $1 AND instance = $5",
+            "UPDATE fleet_nodes SET heartbeat_ms = $2, requests_served = $3, in_flight = $4, teams = $6, \
+             config_digest = $7 WHERE node = $1 AND instance = $5",
         )
         .bind(node)
         .bind(now_ms)
-        .bind(requests_served)
-        .bind(in_flight)
+        .bind(report.requests_served)
+        .bind(report.in_flight)
         .bind(instance)
+        .bind(report.teams)
+        .bind(report.config_digest)
         .execute(self.pool())
         .await?;
         Ok(match (sent.rows_affected(), back.rows_affected()) {

@@ -77,7 +77,7 @@ fn from_row(r: &AnyRow) -> Result<KeyRow, StoreError> {
 
 /// Moves the key generation on, and on PostgreSQL tells every listening node at commit (`NOTIFY`), so a key
 /// change reaches the whole fleet at once instead of at its next poll.
-async fn bump(tx: &mut Transaction<'_, Any>, backend: Backend) -> Result<(), StoreError> {
+pub(crate) async fn bump(tx: &mut Transaction<'_, Any>, backend: Backend) -> Result<(), StoreError> {
     sqlx::query("UPDATE counters SET value = value + 1 WHERE name = 'keys_generation'").execute(&mut **tx).await?;
     if backend == Backend::Postgres {
         sqlx::query(&format!("NOTIFY {KEYS_CHANNEL}")).execute(&mut **tx).await?;
@@ -85,8 +85,8 @@ async fn bump(tx: &mut Transaction<'_, Any>, backend: Backend) -> Result<(), Sto
     Ok(())
 }
 
-/// The PostgreSQL channel key changes are announced on.
-const KEYS_CHANNEL: &str = "svc_keys";
+/// The PostgreSQL channel key and team changes are announced on (one watcher serves both).
+pub(crate) const KEYS_CHANNEL: &str = "svc_keys";
 
 /// Key changes announced by the store (PostgreSQL `LISTEN`); see [`Store::key_changes`].
 pub struct KeyChanges(sqlx::postgres::PgListener);

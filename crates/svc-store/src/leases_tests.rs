@@ -200,6 +200,7 @@ async fn the_stores_limit_wins_over_the_nodes() {
         rpm_limit: None,
         tpm_limit: None,
         in_config: true,
+        ..Default::default()
     };
     s.sync_teams(&[(team, false)]).await.unwrap();
     let g = s.lease_grant(&ask("team:t", "a", 1, 1_000)).await.unwrap();
@@ -243,6 +244,7 @@ async fn the_fleet_announces_each_of_its_health_transitions_once() {
             requests_served: 0,
             in_flight: 0,
             teams: "{}".into(),
+            config_digest: String::new(),
             host: "h".into(),
             instance: name.into(),
         };

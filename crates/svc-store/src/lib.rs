@@ -24,7 +24,7 @@ mod teams;
 mod wal;
 
 pub use file::sqlite_path;
-pub use fleet::{Beat, NodeRow, NodeState, Registration};
+pub use fleet::{Beat, NodeRow, NodeState, Registration, Report};
 pub use keys::{KeyChanges, KeyRow};
 pub use leases::{BudgetNotice, BudgetNotices, Charge, ChargedRecord, Exposure, LeaseAsk, LeaseGrant, PeriodRow};
 pub use outbox::{Backlog, NewEvent, OutboxItem, OutboxStats};

@@ -82,6 +82,7 @@ async fn teams_keep_anchor(s: &Store) {
         rpm_limit: None,
         tpm_limit: None,
         in_config: true,
+        ..Default::default()
     };
     s.sync_teams(&[(t.clone(), false)]).await.unwrap();
     let first = s.list_teams().await.unwrap()[0].anchor_ms;
@@ -92,6 +93,46 @@ async fn teams_keep_anchor(s: &Store) {
     assert_eq!((now[0].anchor_ms, now[0].budget_limit), (first, Some(70)));
     s.sync_teams(&[]).await.unwrap();
     assert!(!s.list_teams().await.unwrap()[0].in_config);
+}
+
+/// API teams: made, refused over a running name, changed, deleted with their keys; a file's sync leaves them be,
+/// and every change moves the teams generation on.
+async fn api_teams(s: &Store) {
+    let file =
+        TeamRow { team_id: "filed".into(), budget_duration: "30d".into(), in_config: true, ..Default::default() };
+    s.sync_teams(&[(file.clone(), false)]).await.unwrap();
+    let g0 = s.teams_generation().await.unwrap();
+    let api = TeamRow {
+        team_id: "research".into(),
+        budget_limit: Some(5),
+        budget_duration: "1d".into(),
+        api: true,
+        metadata: "{}".into(),
+        created_ms: 1_000,
+        ..Default::default()
+    };
+    s.insert_team(&api).await.unwrap();
+    assert!(s.teams_generation().await.unwrap() > g0);
+    let taken = |r: Result<(), StoreError>| matches!(r, Err(StoreError::Conflict(_)));
+    assert!(taken(s.insert_team(&api).await), "a running API team's name is taken");
+    assert!(taken(s.insert_team(&TeamRow { team_id: "filed".into(), ..api.clone() }).await), "so is a file team's");
+    assert!(s.update_team(&TeamRow { budget_limit: Some(9), ..api.clone() }).await.unwrap());
+    assert!(!s.update_team(&TeamRow { team_id: "filed".into(), ..api.clone() }).await.unwrap(), "not a file team");
+    s.sync_teams(&[(file, false)]).await.unwrap();
+    let rows = s.list_teams().await.unwrap();
+    let research = rows.iter().find(|t| t.team_id == "research").unwrap();
+    assert!(research.api && research.running());
+    assert_eq!((research.budget_limit, research.anchor_ms), (Some(9), 1_000), "the anchor stays");
+    s.insert_key(&KeyRow { team_id: "research".into(), ..key("rk", None) }).await.unwrap();
+    let keys = s.keys_generation().await.unwrap();
+    let (teams, gone) = s.delete_teams(&["research".into(), "filed".into()]).await.unwrap();
+    assert_eq!((teams, gone), (vec!["research".to_string()], vec!["rk".to_string()]), "a file team is not deleted");
+    assert!(s.keys_generation().await.unwrap() > keys);
+    assert!(s.list_teams().await.unwrap().iter().all(|t| t.team_id != "research"));
+    // The name is free again, with a new anchor.
+    s.insert_team(&TeamRow { created_ms: 2_000, ..api }).await.unwrap();
+    let again = s.list_teams().await.unwrap();
+    assert_eq!(again.iter().find(|t| t.team_id == "research").map(|t| t.anchor_ms), Some(2_000));
 }
 
 /// Spend record number `i` of `team`: 10 + 5 tokens, cost 100.
@@ -383,6 +424,7 @@ fn node_row(name: &str, at: i64, host: &str, instance: &str) -> NodeRow {
         requests_served: 0,
         in_flight: 0,
         teams: "{}".into(),
+        config_digest: String::new(),
         host: host.into(),
         instance: instance.into(),
     }
@@ -397,7 +439,16 @@ async fn fleet_nodes(s: &Store) {
     };
     assert!(registered(s.register_node(&node("a", 1_000), 0).await.unwrap()).is_none());
     assert!(registered(s.register_node(&node("b", 1_000), 0).await.unwrap()).is_none());
-    assert_eq!(s.heartbeat("a", "a@1000", 5_000, 10, 2).await.unwrap(), Beat::Sent);
+    assert_eq!(
+        s.heartbeat(
+            "a",
+            "a@1000",
+            &Report { now_ms: 5_000, requests_served: 10, in_flight: 2, teams: "{}", config_digest: "" }
+        )
+        .await
+        .unwrap(),
+        Beat::Sent
+    );
     // b went silent: of two monitors asking at once, one gets it.
     let (x, y) = tokio::join!(s.declare_offline("f", 4_000, 6_000), s.declare_offline("f", 4_000, 6_000));
     let mut gone: Vec<String> = x.unwrap().into_iter().chain(y.unwrap()).map(|n| n.node).collect();
@@ -405,7 +456,16 @@ async fn fleet_nodes(s: &Store) {
     assert_eq!(gone, ["b"]);
     assert!(s.declare_offline("f", 4_500, 6_100).await.unwrap().is_empty(), "announced once");
     // b comes back by itself (a heartbeat) or by a restart; a clean stop is not an outage.
-    assert_eq!(s.heartbeat("b", "b@1000", 7_000, 0, 0).await.unwrap(), Beat::Back);
+    assert_eq!(
+        s.heartbeat(
+            "b",
+            "b@1000",
+            &Report { now_ms: 7_000, requests_served: 0, in_flight: 0, teams: "{}", config_digest: "" }
+        )
+        .await
+        .unwrap(),
+        Beat::Back
+    );
     let before = registered(s.register_node(&node("b", 8_000), 0).await.unwrap()).unwrap();
     assert_eq!((before.state, before.instance.as_str()), (NodeState::Online, "b@1000"), "same host and address");
     s.stop_node("a", "a@1000", 9_000).await.unwrap();
@@ -446,9 +506,27 @@ async fn node_names_are_unique(s: &Store) {
         matches!(s.register_node(&again, 500).await.unwrap(), Registration::Registered(Some(b)) if b.instance == "r1")
     );
     // The old run's heartbeats and stop leave the row alone; the new run's are recorded.
-    assert_eq!(s.heartbeat("a", "r1", 1_400, 5, 5).await.unwrap(), Beat::Displaced);
+    assert_eq!(
+        s.heartbeat(
+            "a",
+            "r1",
+            &Report { now_ms: 1_400, requests_served: 5, in_flight: 5, teams: "{}", config_digest: "" }
+        )
+        .await
+        .unwrap(),
+        Beat::Displaced
+    );
     s.stop_node("a", "r1", 1_450).await.unwrap();
-    assert_eq!(s.heartbeat("a", "r3", 1_500, 1, 0).await.unwrap(), Beat::Sent);
+    assert_eq!(
+        s.heartbeat(
+            "a",
+            "r3",
+            &Report { now_ms: 1_500, requests_served: 1, in_flight: 0, teams: "{}", config_digest: "" }
+        )
+        .await
+        .unwrap(),
+        Beat::Sent
+    );
     let row = s.node("a").await.unwrap().unwrap();
     assert_eq!(
         (row.state, row.heartbeat_ms, row.requests_served, row.instance.as_str()),
@@ -485,6 +563,7 @@ both_backends!(
     spend_parts_round_trip_lean_and_whole,
     keys_round_trip,
     teams_keep_anchor,
+    api_teams,
     spend_and_outbox,
     outbox_batches,
     meta,

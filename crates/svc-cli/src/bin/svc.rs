@@ -33,8 +33,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => commands::serve::run(config, args).await,
-            Command::Keys(cmd) => commands::keys::run(config, cmd).await,
-            Command::Teams(cmd) => commands::teams::run(config, cmd).await,
+            Command::Keys(args) => commands::keys::run(config, args.url.as_deref(), args.command).await,
+            Command::Teams(args) => commands::teams::run(config, args.url.as_deref(), args.command).await,
             Command::Reload { url } => commands::reload::run(config, url.as_deref()).await,
             Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,
             Command::Spend(args) => commands::spend::run(config, args).await,

@@ -23,13 +23,18 @@ pub async fn run(explicit: Option<&Path>, cmd: FleetCommand) -> anyhow::Result<(
     }
     writeln!(
         out,
-        "{:<20}  {:<8}  {:>9}  {:<28}  {:<8}  {:>9}  {:>9}  {:>12}  CONFIG DIFFERS",
-        "NODE", "STATE", "HEARTBEAT", "ADDRESS", "VERSION", "SERVED", "IN FLIGHT", "SPEND TODAY"
+        "{:<20}  {:<8}  {:>9}  {:<28}  {:<8}  {:>9}  {:>9}  {:>12}  {:<14}  TEAMS DIFFER",
+        "NODE", "STATE", "HEARTBEAT", "ADDRESS", "VERSION", "SERVED", "IN FLIGHT", "SPEND TODAY", "CONFIG"
     )?;
+    let mut differ = false;
     for n in &nodes {
+        // The file's digest, short, and `!` when another online node runs another file.
+        let digest = n.config_digest.get(..12).filter(|_| !n.config_digest.is_empty()).unwrap_or("-");
+        let mark = if n.config_file_differs { "!" } else { "" };
+        differ |= n.config_file_differs;
         writeln!(
             out,
-            "{:<20}  {:<8}  {:>8}s  {:<28}  {:<8}  {:>9}  {:>9}  {:>12.6}  {}",
+            "{:<20}  {:<8}  {:>8}s  {:<28}  {:<8}  {:>9}  {:>9}  {:>12.6}  {:<14}  {}",
             n.node,
             n.state,
             n.heartbeat_age_seconds,
@@ -38,8 +43,14 @@ pub async fn run(explicit: Option<&Path>, cmd: FleetCommand) -> anyhow::Result<(
             n.requests_served,
             n.in_flight,
             n.spend_today,
+            format!("{digest}{mark}"),
             n.config_differs.join(",")
         )?;
+    }
+    if differ {
+        eprintln!(
+            "svc: the nodes marked ! run another configuration file than other online nodes (CONFIG is its SHA-256)"
+        );
     }
     if nodes.is_empty() {
         writeln!(out, "(no node of fleet `{}` has registered in this store)", config.fleet.name)?;

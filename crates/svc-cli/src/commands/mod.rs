@@ -2,10 +2,12 @@
 
 pub mod config;
 pub mod fleet;
+mod gateway;
 pub mod keys;
 pub mod reload;
 pub mod serve;
 pub mod spend;
+mod team_changes;
 pub mod teams;
 
 use anyhow::Context;

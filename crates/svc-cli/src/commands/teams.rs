@@ -1,4 +1,5 @@
-//! `svc teams list`: the teams that run (as the running gateway stored them), their budget this period, and what
+//! `svc teams list`: the teams that run (as the running gateway stored them, and those made at runtime), their
+//! budget this period, and what
 //! the config file would change. The CLI reads the store the server writes and never applies the file itself:
 //! the gateway applies it when it starts.
 
@@ -6,32 +7,24 @@ use super::{load_config, open_store};
 use crate::cli::TeamsCommand;
 use std::io::Write;
 use std::path::Path;
-use svc_budget::{BudgetDuration, Money};
-use svc_config::{Config, TeamConfig};
+use svc_budget::Money;
+use svc_config::{Config, TeamConfig, TeamOrigin};
+use svc_keys::teams::team_of_row;
 use svc_store::TeamRow;
 
-/// `file` with the teams of `rows` (those a gateway runs) in place of its own, and whether any gateway has
-/// stored teams at all (when none has, the file's teams are all there is).
+/// `file` with the teams of `rows` that run (its file teams as a gateway last applied them, and the teams made at
+/// runtime) in place of its own, and whether any gateway has stored the file's teams (when none has, the file's
+/// teams run beside the stored runtime teams).
 pub(crate) fn running(file: &Config, rows: &[TeamRow]) -> (Config, bool) {
-    let stored: Vec<TeamConfig> = rows.iter().filter(|r| r.in_config).map(|r| team(file, r)).collect();
-    if stored.is_empty() {
-        return (file.clone(), false);
-    }
+    let default = file.gateway.budget_duration;
+    let ran = rows.iter().any(|r| !r.api && r.in_config);
     let mut config = file.clone();
-    config.gateway.teams = stored;
-    (config, true)
-}
-
-fn team(file: &Config, r: &TeamRow) -> TeamConfig {
-    TeamConfig {
-        team_id: r.team_id.clone(),
-        budget_limit: r.budget_limit.map(Money::from_nanos),
-        models: r.models.clone(),
-        budget_duration: BudgetDuration::parse(&r.budget_duration).unwrap_or(file.gateway.budget_duration),
-        budget_start: None,
-        rpm_limit: r.rpm_limit.and_then(|v| u32::try_from(v).ok()),
-        tpm_limit: r.tpm_limit.and_then(|v| u64::try_from(v).ok()),
+    if ran {
+        config.gateway.teams = rows.iter().filter(|r| r.running()).map(|r| team_of_row(r, default)).collect();
+    } else {
+        svc_keys::teams::with_api_teams(&mut config, rows);
     }
+    (config, ran)
 }
 
 /// How the file's teams differ from the running ones, one line each (empty: they agree).
@@ -56,17 +49,22 @@ pub(crate) fn differences(file: &[TeamConfig], running: &[TeamConfig]) -> Vec<St
         field("rpm_limit", limit(f.rpm_limit.map(u64::from)), limit(r.rpm_limit.map(u64::from)));
         field("tpm_limit", limit(f.tpm_limit), limit(r.tpm_limit));
     }
-    for r in running.iter().filter(|r| !file.iter().any(|f| f.team_id == r.team_id)) {
+    let from_files = running.iter().filter(|r| r.origin == TeamOrigin::File);
+    for r in from_files.filter(|r| !file.iter().any(|f| f.team_id == r.team_id)) {
         out.push(format!("team {}: running, not in the file", r.team_id));
     }
     out
 }
 
 /// Runs a `svc teams` command.
-pub async fn run(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<()> {
+pub async fn run(explicit: Option<&Path>, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
     let file = load_config(explicit)?;
-    let TeamsCommand::List = cmd;
     let store = open_store(&file).await?;
+    if !matches!(cmd, TeamsCommand::List) {
+        let result = super::team_changes::run(&file, &store, url, cmd).await;
+        store.close().await;
+        return result;
+    }
     let rows = store.list_teams().await?;
     let (config, ran) = running(&file, &rows);
     let anchors: std::collections::HashMap<&str, i64> =
@@ -76,8 +74,9 @@ pub async fn run(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<(
     let mut out = super::stdout();
     writeln!(
         out,
-        "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  MODELS",
+        "{:<16}  {:<4}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  MODELS",
         "TEAM",
+        "FROM",
         super::spend::with_currency("BUDGET", currency),
         "PERIOD",
         super::spend::with_currency("SPENT", currency),
@@ -108,8 +107,9 @@ pub async fn run(explicit: Option<&Path>, cmd: TeamsCommand) -> anyhow::Result<(
         let models = if t.models.is_empty() { "(all)".to_string() } else { t.models.join(", ") };
         writeln!(
             out,
-            "{:<16}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  {models}",
+            "{:<16}  {:<4}  {:>12}  {:<8}  {:>12}  {:>6}  {:<20}  {models}",
             t.team_id,
+            t.origin.as_str(),
             budget,
             t.budget_duration.to_string(),
             spent.to_string(),

@@ -33,4 +33,5 @@ mod routing;
 mod store;
 mod stream_caps;
 mod streaming;
+mod teams;
 mod tls;

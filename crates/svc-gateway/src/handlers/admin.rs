@@ -1,5 +1,4 @@
-//! The LiteLLM-compatible admin API: `/key/*` and `/team/*`, for the master key (`/team/info` also for a key of
-//! that team).
+//! The LiteLLM-compatible admin API of keys, `/key/*`, for the master key (teams: `teams.rs`).
 
 use crate::error::ApiError;
 use crate::handlers::{parse_json, read_body, ApiQuery};
@@ -18,17 +17,17 @@ use svc_keys::{KeyCache, Principal};
 use svc_limits::budgets::Budgets;
 use svc_store::Store;
 
-type Answer = Result<Json<Value>, ApiError>;
+pub(crate) type Answer = Result<Json<Value>, ApiError>;
 
 /// What the admin API reads: the store and the config (the rules of svc-keys' [`Admin`]), the key cache (a change
 /// takes effect on this node before the answer), the budgets (their views) and the spend writer (flushed before a
 /// key's total is read). Taken by `FromRef`: a few reference counts per call, off the model path.
 #[derive(Clone)]
 pub struct AdminState {
-    store: Store,
-    config: Arc<Config>,
+    pub(crate) store: Store,
+    pub(crate) config: Arc<Config>,
     keys: Arc<KeyCache>,
-    budgets: Arc<Budgets>,
+    pub(crate) budgets: Arc<Budgets>,
     spend: SpendWriter,
 }
 
@@ -51,7 +50,7 @@ impl AdminState {
     }
 }
 
-async fn body<T: serde::de::DeserializeOwned>(
+pub(crate) async fn body<T: serde::de::DeserializeOwned>(
     s: &AdminState,
     principal: &Principal,
     body: Body,
@@ -61,7 +60,7 @@ async fn body<T: serde::de::DeserializeOwned>(
     parse_json(&bytes)
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Answer {
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> Answer {
     serde_json::to_value(v).map(Json).map_err(|_| ApiError::internal("cannot encode the answer"))
 }
 
@@ -164,61 +163,4 @@ pub async fn list(State(s): State<AdminState>, Extension(p): Extension<Principal
     p.require_master()?;
     let keys = s.admin().list().await?;
     Ok(Json(json!({ "keys": keys, "total_count": keys.len() })))
-}
-
-fn team_json(s: &AdminState, t: &svc_config::TeamConfig, keys: usize) -> Value {
-    json!({
-        "team_id": t.team_id,
-        "max_budget": t.budget_limit.map(Money::as_f64),
-        "budget_duration": t.budget_duration.to_string(),
-        "models": t.models,
-        "rpm_limit": t.rpm_limit,
-        "tpm_limit": t.tpm_limit,
-        "keys": keys,
-        "budget_start": t.budget_start.map(|d| d.to_rfc3339()),
-        "fleet": s.config.fleet.name,
-        "currency": s.config.gateway.currency,
-    })
-}
-
-/// `GET /team/list`: every team of the config with its settings, its number of keys and its budget view.
-pub async fn teams(State(s): State<AdminState>, Extension(p): Extension<Principal>) -> Answer {
-    p.require_master()?;
-    let keys = s.store.list_keys().await?;
-    let mut teams = Vec::with_capacity(s.config.gateway.teams.len());
-    for t in &s.config.gateway.teams {
-        let mut team = team_json(&s, t, keys.iter().filter(|k| k.team_id == t.team_id).count());
-        if let Value::Object(fields) = &mut team {
-            fields.insert("budget".into(), json!(s.budgets.team_view(&t.team_id).await?));
-        }
-        teams.push(team);
-    }
-    Ok(Json(Value::Array(teams)))
-}
-
-/// Query naming a team.
-#[derive(Debug, Deserialize)]
-pub struct TeamQuery {
-    team_id: Option<String>,
-}
-
-/// `GET /team/info?team_id=…` (the master key, or a key of that team).
-pub async fn team_info(
-    State(s): State<AdminState>,
-    Extension(p): Extension<Principal>,
-    ApiQuery(q): ApiQuery<TeamQuery>,
-) -> Answer {
-    let id =
-        q.team_id.ok_or_else(|| ApiError::bad_request("missing query parameter `team_id`", Some("team_id".into())))?;
-    p.require_team(&id)?;
-    let team = s
-        .config
-        .team(&id)
-        .ok_or_else(|| ApiError::not_found("team_not_found", format!("no team `{id}`")).with_param("team_id"))?;
-    let keys = s.store.list_keys().await?;
-    let team_keys: Vec<KeyInfo> = keys.iter().filter(|k| k.team_id == id).map(|k| KeyInfo::from_row(k, None)).collect();
-    let budget = s.budgets.team_view(&id).await?;
-    Ok(Json(
-        json!({ "team_id": id, "team_info": team_json(&s, team, team_keys.len()), "budget": budget, "keys": team_keys }),
-    ))
 }

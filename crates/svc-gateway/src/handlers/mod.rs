@@ -12,6 +12,7 @@ pub mod outbox;
 pub mod responses;
 pub mod spend;
 pub mod stats;
+pub mod teams;
 
 use crate::error::ApiError;
 use axum::body::Body;

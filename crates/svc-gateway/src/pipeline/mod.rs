@@ -48,6 +48,7 @@ use svc_routing::{ModelTable, Plan, Route};
 
 /// What the stages of a model request read, and nothing more: [`handle`] is given it, its calls and their
 /// settlement hold it. A handler gets it from the gateway's state by `FromRef` (`state.rs`).
+#[derive(Clone)]
 pub struct Pipeline {
     /// The validated configuration.
     pub(crate) config: Arc<svc_config::Config>,

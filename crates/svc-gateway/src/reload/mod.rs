@@ -11,6 +11,7 @@
 //! their homes.
 
 pub(crate) mod refusal;
+pub(crate) mod teams;
 
 pub use refusal::{Overrides, ReloadError};
 
@@ -28,8 +29,10 @@ pub struct Reloaded {
     pub source: String,
     /// Aliases served now.
     pub models: usize,
-    /// Teams configured now.
+    /// Teams running now (the file's and those made at runtime).
     pub teams: usize,
+    /// The SHA-256 of the file applied (what each fleet node reports in its heartbeats).
+    pub config_digest: String,
     /// Webhooks and push destinations now.
     pub destinations: usize,
     /// The configuration's warnings (as `config check` prints them).
@@ -65,14 +68,15 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
     let mut table = ModelTable::build(&config, &live.client, old.metrics.as_ref()).map_err(ReloadError::Model)?;
     table.homes = old.models.homes.clone();
     let models = Arc::new(table);
-    svc_keys::admin::sync_teams(&old.store, &config).await?;
+    let generation = teams::mirror(&old.store, &mut config).await?;
     let config = Arc::new(config);
     let shutdown = &state.edge.shutdown;
     let (outbox, sink, stop) =
         outbox_generation(&config, &old.store, &old.metrics, live.injected.clone(), &old.tasks, shutdown).await?;
     old.budgets.reconfigure(config.clone()).await?;
     // From here on nothing fails.
-    old.node.set_teams(svc_keys::admin::teams_fingerprint(&config));
+    old.node.set_running(teams::running(&config));
+    live.teams_seen.store(generation, std::sync::atomic::Ordering::Release);
     live.events.replace(sink);
     let destinations = outbox.destination_names().len();
     state.edge.outbox.store(Arc::new(outbox));
@@ -93,22 +97,11 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
         },
         models: config.aliases().len(),
         teams: config.gateway.teams.len(),
+        config_digest: config.digest.clone(),
         destinations,
         warnings: config.warnings.iter().map(|w| w.to_string()).collect(),
     };
-    state.pipeline.store(Arc::new(Pipeline {
-        config,
-        models,
-        events,
-        store: old.store.clone(),
-        answering: old.answering.clone(),
-        budgets: old.budgets.clone(),
-        rates: old.rates.clone(),
-        spend: old.spend.clone(),
-        metrics: old.metrics.clone(),
-        node: old.node.clone(),
-        tasks: old.tasks.clone(),
-    }));
+    state.pipeline.store(Arc::new(Pipeline { config, models, events, ..Pipeline::clone(&old) }));
     tracing::info!(
         config = %reloaded.source,
         models = reloaded.models,

@@ -39,7 +39,10 @@ export default {
             count(n.in_flight),
             money(n.spend_today),
             h('span', { class: 'mono' }, n.version),
-            h('td', { class: 'hide-sm' }, n.config_differs.length ? pill(`differs: ${n.config_differs.join(', ')}`, 'warn') : h('span', { class: 'muted' }, 'same')),
+            h('td', { class: 'hide-sm' }, h('div', { class: 'pills' },
+              h('span', { class: 'mono', title: n.config_digest || 'this node does not report its file' }, n.config_digest ? n.config_digest.slice(0, 12) : '—'),
+              n.config_file_differs ? pill('another file', 'warn') : null,
+              n.config_differs.length ? pill(`teams differ: ${n.config_differs.join(', ')}`, 'warn') : null)),
           ]),
           'No node has registered yet'));
       },

@@ -1,5 +1,7 @@
-// Teams and keys: the teams of the configuration with their budgets, and the virtual keys: create (the
-// secret shown once), rotate (a new secret, shown once), revoke and restore, change the budget, delete.
+// Teams and keys: the teams with their budgets, those of the config file (changed there, then `svc reload`)
+// and those made at runtime (create, edit, delete with their keys: /team/new, /team/update, /team/delete), and
+// the virtual keys: create (the secret shown once), rotate (a new secret, shown once), revoke and restore,
+// change the budget, delete.
 
 import { api, guarded, toast } from '../api.js';
 import { h, fill, card, table, pill, money, count, time, relative, budgetBar } from '../dom.js';
@@ -58,6 +60,54 @@ function numberOrNull(text) {
   return t === '' ? null : Number(t);
 }
 
+/** Sets on `body` each of `names` whose input holds a number. */
+function numbersInto(body, f, names) {
+  for (const name of names) {
+    const n = numberOrNull(f[name].value);
+    if (n != null) body[name] = n;
+  }
+}
+
+const modelList = (text) => text.split(',').map((m) => m.trim()).filter(Boolean);
+const keysText = (n) => (n === 1 ? '1 key' : `${n} keys`);
+const FILE_TEAM = 'Defined in the config file: change it there, then run `svc reload`.';
+
+/** The form of a new team (`team` null) or of a change to a runtime team; resolves to the request body. */
+function teamForm(team) {
+  return modal((close) => {
+    const v = (x) => (x == null ? '' : String(x));
+    const t = team || { models: [] };
+    const f = {
+      team_id: team ? null : h('input', { name: 'team_id', required: true, maxlength: '128', placeholder: 'e.g. research' }),
+      team_alias: h('input', { name: 'team_alias', maxlength: '128', placeholder: 'e.g. Research agents', value: v(t.team_alias) }),
+      models: h('input', { name: 'models', placeholder: 'all models', value: t.models.join(', ') }),
+      max_budget: h('input', { name: 'max_budget', type: 'number', min: '0', step: 'any', placeholder: 'none', value: v(t.max_budget) }),
+      budget_duration: h('input', { name: 'budget_duration', placeholder: 'e.g. 1d, 30d', value: v(t.budget_duration) }),
+      rpm_limit: h('input', { name: 'rpm_limit', type: 'number', min: '1', step: '1', placeholder: 'none', value: v(t.rpm_limit) }),
+      tpm_limit: h('input', { name: 'tpm_limit', type: 'number', min: '1', step: '1', placeholder: 'none', value: v(t.tpm_limit) }),
+    };
+    const field = (label, input) => h('label', { class: 'field' }, label, input);
+    return h('form', { method: 'dialog', onsubmit: (e) => {
+      e.preventDefault();
+      // A change sends the alias and models as they are (empty: none, every model); a new team only what is set.
+      const body = team ? { team_id: team.team_id, team_alias: f.team_alias.value.trim(), models: modelList(f.models.value) } : { team_id: f.team_id.value.trim() };
+      if (!team && f.team_alias.value.trim()) body.team_alias = f.team_alias.value.trim();
+      if (!team && modelList(f.models.value).length) body.models = modelList(f.models.value);
+      if (f.budget_duration.value.trim()) body.budget_duration = f.budget_duration.value.trim();
+      numbersInto(body, f, ['max_budget', 'rpm_limit', 'tpm_limit']);
+      close(body);
+    } },
+    h('h2', null, team ? `Edit team ${team.team_id}` : 'New team'),
+    h('div', { class: 'form-grid' },
+      f.team_id ? field('Team name', f.team_id) : null, field('Alias', f.team_alias), field('Models (comma-separated)', f.models),
+      field('Budget', f.max_budget), field('Budget period', f.budget_duration), field('Requests / min', f.rpm_limit), field('Tokens / min', f.tpm_limit)),
+    team ? h('div', { class: 'note' }, 'A budget or limit left empty stays as it is; the budget period keeps its start.') : null,
+    h('div', { class: 'dlg-actions' },
+      h('button', { type: 'button', onclick: () => close(null) }, 'Cancel'),
+      h('button', { type: 'submit', class: 'primary' }, team ? 'Save' : 'Create team')));
+  });
+}
+
 function keyForm(teams) {
   return modal((close) => {
     const f = {
@@ -75,12 +125,9 @@ function keyForm(teams) {
       e.preventDefault();
       const body = { team_id: f.team_id.value };
       for (const name of ['key_alias', 'agent_role', 'budget_duration']) if (f[name].value.trim()) body[name] = f[name].value.trim();
-      const models = f.models.value.split(',').map((m) => m.trim()).filter(Boolean);
+      const models = modelList(f.models.value);
       if (models.length) body.models = models;
-      for (const name of ['max_budget', 'rpm_limit', 'tpm_limit']) {
-        const n = numberOrNull(f[name].value);
-        if (n != null) body[name] = n;
-      }
+      numbersInto(body, f, ['max_budget', 'rpm_limit', 'tpm_limit']);
       close(body);
     } },
     h('h2', null, 'New virtual key'),
@@ -126,7 +173,7 @@ export default {
     const act = async (fn, done) => {
       const ok = await guarded(fn);
       if (ok !== undefined) {
-        if (done) toast(done, 'ok');
+        if (done) toast(typeof done === 'function' ? done(ok) : done, 'ok');
         ctx.refreshNow();
       }
       return ok;
@@ -138,7 +185,25 @@ export default {
       if (info) await showSecret('Key created', info);
     };
     const newKey = h('button', { class: 'primary', id: 'new-key', onclick: create }, '+ New key');
-    root.append(h('div', { class: 'stack' }, card('Teams', 'from the configuration', teamsBox), card('Virtual keys', newKey, keysBox)));
+    const newTeam = h('button', { class: 'primary', id: 'new-team', onclick: async () => {
+      const body = await teamForm(null);
+      if (body) await act(() => api('/team/new', { method: 'POST', body }), 'Team created');
+    } }, '+ New team');
+    const teamsAside = h('div', { class: 'actions', style: { alignItems: 'center' } }, h('span', { class: 'muted' }, 'config file and runtime'), newTeam);
+    root.append(h('div', { class: 'stack' }, card('Teams', teamsAside, teamsBox), card('Virtual keys', newKey, keysBox)));
+
+    const teamActions = (t) => (t.defined_in !== 'api' ? Object.assign(pill('config file'), { title: FILE_TEAM }) : h('div', { class: 'actions' },
+      h('button', { class: 'small', onclick: async () => {
+        const body = await teamForm(t);
+        if (body) await act(() => api('/team/update', { method: 'POST', body }), 'Team saved');
+      } }, 'Edit'),
+      h('button', { class: 'small danger', onclick: async () => {
+        const what = t.keys ? `${t.team_id} and its ${keysText(t.keys)} are deleted for good: requests with those keys are refused from now on.` : `${t.team_id} is deleted for good.`;
+        if (await confirmAction('Delete this team?', `${what} Its spend records stay.`, 'Delete')) {
+          await act(() => api('/team/delete', { method: 'POST', body: { team_ids: [t.team_id] } }),
+            (r) => (r.deleted_keys.length ? `Team deleted with ${keysText(r.deleted_keys.length)}` : 'Team deleted'));
+        }
+      } }, 'Delete')));
 
     const actions = (k) => h('div', { class: 'actions' },
       h('button', { class: 'small', onclick: async () => {
@@ -169,16 +234,18 @@ export default {
         teams = teamList;
         const spent = new Map(spend.data.map((g) => [g.group, g.spend]));
         fill(teamsBox, table(
-          [['Team'], ['Models', 'hide-sm'], ['Limits', 'hide-sm'], ['Keys', 'num'], ['Budget'], ['Resets', 'hide-sm']],
+          [['Team'], ['From', 'hide-sm'], ['Models', 'hide-sm'], ['Limits', 'hide-sm'], ['Keys', 'num'], ['Budget'], ['Resets', 'hide-sm'], ['', 'num']],
           teamList.map((t) => [
-            h('strong', null, t.team_id),
+            h('td', { dataset: { team: t.team_id } }, h('strong', null, t.team_id), t.team_alias ? h('span', { class: 'sub' }, t.team_alias) : null),
+            h('td', { class: 'hide-sm', dataset: { origin: t.defined_in }, title: t.defined_in === 'api' ? 'Made at runtime (/team/new): change it here.' : FILE_TEAM }, t.defined_in),
             h('td', { class: 'hide-sm' }, t.models.length ? t.models.join(', ') : h('span', { class: 'muted' }, 'all')),
             h('td', { class: 'hide-sm' }, [t.rpm_limit ? `${count(t.rpm_limit)} rpm` : null, t.tpm_limit ? `${count(t.tpm_limit)} tpm` : null].filter(Boolean).join(' · ') || '—'),
             count(t.keys),
             t.budget ? budgetBar(t.budget.spent + t.budget.reserved, t.budget.limit, t.budget_duration) : h('span', { class: 'muted' }, 'no budget'),
             h('td', { class: 'hide-sm' }, t.budget ? relative(t.budget.reset_at) : '—'),
+            h('td', { class: 'num' }, teamActions(t)),
           ]),
-          'No teams in the configuration'));
+          'No teams yet'));
         const rows = [...keyList.keys].sort((a, b) => b.created_at.localeCompare(a.created_at));
         fill(keysBox, rows.length ? table(
           [['Key'], ['Team'], ['Budget', 'num hide-sm'], ['Spend', 'num'], ['Status'], ['Created', 'hide-sm'], ['', 'num']],
