@@ -533,6 +533,35 @@ impl Default for HookSettings {
 }
 
 impl Config {
+    /// The settings of `new` a server running `self` cannot take (a reload refuses them, naming them): what it
+    /// bound, opened or sized at start.
+    pub fn needs_restart(&self, new: &Config) -> Vec<&'static str> {
+        let (old, o, n) = (self, &self.server, &new.server);
+        let checks: [(&'static str, bool); 15] = [
+            ("server.host", o.host != n.host),
+            ("server.port", o.port != n.port),
+            ("server.database_url", o.database_url != n.database_url),
+            ("server.master_key", o.master_key != n.master_key),
+            ("server.max_in_flight", o.max_in_flight != n.max_in_flight),
+            ("server.max_connections", o.max_connections != n.max_connections),
+            ("server.header_read_timeout_seconds", o.header_read_timeout != n.header_read_timeout),
+            ("server.keep_alive_timeout_seconds", o.keep_alive_timeout != n.keep_alive_timeout),
+            ("server.shutdown_timeout_seconds", o.shutdown_timeout != n.shutdown_timeout),
+            ("server.metrics_address", o.metrics_address != n.metrics_address),
+            ("server.metrics_key_labels", o.metrics_key_labels != n.metrics_key_labels),
+            ("server.log_format", o.log_format != n.log_format),
+            (
+                "server.trusted_proxies, server.auth_failures_*",
+                o.trusted_proxies != n.trusted_proxies
+                    || o.auth_failures_burst != n.auth_failures_burst
+                    || o.auth_failures_per_minute != n.auth_failures_per_minute,
+            ),
+            ("server.tls (on or off)", o.tls.is_some() != n.tls.is_some()),
+            ("fleet", old.fleet != new.fleet),
+        ];
+        checks.into_iter().filter(|(_, changed)| *changed).map(|(name, _)| name).collect()
+    }
+
     /// The deployments of an alias, in file order.
     pub fn deployments<'a>(&'a self, alias: &'a str) -> impl Iterator<Item = &'a ModelEntry> + 'a {
         self.models.iter().filter(move |m| m.alias == alias)

@@ -286,7 +286,7 @@ impl AppState {
         if let Some(address) = address {
             node.register(address).await?;
         }
-        let teams_seen = crate::reload::teams::mirror(&store, &mut config).await?;
+        let teams_seen = svc_keys::teams::mirror(&store, &mut config).await?;
         node.set_running(crate::reload::teams::running(&config));
         let keys = Arc::new(KeyCache::default());
         keys.refresh(&store, true).await?;

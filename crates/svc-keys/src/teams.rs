@@ -52,6 +52,21 @@ pub struct TeamRequest {
     pub metadata: Option<Map<String, Value>>,
 }
 
+/// The body of `POST /team/delete`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamIds {
+    /// The teams.
+    pub team_ids: Vec<String>,
+}
+
+/// The query of `GET /team/info`.
+#[derive(Debug, Deserialize)]
+pub struct TeamQuery {
+    /// The team.
+    pub team_id: Option<String>,
+}
+
 /// What the admin API and CLI show of a team.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TeamInfo {
@@ -124,6 +139,15 @@ pub fn with_api_teams(config: &mut Config, rows: &[TeamRow]) -> bool {
     let changed = teams != config.gateway.teams;
     config.gateway.teams = teams;
     changed
+}
+
+/// Stores the file's teams of `config` (a gateway's start and reload) and runs the store's API teams beside them
+/// in it. Returns the teams generation read before the teams were listed.
+pub async fn mirror(store: &Store, config: &mut Config) -> Result<i64, svc_store::StoreError> {
+    crate::admin::sync_teams(store, config).await?;
+    let generation = store.teams_generation().await?;
+    with_api_teams(config, &store.list_teams().await?);
+    Ok(generation)
 }
 
 /// Where `config` was read from, to name in a refusal.

@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use svc_cli::cli::{Cli, Command, ConfigCommand};
+use svc_cli::cli::{Cli, Command, ConfigCommand, TeamsCommand};
 use svc_cli::commands::{self, Exit};
 
 // mimalloc: fewer and cheaper allocations on the request path than the system allocator, measured in
@@ -34,7 +34,10 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => commands::serve::run(config, args).await,
             Command::Keys(args) => commands::keys::run(config, args.url.as_deref(), args.command).await,
-            Command::Teams(args) => commands::teams::run(config, args.url.as_deref(), args.command).await,
+            Command::Teams(args) => match args.command {
+                TeamsCommand::List => commands::teams::run(config).await,
+                change => commands::team_changes::run(config, args.url.as_deref(), change).await,
+            },
             Command::Reload { url } => commands::reload::run(config, url.as_deref()).await,
             Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,
             Command::Spend(args) => commands::spend::run(config, args).await,

@@ -7,6 +7,14 @@ use reqwest::Method;
 use serde_json::Value;
 use svc_config::Config;
 
+/// `value` without its null fields (the absent options of a request).
+pub(crate) fn without_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        other => other,
+    }
+}
+
 /// The gateway at `server.host:server.port` of a configuration (or `--url`), with its master key.
 pub(crate) struct Gateway {
     client: reqwest::Client,

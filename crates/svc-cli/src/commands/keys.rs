@@ -2,10 +2,10 @@
 //! it answers; when no gateway answers, the store is changed directly and gateways take the change from there
 //! within a second. Checked against the teams that run either way.
 
-use super::gateway::{Failed, Gateway};
+use super::gateway::{without_nulls, Failed, Gateway};
 use super::{load_config, open_store, Exit};
 use crate::cli::{KeyFieldsArgs, KeysCommand};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 use std::path::Path;
 use svc_keys::admin::{Admin, KeyInfo, KeyRequest};
@@ -21,14 +21,6 @@ enum Done {
     Key(Box<KeyInfo>),
     /// Keys deleted.
     Deleted(Vec<String>),
-}
-
-/// `value` without its null fields (the absent options of a request).
-pub(crate) fn without_nulls(value: Value) -> Value {
-    match value {
-        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
-        other => other,
-    }
 }
 
 /// Runs a `svc keys` command.

@@ -7,7 +7,7 @@ pub mod keys;
 pub mod reload;
 pub mod serve;
 pub mod spend;
-mod team_changes;
+pub mod team_changes;
 pub mod teams;
 
 use anyhow::Context;

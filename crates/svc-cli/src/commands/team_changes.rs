@@ -3,8 +3,7 @@
 //! when no gateway answers, the store is changed directly and gateways take the change from there within a
 //! second. A team of the config file is refused either way: the file changes it.
 
-use super::gateway::{Failed, Gateway};
-use super::keys::without_nulls;
+use super::gateway::{without_nulls, Failed, Gateway};
 use super::Exit;
 use crate::cli::{TeamFieldsArgs, TeamsCommand};
 use serde_json::{json, Value};
@@ -34,8 +33,16 @@ fn request(a: TeamFieldsArgs) -> Result<TeamRequest, Exit> {
     })
 }
 
-/// Runs `svc teams new|update|delete`.
-pub async fn run(file: &Config, store: &Store, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
+/// Runs `svc teams new|update|delete` (`list`: `teams.rs`).
+pub async fn run(explicit: Option<&std::path::Path>, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
+    let file = super::load_config(explicit)?;
+    let store = super::open_store(&file).await?;
+    let result = change(&file, &store, url, cmd).await;
+    store.close().await;
+    result
+}
+
+async fn change(file: &Config, store: &Store, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
     let (path, body) = match cmd {
         TeamsCommand::List => return Ok(()),
         TeamsCommand::New(a) => ("/team/new", serde_json::to_value(request(a)?)?),

@@ -4,7 +4,6 @@
 //! the gateway applies it when it starts.
 
 use super::{load_config, open_store};
-use crate::cli::TeamsCommand;
 use std::io::Write;
 use std::path::Path;
 use svc_budget::Money;
@@ -57,14 +56,9 @@ pub(crate) fn differences(file: &[TeamConfig], running: &[TeamConfig]) -> Vec<St
 }
 
 /// Runs a `svc teams` command.
-pub async fn run(explicit: Option<&Path>, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
+pub async fn run(explicit: Option<&Path>) -> anyhow::Result<()> {
     let file = load_config(explicit)?;
     let store = open_store(&file).await?;
-    if !matches!(cmd, TeamsCommand::List) {
-        let result = super::team_changes::run(&file, &store, url, cmd).await;
-        store.close().await;
-        return result;
-    }
     let rows = store.list_teams().await?;
     let (config, ran) = running(&file, &rows);
     let anchors: std::collections::HashMap<&str, i64> =

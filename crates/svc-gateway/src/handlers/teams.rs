@@ -9,11 +9,10 @@ use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Extension, FromRef, State};
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use svc_config::TeamConfig;
 use svc_keys::admin::KeyInfo;
-use svc_keys::teams::{TeamAdmin, TeamInfo, TeamRequest};
+use svc_keys::teams::{TeamAdmin, TeamIds, TeamInfo, TeamQuery, TeamRequest};
 use svc_keys::Principal;
 use svc_store::TeamRow;
 
@@ -41,31 +40,26 @@ async fn after_change(state: &AppState, id: &str) -> Answer {
 
 /// `POST /team/new`: a team, running fleet-wide; its budget period starts now.
 pub async fn new(State(state): State<AppState>, Extension(p): Extension<Principal>, b: Body) -> Answer {
-    let s = AdminState::from_ref(&state);
-    let req: TeamRequest = body(&s, &p, b).await?;
-    let made = TeamAdmin { store: &s.store, config: &s.config }.create(req).await?;
-    after_change(&state, &made.team_id).await
+    made(state, p, b, true).await
 }
 
 /// `POST /team/update`: changes a team made by the API (a file's team: 409 naming the file).
 pub async fn update(State(state): State<AppState>, Extension(p): Extension<Principal>, b: Body) -> Answer {
-    let s = AdminState::from_ref(&state);
-    let req: TeamRequest = body(&s, &p, b).await?;
-    let changed = TeamAdmin { store: &s.store, config: &s.config }.update(req).await?;
-    after_change(&state, &changed.team_id).await
+    made(state, p, b, false).await
 }
 
-/// Body of `/team/delete`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TeamsBody {
-    team_ids: Vec<String>,
+async fn made(state: AppState, p: Principal, b: Body, create: bool) -> Answer {
+    let s = AdminState::from_ref(&state);
+    let req: TeamRequest = body(&s, &p, b).await?;
+    let admin = TeamAdmin { store: &s.store, config: &s.config };
+    let team = if create { admin.create(req).await? } else { admin.update(req).await? };
+    after_change(&state, &team.team_id).await
 }
 
 /// `POST /team/delete` → `{"deleted_teams": [...], "deleted_keys": [...]}`: the teams and every key of theirs.
 pub async fn delete(State(state): State<AppState>, Extension(p): Extension<Principal>, b: Body) -> Answer {
     let s = AdminState::from_ref(&state);
-    let req: TeamsBody = body(&s, &p, b).await?;
+    let req: TeamIds = body(&s, &p, b).await?;
     let (teams, keys) = TeamAdmin { store: &s.store, config: &s.config }.delete(&req.team_ids).await?;
     crate::reload::teams::refresh(&state, true).await?;
     state.auth.keys.refresh(&s.store, true).await?;
@@ -82,12 +76,6 @@ pub async fn list(State(s): State<AdminState>, Extension(p): Extension<Principal
         teams.push(team);
     }
     Ok(Json(Value::Array(teams)))
-}
-
-/// Query naming a team.
-#[derive(Debug, Deserialize)]
-pub struct TeamQuery {
-    team_id: Option<String>,
 }
 
 /// `GET /team/info?team_id=…` (the master key, or a key of that team).

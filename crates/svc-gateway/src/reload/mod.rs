@@ -59,7 +59,7 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
     if let Ok(overrides) = live.overrides.lock() {
         overrides.apply(&mut config);
     }
-    let restart = needs_restart(&old.config, &config);
+    let restart = old.config.needs_restart(&config);
     if !restart.is_empty() {
         return Err(ReloadError::NeedsRestart(restart));
     }
@@ -68,7 +68,7 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
     let mut table = ModelTable::build(&config, &live.client, old.metrics.as_ref()).map_err(ReloadError::Model)?;
     table.homes = old.models.homes.clone();
     let models = Arc::new(table);
-    let generation = teams::mirror(&old.store, &mut config).await?;
+    let generation = svc_keys::teams::mirror(&old.store, &mut config).await?;
     let config = Arc::new(config);
     let shutdown = &state.edge.shutdown;
     let (outbox, sink, stop) =
@@ -110,32 +110,4 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
         "configuration reloaded"
     );
     Ok(reloaded)
-}
-
-/// The settings of `new` a running server cannot take from `old`: what it bound, opened or sized at start.
-fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
-    let (o, n) = (&old.server, &new.server);
-    let checks: [(&'static str, bool); 15] = [
-        ("server.host", o.host != n.host),
-        ("server.port", o.port != n.port),
-        ("server.database_url", o.database_url != n.database_url),
-        ("server.master_key", o.master_key != n.master_key),
-        ("server.max_in_flight", o.max_in_flight != n.max_in_flight),
-        ("server.max_connections", o.max_connections != n.max_connections),
-        ("server.header_read_timeout_seconds", o.header_read_timeout != n.header_read_timeout),
-        ("server.keep_alive_timeout_seconds", o.keep_alive_timeout != n.keep_alive_timeout),
-        ("server.shutdown_timeout_seconds", o.shutdown_timeout != n.shutdown_timeout),
-        ("server.metrics_address", o.metrics_address != n.metrics_address),
-        ("server.metrics_key_labels", o.metrics_key_labels != n.metrics_key_labels),
-        ("server.log_format", o.log_format != n.log_format),
-        (
-            "server.trusted_proxies, server.auth_failures_*",
-            o.trusted_proxies != n.trusted_proxies
-                || o.auth_failures_burst != n.auth_failures_burst
-                || o.auth_failures_per_minute != n.auth_failures_per_minute,
-        ),
-        ("server.tls (on or off)", o.tls.is_some() != n.tls.is_some()),
-        ("fleet", old.fleet != new.fleet),
-    ];
-    checks.into_iter().filter(|(_, changed)| *changed).map(|(name, _)| name).collect()
 }

@@ -1,24 +1,13 @@
-//! Teams changed while serving, without a reload: the store's API teams (`/team/new`, `/team/update`,
-//! `/team/delete`, `svc teams`, on any node) run beside the file's. Each node applies a change within a second
-//! (the key watch polls the teams generation, and hears of it at once on PostgreSQL); the node that took the
-//! change applies it before it answers. Applying swaps the configuration's teams (budgets, rate limits and
-//! access read them from there); models, events and TLS stay as they are.
+//! Teams changed while serving (`/team/*`, `svc teams`, on any node): the store's API teams run beside the file's,
+//! applied within a second (the key watch polls the teams generation; `NOTIFY` on PostgreSQL), and by the node
+//! asked before it answers. Only the configuration's teams are swapped; models, events and TLS stay.
 
 use crate::state::AppState;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use svc_config::Config;
 use svc_routing::node::Running;
-use svc_store::{Store, StoreError};
-
-/// Stores the file's teams (at start and reload) and runs the store's API teams beside them in `config`.
-/// Returns the teams generation read before the teams were listed.
-pub(crate) async fn mirror(store: &Store, config: &mut Config) -> Result<i64, StoreError> {
-    svc_keys::admin::sync_teams(store, config).await?;
-    let generation = store.teams_generation().await?;
-    svc_keys::teams::with_api_teams(config, &store.list_teams().await?);
-    Ok(generation)
-}
+use svc_store::StoreError;
 
 /// What a node running `config` reports in its heartbeats.
 pub(crate) fn running(config: &Config) -> Running {
