@@ -258,7 +258,7 @@ pub struct TeamFieldsArgs {
     /// A human name for the team
     #[arg(long)]
     pub alias: Option<String>,
-    /// The team's budget per period, in the unit of the prices [new: unlimited]
+    /// The team's budget per period, in the unit of the prices, or `unlimited` [new: unlimited]
     #[arg(long, value_name = "AMOUNT")]
     pub max_budget: Option<String>,
     /// Period of the budget, e.g. 30d [new: gateway_settings.budget_duration]
@@ -267,12 +267,12 @@ pub struct TeamFieldsArgs {
     /// Models the team may use, comma-separated [new: every model]
     #[arg(long, value_delimiter = ',', value_name = "ALIASES")]
     pub models: Vec<String>,
-    /// Requests per minute for the whole team
+    /// Requests per minute for the whole team, or `none`
     #[arg(long, value_name = "N")]
-    pub rpm_limit: Option<u32>,
-    /// Tokens per minute for the whole team
+    pub rpm_limit: Option<String>,
+    /// Tokens per minute for the whole team, or `none`
     #[arg(long, value_name = "N")]
-    pub tpm_limit: Option<u64>,
+    pub tpm_limit: Option<String>,
 }
 
 /// `svc fleet …`.

@@ -35,18 +35,18 @@ pub struct TeamRequest {
     /// Aliases it may use (empty: every one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub models: Option<Vec<String>>,
-    /// Budget per period (`null` in an update: unlimited again is not offered; give a number).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_budget: Option<serde_json::Number>,
+    /// Budget per period (`null`: unlimited; absent: as it was).
+    #[serde(default, deserialize_with = "given", skip_serializing_if = "Option::is_none")]
+    pub max_budget: Option<Option<serde_json::Number>>,
     /// Budget period (`30d`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_duration: Option<String>,
-    /// Requests per minute for the whole team.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rpm_limit: Option<u32>,
-    /// Tokens per minute for the whole team.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tpm_limit: Option<u64>,
+    /// Requests per minute for the whole team (`null`: none).
+    #[serde(default, deserialize_with = "given", skip_serializing_if = "Option::is_none")]
+    pub rpm_limit: Option<Option<u32>>,
+    /// Tokens per minute for the whole team (`null`: none).
+    #[serde(default, deserialize_with = "given", skip_serializing_if = "Option::is_none")]
+    pub tpm_limit: Option<Option<u64>>,
     /// Free-form JSON object (replaces the one it had).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
@@ -65,6 +65,15 @@ pub struct TeamIds {
 pub struct TeamQuery {
     /// The team.
     pub team_id: Option<String>,
+}
+
+/// A field that was given, `null` included (`Some(None)`); an absent one stays `None` (`#[serde(default)]`).
+fn given<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// What the admin API and CLI show of a team.
@@ -274,20 +283,20 @@ impl TeamAdmin<'_> {
             row.models = models;
         }
         if let Some(b) = req.max_budget {
-            let money =
-                Money::parse(&b.to_string()).map_err(|e| invalid(format!("`max_budget`: {e}"), "max_budget"))?;
-            row.budget_limit = Some(money.nanos());
+            let money = b.map(|b| Money::parse(&b.to_string())).transpose();
+            row.budget_limit =
+                money.map_err(|e| invalid(format!("`max_budget`: {e}"), "max_budget"))?.map(Money::nanos);
         }
         if let Some(d) = req.budget_duration {
             BudgetDuration::parse(&d).map_err(|e| invalid(format!("`budget_duration`: {e}"), "budget_duration"))?;
             row.budget_duration = d;
         }
         if let Some(v) = req.rpm_limit {
-            row.rpm_limit = Some(v.into());
+            row.rpm_limit = v.map(i64::from);
         }
         if let Some(v) = req.tpm_limit {
-            row.tpm_limit =
-                Some(i64::try_from(v).map_err(|_| invalid("`tpm_limit` is too large".into(), "tpm_limit"))?);
+            let v = v.map(i64::try_from).transpose();
+            row.tpm_limit = v.map_err(|_| invalid("`tpm_limit` is too large".into(), "tpm_limit"))?;
         }
         if let Some(m) = req.metadata {
             let text = Value::Object(m).to_string();

@@ -3,7 +3,7 @@
 //! when no gateway answers, the store is changed directly and gateways take the change from there within a
 //! second. A team of the config file is refused either way: the file changes it.
 
-use super::gateway::{without_nulls, Failed, Gateway};
+use super::gateway::{Failed, Gateway};
 use super::Exit;
 use crate::cli::{TeamFieldsArgs, TeamsCommand};
 use serde_json::{json, Value};
@@ -12,23 +12,40 @@ use svc_config::Config;
 use svc_keys::teams::{TeamAdmin, TeamRequest};
 use svc_store::Store;
 
-/// The request of the options given (absent ones: left as they are, or the defaults at creation).
+/// The request of the options given (absent ones: left as they are, or the defaults at creation; `unlimited` or
+/// `none` for a budget or limit: none).
 fn request(a: TeamFieldsArgs) -> Result<TeamRequest, Exit> {
+    let none = |text: &str| matches!(text, "unlimited" | "none");
     let max_budget = match a.max_budget {
-        Some(text) => Some(
+        Some(text) if none(&text) => Some(None),
+        Some(text) => Some(Some(
             text.parse::<serde_json::Number>()
                 .map_err(|_| Exit { code: 1, message: format!("--max-budget: `{text}` is not a number") })?,
-        ),
+        )),
         None => None,
     };
+    let limit = |option: &str, text: Option<String>| -> Result<Option<Option<u64>>, Exit> {
+        match text {
+            Some(text) if none(&text) => Ok(Some(None)),
+            Some(text) => text.parse::<u64>().map(|n| Some(Some(n))).map_err(|_| Exit {
+                code: 1,
+                message: format!("--{option}: `{text}` is not a whole number (or `none`)"),
+            }),
+            None => Ok(None),
+        }
+    };
+    let rpm_limit = limit("rpm-limit", a.rpm_limit)?
+        .map(|v| v.map(u32::try_from).transpose())
+        .transpose()
+        .map_err(|_| Exit { code: 1, message: "--rpm-limit: too large".into() })?;
     Ok(TeamRequest {
         team_id: a.team,
         team_alias: a.alias,
         models: (!a.models.is_empty()).then_some(a.models),
         max_budget,
         budget_duration: a.budget_duration,
-        rpm_limit: a.rpm_limit,
-        tpm_limit: a.tpm_limit,
+        rpm_limit,
+        tpm_limit: limit("tpm-limit", a.tpm_limit)?,
         metadata: None,
     })
 }
@@ -54,7 +71,7 @@ async fn change(file: &Config, store: &Store, url: Option<&str>, cmd: TeamsComma
         }
         TeamsCommand::Delete { teams } => ("/team/delete", json!({ "team_ids": teams })),
     };
-    let body = without_nulls(body);
+    // Absent options are left out of the body; a `null` left in says "none" (`--max-budget unlimited`).
     if let Some(gateway) = Gateway::of(file, Some(store), url).await? {
         match gateway.call(reqwest::Method::POST, path, Some(&body)).await {
             Ok(answer) => return report(path, &answer),

@@ -51,6 +51,19 @@ async fn teams_made_and_changed_at_runtime_hold_at_once_and_across_restarts() {
     let (s, team) = post(&g, "/team/update", MASTER, json!({"team_id": "research", "max_budget": 1})).await;
     assert_eq!((s, team["max_budget"].as_f64(), team["team_alias"].as_str()), (200, Some(1.0), Some("Research")));
     assert_eq!(post_chat(&g, &key, &mini()).await.0, 200, "the new limit holds from the next request");
+    // `null` (LiteLLM's) takes a budget or limit away; an absent field stays.
+    let (s, team) =
+        post(&g, "/team/update", MASTER, json!({"team_id": "research", "max_budget": null, "rpm_limit": 60})).await;
+    assert_eq!(
+        (s, team["max_budget"].clone(), team["budget"].clone(), team["rpm_limit"].as_u64()),
+        (200, Value::Null, Value::Null, Some(60)),
+        "{team}"
+    );
+    let (s, team) = post(&g, "/team/update", MASTER, json!({"team_id": "research", "rpm_limit": null})).await;
+    assert_eq!((s, team["rpm_limit"].clone(), team["team_alias"].as_str()), (200, Value::Null, Some("Research")));
+    assert_eq!(post_chat(&g, &key, &mini()).await.0, 200);
+    let (s, _) = post(&g, "/team/update", MASTER, json!({"team_id": "research", "max_budget": 1})).await;
+    assert_eq!(s, 200);
 
     // The config file's teams are the file's.
     for (path, body) in [
@@ -101,6 +114,12 @@ async fn teams_made_and_changed_at_runtime_hold_at_once_and_across_restarts() {
     let (code, table, err) = cli(&g, &["teams", "list"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(table.lines().any(|l| l.starts_with("cli-team") && l.contains(" api ") && l.contains("7.00")), "{table}");
+    let (code, _, err) = cli(&g, &["teams", "update", "cli-team", "--max-budget", "unlimited", "--url", &url]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("updated team cli-team (budget unlimited)"), "{err}");
+    let (code, _, err) = cli(&g, &["teams", "update", "cli-team", "--rpm-limit", "many", "--url", &url]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("--rpm-limit: `many` is not a whole number"), "{err}");
     assert!(table.lines().any(|l| l.starts_with("executor") && l.contains(" file ")), "{table}");
     assert!(!err.contains("differs"), "runtime teams are no difference from the file: {err}");
 

@@ -94,14 +94,16 @@ function teamForm(team) {
       if (!team && f.team_alias.value.trim()) body.team_alias = f.team_alias.value.trim();
       if (!team && modelList(f.models.value).length) body.models = modelList(f.models.value);
       if (f.budget_duration.value.trim()) body.budget_duration = f.budget_duration.value.trim();
-      numbersInto(body, f, ['max_budget', 'rpm_limit', 'tpm_limit']);
+      // A change sends the budget and limits as they are (empty: none); a new team only those set.
+      if (team) for (const name of ['max_budget', 'rpm_limit', 'tpm_limit']) body[name] = numberOrNull(f[name].value);
+      else numbersInto(body, f, ['max_budget', 'rpm_limit', 'tpm_limit']);
       close(body);
     } },
     h('h2', null, team ? `Edit team ${team.team_id}` : 'New team'),
     h('div', { class: 'form-grid' },
       f.team_id ? field('Team name', f.team_id) : null, field('Alias', f.team_alias), field('Models (comma-separated)', f.models),
       field('Budget', f.max_budget), field('Budget period', f.budget_duration), field('Requests / min', f.rpm_limit), field('Tokens / min', f.tpm_limit)),
-    team ? h('div', { class: 'note' }, 'A budget or limit left empty stays as it is; the budget period keeps its start.') : null,
+    team ? h('div', { class: 'note' }, 'An empty budget or limit means none (unlimited); the budget period keeps its start.') : null,
     h('div', { class: 'dlg-actions' },
       h('button', { type: 'button', onclick: () => close(null) }, 'Cancel'),
       h('button', { type: 'submit', class: 'primary' }, team ? 'Save' : 'Create team')));
