@@ -96,6 +96,14 @@ impl Live {
     }
 }
 
+/// What a node running `config` reports in its heartbeats.
+pub(crate) fn running(config: &Config) -> svc_routing::node::Running {
+    svc_routing::node::Running {
+        teams: svc_keys::admin::teams_fingerprint(config),
+        config_digest: config.digest.clone(),
+    }
+}
+
 /// The outbox worker of `config`'s notifications (push, webhooks, hooks) on `tasks`, stopped by its own token
 /// (a child of `shutdown`), with the emitter and the sink of the gateway's own events it feeds (`injected` in
 /// place of the latter when given).
@@ -279,7 +287,7 @@ impl AppState {
             store.clone(),
             answering.clone(),
             config.server.max_in_flight,
-            crate::reload::teams::running(&config),
+            running(&config),
         ));
         // The registration before any other write: a second run of a live node's name must not write its
         // teams, charge or return its budget slices, or claim its outbox destinations.
@@ -287,7 +295,7 @@ impl AppState {
             node.register(address).await?;
         }
         let teams_seen = svc_keys::teams::mirror(&store, &mut config).await?;
-        node.set_running(crate::reload::teams::running(&config));
+        node.set_running(running(&config));
         let keys = Arc::new(KeyCache::default());
         keys.refresh(&store, true).await?;
         let tasks = TaskTracker::new();

@@ -75,7 +75,7 @@ pub async fn reload(state: &AppState, mut config: Config) -> Result<Reloaded, Re
         outbox_generation(&config, &old.store, &old.metrics, live.injected.clone(), &old.tasks, shutdown).await?;
     old.budgets.reconfigure(config.clone()).await?;
     // From here on nothing fails.
-    old.node.set_running(teams::running(&config));
+    old.node.set_running(crate::state::running(&config));
     live.teams_seen.store(generation, std::sync::atomic::Ordering::Release);
     live.events.replace(sink);
     let destinations = outbox.destination_names().len();

@@ -6,13 +6,7 @@ use crate::state::AppState;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use svc_config::Config;
-use svc_routing::node::Running;
 use svc_store::StoreError;
-
-/// What a node running `config` reports in its heartbeats.
-pub(crate) fn running(config: &Config) -> Running {
-    Running { teams: svc_keys::admin::teams_fingerprint(config), config_digest: config.digest.clone() }
-}
 
 /// Applies the store's API teams when they changed since this node last looked (always with `force`).
 pub(crate) async fn refresh(state: &AppState, force: bool) -> Result<(), StoreError> {
@@ -32,7 +26,7 @@ pub(crate) async fn refresh(state: &AppState, force: bool) -> Result<(), StoreEr
     }
     let config = Arc::new(config);
     old.budgets.reconfigure(config.clone()).await?;
-    old.node.set_running(running(&config));
+    old.node.set_running(crate::state::running(&config));
     let teams = config.gateway.teams.len();
     state.pipeline.store(Arc::new(crate::pipeline::Pipeline { config, ..crate::pipeline::Pipeline::clone(&old) }));
     tracing::info!(teams, "teams changed at runtime applied");
