@@ -44,7 +44,7 @@ pub enum AdminError {
 }
 
 impl AdminError {
-    fn invalid(message: impl Into<String>, param: &str) -> AdminError {
+    pub(crate) fn invalid(message: impl Into<String>, param: &str) -> AdminError {
         AdminError::Invalid { message: message.into(), param: param.to_string() }
     }
 }
@@ -64,7 +64,7 @@ pub const MAX_KEY_EVENTS: usize = 64;
 
 /// 400 naming `param` when `text` is longer than `max` bytes: what a key record holds is bounded (README,
 /// "Limits"), and what is over its bound is refused, never cut.
-fn at_most(text: &str, max: usize, param: &str) -> Result<(), AdminError> {
+pub(crate) fn at_most(text: &str, max: usize, param: &str) -> Result<(), AdminError> {
     if text.len() > max {
         return Err(AdminError::invalid(format!("`{param}` is {} bytes long; at most {max}", text.len()), param));
     }
@@ -72,7 +72,7 @@ fn at_most(text: &str, max: usize, param: &str) -> Result<(), AdminError> {
 }
 
 /// 400 naming `param` when `list` has more than `max` entries.
-fn at_most_entries<T>(list: &[T], max: usize, param: &str) -> Result<(), AdminError> {
+pub(crate) fn at_most_entries<T>(list: &[T], max: usize, param: &str) -> Result<(), AdminError> {
     if list.len() > max {
         return Err(AdminError::invalid(format!("`{param}` has {} entries; at most {max}", list.len()), param));
     }
@@ -80,7 +80,7 @@ fn at_most_entries<T>(list: &[T], max: usize, param: &str) -> Result<(), AdminEr
 }
 
 /// The metadata as stored: its JSON text, at most [`MAX_METADATA_BYTES`].
-fn metadata_text(metadata: Map<String, Value>) -> Result<String, AdminError> {
+pub(crate) fn metadata_text(metadata: Map<String, Value>) -> Result<String, AdminError> {
     let text = Value::Object(metadata).to_string();
     at_most(&text, MAX_METADATA_BYTES, "metadata")?;
     Ok(text)

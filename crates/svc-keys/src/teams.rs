@@ -6,7 +6,7 @@
 //!
 //! [`watch`]: crate::watch
 
-use crate::admin::AdminError;
+use crate::admin::{at_most, at_most_entries, metadata_text, AdminError};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -18,8 +18,6 @@ use svc_store::{Store, TeamRow};
 pub const MAX_TEAM_ID_BYTES: usize = 128;
 /// The most entries of a team's `models` list.
 pub const MAX_TEAM_MODELS: usize = 256;
-/// The most `metadata` a team holds, in bytes of JSON text.
-pub const MAX_TEAM_METADATA_BYTES: usize = 16 * 1024;
 
 /// The fields of `POST /team/new` and `/team/update` (LiteLLM's names) and of `svc teams new|update`. Absent
 /// fields are left as they are (at creation: unlimited, the gateway's period, every model).
@@ -167,20 +165,6 @@ fn file_of(config: &Config) -> String {
     }
 }
 
-fn too_long(text: &str, max: usize, param: &str) -> Result<(), AdminError> {
-    if text.len() > max {
-        return Err(AdminError::Invalid {
-            message: format!("`{param}` is {} bytes long; at most {max}", text.len()),
-            param: param.into(),
-        });
-    }
-    Ok(())
-}
-
-fn invalid(message: String, param: &str) -> AdminError {
-    AdminError::Invalid { message, param: param.into() }
-}
-
 /// Team operations over the store, checked against the running config.
 pub struct TeamAdmin<'a> {
     /// The store.
@@ -204,11 +188,11 @@ impl TeamAdmin<'_> {
     /// Makes a team; its budget period starts now.
     pub async fn create(&self, req: TeamRequest) -> Result<TeamInfo, AdminError> {
         let id = match req.team_id.as_deref().map(str::trim) {
-            Some("") => return Err(invalid("`team_id` is empty".into(), "team_id")),
+            Some("") => return Err(AdminError::invalid("`team_id` is empty", "team_id")),
             Some(id) => id.to_string(),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        too_long(&id, MAX_TEAM_ID_BYTES, "team_id")?;
+        at_most(&id, MAX_TEAM_ID_BYTES, "team_id")?;
         match self.config.team(&id) {
             Some(t) if t.origin == TeamOrigin::File => {
                 return Err(AdminError::FileTeam { team_id: id, file: file_of(self.config) })
@@ -236,7 +220,7 @@ impl TeamAdmin<'_> {
 
     /// Changes an API team (its budget period keeps its anchor; a new limit holds from the next request).
     pub async fn update(&self, req: TeamRequest) -> Result<TeamInfo, AdminError> {
-        let id = req.team_id.clone().ok_or_else(|| invalid("missing `team_id`".into(), "team_id"))?;
+        let id = req.team_id.clone().ok_or_else(|| AdminError::invalid("missing `team_id`", "team_id"))?;
         self.api_team(&id)?;
         let mut row = self
             .store
@@ -255,7 +239,7 @@ impl TeamAdmin<'_> {
     /// Deletes API teams and their keys; refused whole when any is a file's or none runs.
     pub async fn delete(&self, ids: &[String]) -> Result<(Vec<String>, Vec<String>), AdminError> {
         if ids.is_empty() {
-            return Err(invalid("give the teams to delete in `team_ids`".into(), "team_ids"));
+            return Err(AdminError::invalid("give the teams to delete in `team_ids`", "team_ids"));
         }
         for id in ids {
             self.api_team(id)?;
@@ -266,29 +250,28 @@ impl TeamAdmin<'_> {
     /// Sets on `row` every field `req` gives, each checked first.
     fn apply(&self, req: TeamRequest, row: &mut TeamRow) -> Result<(), AdminError> {
         if let Some(alias) = req.team_alias {
-            too_long(&alias, MAX_TEAM_ID_BYTES, "team_alias")?;
+            at_most(&alias, MAX_TEAM_ID_BYTES, "team_alias")?;
             row.team_alias = Some(alias).filter(|a| !a.is_empty());
         }
         if let Some(models) = req.models {
-            if models.len() > MAX_TEAM_MODELS {
-                return Err(invalid(
-                    format!("`models` has {} entries; at most {MAX_TEAM_MODELS}", models.len()),
-                    "models",
-                ));
-            }
+            at_most_entries(&models, MAX_TEAM_MODELS, "models")?;
             let known = self.config.aliases();
             if let Some(m) = models.iter().find(|m| !m.contains('*') && !known.contains(&m.as_str())) {
-                return Err(invalid(format!("unknown model `{m}`; models served: {}", known.join(", ")), "models"));
+                return Err(AdminError::invalid(
+                    format!("unknown model `{m}`; models served: {}", known.join(", ")),
+                    "models",
+                ));
             }
             row.models = models;
         }
         if let Some(b) = req.max_budget {
             let money = b.map(|b| Money::parse(&b.to_string())).transpose();
             row.budget_limit =
-                money.map_err(|e| invalid(format!("`max_budget`: {e}"), "max_budget"))?.map(Money::nanos);
+                money.map_err(|e| AdminError::invalid(format!("`max_budget`: {e}"), "max_budget"))?.map(Money::nanos);
         }
         if let Some(d) = req.budget_duration {
-            BudgetDuration::parse(&d).map_err(|e| invalid(format!("`budget_duration`: {e}"), "budget_duration"))?;
+            BudgetDuration::parse(&d)
+                .map_err(|e| AdminError::invalid(format!("`budget_duration`: {e}"), "budget_duration"))?;
             row.budget_duration = d;
         }
         if let Some(v) = req.rpm_limit {
@@ -296,12 +279,10 @@ impl TeamAdmin<'_> {
         }
         if let Some(v) = req.tpm_limit {
             let v = v.map(i64::try_from).transpose();
-            row.tpm_limit = v.map_err(|_| invalid("`tpm_limit` is too large".into(), "tpm_limit"))?;
+            row.tpm_limit = v.map_err(|_| AdminError::invalid("`tpm_limit` is too large", "tpm_limit"))?;
         }
         if let Some(m) = req.metadata {
-            let text = Value::Object(m).to_string();
-            too_long(&text, MAX_TEAM_METADATA_BYTES, "metadata")?;
-            row.metadata = text;
+            row.metadata = metadata_text(m)?;
         }
         Ok(())
     }
