@@ -140,7 +140,7 @@ impl Store {
              tpm_limit=$7, in_config=0, updated_ms=$5, origin='api', team_alias=$8, metadata=$9, created_ms=$5, deleted_ms=NULL \
              WHERE teams.deleted_ms IS NOT NULL OR (teams.origin = 'file' AND teams.in_config = 0)",
         );
-        let done = bind_api(done, t).execute(&mut *tx).await?;
+        let done = bind_api(done, t, t.created_ms).execute(&mut *tx).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Conflict(format!("team `{}`", t.team_id)));
         }
@@ -157,7 +157,7 @@ impl Store {
             "UPDATE teams SET budget_limit=$2, models=$3, budget_duration=$4, updated_ms=$5, rpm_limit=$6, tpm_limit=$7, \
              team_alias=$8, metadata=$9 WHERE team_id=$1 AND origin='api' AND deleted_ms IS NULL",
         );
-        let done = bind_api(done, &TeamRow { created_ms: now_ms(), ..t.clone() }).execute(&mut *tx).await?;
+        let done = bind_api(done, t, now_ms()).execute(&mut *tx).await?;
         if done.rows_affected() == 0 {
             return Ok(false);
         }
@@ -203,16 +203,18 @@ impl Store {
     }
 }
 
-/// Binds an API team's fields as `$1` … `$9` (id, limit, models, duration, time, rpm, tpm, alias, metadata).
+/// Binds an API team's fields as `$1` … `$9` (id, limit, models, duration, `time_ms`, rpm, tpm, alias,
+/// metadata): `time_ms` is when it was made (insert: its anchor too) or changed (update).
 fn bind_api<'q>(
     q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
     t: &'q TeamRow,
+    time_ms: i64,
 ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
     q.bind(&t.team_id)
         .bind(t.budget_limit)
         .bind(serde_json::to_string(&t.models).unwrap_or_else(|_| "[]".into()))
         .bind(&t.budget_duration)
-        .bind(t.created_ms)
+        .bind(time_ms)
         .bind(t.rpm_limit)
         .bind(t.tpm_limit)
         .bind(&t.team_alias)
