@@ -237,6 +237,14 @@ pub struct KeyFieldsArgs {
 pub enum TeamsCommand {
     /// List the running teams with their budget, period, spend and models; on stderr, how the file differs
     List,
+    /// A change of the teams made at runtime.
+    #[command(flatten)]
+    Change(TeamChange),
+}
+
+/// `svc teams new|update|delete`.
+#[derive(Debug, Subcommand)]
+pub enum TeamChange {
     /// Make a team (its budget period starts now); prints its name (made up when none is given)
     New(TeamFieldsArgs),
     /// Change a team made at runtime: the options given replace what it had (the others stay)

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
             Command::Keys(args) => commands::keys::run(config, args.url.as_deref(), args.command).await,
             Command::Teams(args) => match args.command {
                 TeamsCommand::List => commands::teams::run(config).await,
-                change => commands::team_changes::run(config, args.url.as_deref(), change).await,
+                TeamsCommand::Change(change) => commands::team_changes::run(config, args.url.as_deref(), change).await,
             },
             Command::Reload { url } => commands::reload::run(config, url.as_deref()).await,
             Command::Fleet(cmd) => commands::fleet::run(config, cmd).await,

@@ -5,7 +5,7 @@
 use super::gateway::{without_nulls, Failed, Gateway};
 use super::{load_config, open_store, Exit};
 use crate::cli::{KeyFieldsArgs, KeysCommand};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
 use svc_keys::admin::{Admin, KeyInfo, KeyRequest};
@@ -15,38 +15,111 @@ fn api_err(e: svc_keys::admin::AdminError) -> anyhow::Error {
     anyhow::Error::new(Exit { code: 1, message: e.to_string() })
 }
 
-/// What a change did.
-enum Done {
-    /// A key made, changed or rotated (its secret only when made or rotated).
-    Key(Box<KeyInfo>),
-    /// Keys deleted.
-    Deleted(Vec<String>),
+/// A change `svc keys` makes, its request read from the options once.
+enum Change {
+    Create(KeyRequest),
+    Update(KeyRequest),
+    Revoke(String),
+    Restore(String),
+    Rotate(String),
+    Delete(String),
+}
+
+impl Change {
+    /// The admin API's path and body for it.
+    fn api(&self) -> (&'static str, Value) {
+        let request = |r: &KeyRequest| without_nulls(serde_json::to_value(r).unwrap_or_default());
+        match self {
+            Change::Create(r) => ("/key/generate", request(r)),
+            Change::Update(r) => ("/key/update", request(r)),
+            Change::Revoke(key) => ("/key/block", json!({ "key": key })),
+            Change::Restore(key) => ("/key/unblock", json!({ "key": key })),
+            Change::Rotate(key) => ("/key/regenerate", json!({ "key": key })),
+            Change::Delete(key) => ("/key/delete", json!({ "keys": [key] })),
+        }
+    }
+
+    /// The change made in the store directly (no gateway answers), answered as the admin API answers.
+    async fn direct(self, admin: &Admin<'_>) -> anyhow::Result<Value> {
+        let key = |info: KeyInfo| serde_json::to_value(info).map_err(anyhow::Error::from);
+        match self {
+            Change::Create(r) => key(admin.create(r).await.map_err(api_err)?),
+            Change::Update(r) => key(admin.update(r).await.map_err(api_err)?),
+            Change::Revoke(k) => key(admin.revoke(&k).await.map_err(api_err)?),
+            Change::Restore(k) => {
+                let r = KeyRequest { key: Some(k), blocked: Some(false), ..Default::default() };
+                key(admin.update(r).await.map_err(api_err)?)
+            }
+            Change::Rotate(k) => key(admin.regenerate(&k).await.map_err(api_err)?),
+            Change::Delete(k) => {
+                let ids = admin.delete(std::slice::from_ref(&k)).await.map_err(api_err)?;
+                Ok(json!({ "deleted_keys": ids }))
+            }
+        }
+    }
+
+    /// What is printed of its answer.
+    fn shown(&self) -> Shown {
+        match self {
+            Change::Create(_) | Change::Rotate(_) => Shown::Secret,
+            Change::Update(_) => Shown::Key("updated"),
+            Change::Revoke(_) => Shown::Key("revoked"),
+            Change::Restore(_) => Shown::Key("restored"),
+            Change::Delete(_) => Shown::Deleted,
+        }
+    }
+}
+
+/// What a change prints of its answer.
+#[derive(Clone, Copy)]
+enum Shown {
+    /// The key's secret alone on stdout (made or rotated: shown this once).
+    Secret,
+    /// The key's id and hint on stderr, after what was done.
+    Key(&'static str),
+    /// The ids deleted, on stderr.
+    Deleted,
+}
+
+impl Shown {
+    fn print(self, answer: Value) -> anyhow::Result<()> {
+        if let Shown::Deleted = self {
+            let ids: Vec<String> = serde_json::from_value(answer["deleted_keys"].clone()).unwrap_or_default();
+            eprintln!("svc: deleted key {}", ids.join(", "));
+            return Ok(());
+        }
+        let info: KeyInfo = serde_json::from_value(answer)
+            .map_err(|e| Exit { code: 1, message: format!("the gateway's answer is not a key: {e}") })?;
+        match self {
+            Shown::Key(verb) => eprintln!("svc: {verb} key {} ({})", info.key_id, info.key_hint),
+            _ => writeln!(super::stdout(), "{}", info.key.unwrap_or_default())?,
+        }
+        Ok(())
+    }
 }
 
 /// Runs a `svc keys` command.
 pub async fn run(explicit: Option<&Path>, url: Option<&str>, cmd: KeysCommand) -> anyhow::Result<()> {
     let file = load_config(explicit)?;
     let store = open_store(&file).await?;
-    let mut out = super::stdout();
-    if let KeysCommand::List { json } = cmd {
-        let (config, _) = super::teams::running(&file, &store.list_teams().await?);
-        let keys = Admin { store: &store, config: &config, cache: None }.list().await.map_err(api_err)?;
-        if json {
-            writeln!(out, "{}", serde_json::to_string_pretty(&keys)?)?;
-        } else {
-            print_table(&mut out, &keys)?;
+    let change = match cmd {
+        KeysCommand::List { json } => {
+            let result = list(&file, &store, json).await;
+            store.close().await;
+            return result;
         }
-        store.close().await;
-        return Ok(());
-    }
-    let verb = match &cmd {
-        KeysCommand::Revoke { .. } => "revoked",
-        KeysCommand::Restore { .. } => "restored",
-        _ => "updated",
+        KeysCommand::Create(a) => Change::Create(KeyRequest { team_id: Some(a.team), ..request(&a.fields)? }),
+        KeysCommand::Update(a) => Change::Update(KeyRequest { key: Some(a.key), ..request(&a.fields)? }),
+        KeysCommand::Revoke { key } => Change::Revoke(key),
+        KeysCommand::Restore { key } => Change::Restore(key),
+        KeysCommand::Rotate { key } => Change::Rotate(key),
+        KeysCommand::Delete { key } => Change::Delete(key),
     };
+    let (path, body) = change.api();
+    let shown = change.shown();
     let asked = match Gateway::of(&file, Some(&store), url).await? {
-        Some(gateway) => match ask(&gateway, &cmd).await {
-            Ok(done) => Some(done),
+        Some(gateway) => match gateway.call(reqwest::Method::POST, path, Some(&body)).await {
+            Ok(answer) => Some(answer),
             Err(Failed::Unreachable(why)) => {
                 eprintln!("svc: {why}; changing the store directly (its gateways apply it within a second)");
                 None
@@ -55,69 +128,29 @@ pub async fn run(explicit: Option<&Path>, url: Option<&str>, cmd: KeysCommand) -
         },
         None => None,
     };
-    let done = match asked {
-        Some(done) => done,
-        None => direct(&file, &store, cmd).await?,
+    let answer = match asked {
+        Some(answer) => Ok(answer),
+        None => {
+            // The rules hold against the teams that run (the store's), never the file's: the CLI does not apply it.
+            let (config, _) = super::teams::running(&file, &store.list_teams().await?);
+            change.direct(&Admin { store: &store, config: &config, cache: None }).await
+        }
     };
     store.close().await;
-    match done {
-        Done::Key(info) if info.key.is_some() => writeln!(out, "{}", info.key.unwrap_or_default())?,
-        Done::Key(info) => eprintln!("svc: {verb} key {} ({})", info.key_id, info.key_hint),
-        Done::Deleted(ids) => eprintln!("svc: deleted key {}", ids.join(", ")),
+    shown.print(answer?)
+}
+
+/// `svc keys list`: the keys, never their secrets (`--json`: as `/key/list`'s `keys`).
+async fn list(file: &svc_config::Config, store: &svc_store::Store, json: bool) -> anyhow::Result<()> {
+    let (config, _) = super::teams::running(file, &store.list_teams().await?);
+    let keys = Admin { store, config: &config, cache: None }.list().await.map_err(api_err)?;
+    let mut out = super::stdout();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&keys)?)?;
+    } else {
+        print_table(&mut out, &keys)?;
     }
     Ok(())
-}
-
-/// The change asked of the gateway's admin API.
-async fn ask(gateway: &Gateway, cmd: &KeysCommand) -> Result<Done, Failed> {
-    let refused = |message: String| Failed::Refused { status: 0, message };
-    let (path, body) = match cmd {
-        KeysCommand::List { .. } => return Err(refused("`list` reads the store".into())),
-        KeysCommand::Create(a) => {
-            let req =
-                KeyRequest { team_id: Some(a.team.clone()), ..request(&a.fields).map_err(|e| refused(e.message))? };
-            ("/key/generate", serde_json::to_value(req).unwrap_or_default())
-        }
-        KeysCommand::Update(a) => {
-            let req = KeyRequest { key: Some(a.key.clone()), ..request(&a.fields).map_err(|e| refused(e.message))? };
-            ("/key/update", serde_json::to_value(req).unwrap_or_default())
-        }
-        KeysCommand::Revoke { key } => ("/key/block", json!({ "key": key })),
-        KeysCommand::Restore { key } => ("/key/unblock", json!({ "key": key })),
-        KeysCommand::Rotate { key } => ("/key/regenerate", json!({ "key": key })),
-        KeysCommand::Delete { key } => ("/key/delete", json!({ "keys": [key] })),
-    };
-    let answer = gateway.call(reqwest::Method::POST, path, Some(&without_nulls(body))).await?;
-    if let Some(ids) = answer.get("deleted_keys") {
-        return Ok(Done::Deleted(serde_json::from_value(ids.clone()).unwrap_or_default()));
-    }
-    let info =
-        serde_json::from_value(answer).map_err(|e| refused(format!("the gateway's answer is not a key: {e}")))?;
-    Ok(Done::Key(Box::new(info)))
-}
-
-/// The change made in the store directly (no gateway answers).
-async fn direct(file: &svc_config::Config, store: &svc_store::Store, cmd: KeysCommand) -> anyhow::Result<Done> {
-    // The rules hold against the teams that run (the store's), never the file's: the CLI does not apply it.
-    let (config, _) = super::teams::running(file, &store.list_teams().await?);
-    let admin = Admin { store, config: &config, cache: None };
-    let done = match cmd {
-        KeysCommand::List { .. } => Done::Deleted(Vec::new()),
-        KeysCommand::Create(a) => Done::Key(Box::new(
-            admin.create(KeyRequest { team_id: Some(a.team), ..request(&a.fields)? }).await.map_err(api_err)?,
-        )),
-        KeysCommand::Update(a) => Done::Key(Box::new(
-            admin.update(KeyRequest { key: Some(a.key), ..request(&a.fields)? }).await.map_err(api_err)?,
-        )),
-        KeysCommand::Revoke { key } => Done::Key(Box::new(admin.revoke(&key).await.map_err(api_err)?)),
-        KeysCommand::Restore { key } => {
-            let req = KeyRequest { key: Some(key), blocked: Some(false), ..Default::default() };
-            Done::Key(Box::new(admin.update(req).await.map_err(api_err)?))
-        }
-        KeysCommand::Rotate { key } => Done::Key(Box::new(admin.regenerate(&key).await.map_err(api_err)?)),
-        KeysCommand::Delete { key } => Done::Deleted(admin.delete(std::slice::from_ref(&key)).await.map_err(api_err)?),
-    };
-    Ok(done)
 }
 
 /// The request of the options given (absent ones: left as they are, or none at creation).

@@ -5,7 +5,7 @@
 
 use super::gateway::{Failed, Gateway};
 use super::Exit;
-use crate::cli::{TeamFieldsArgs, TeamsCommand};
+use crate::cli::{TeamChange, TeamFieldsArgs};
 use serde_json::{json, Value};
 use std::io::Write;
 use svc_config::Config;
@@ -50,31 +50,69 @@ fn request(a: TeamFieldsArgs) -> Result<TeamRequest, Exit> {
     })
 }
 
+/// A change `svc teams` makes, its request read from the options once.
+enum Change {
+    New(TeamRequest),
+    Update(TeamRequest),
+    Delete(Vec<String>),
+}
+
+impl Change {
+    /// The admin API's path and body for it (absent options left out; a `null` says "none").
+    fn api(&self) -> anyhow::Result<(&'static str, Value)> {
+        Ok(match self {
+            Change::New(r) => ("/team/new", serde_json::to_value(r)?),
+            Change::Update(r) => ("/team/update", serde_json::to_value(r)?),
+            Change::Delete(teams) => ("/team/delete", json!({ "team_ids": teams })),
+        })
+    }
+
+    /// What is printed of its answer.
+    fn made(&self) -> Made {
+        match self {
+            Change::New(_) => Made::New,
+            Change::Update(_) => Made::Updated,
+            Change::Delete(_) => Made::Deleted,
+        }
+    }
+
+    /// The change made in the store directly (no gateway answers), answered as the admin API answers.
+    async fn direct(self, admin: &TeamAdmin<'_>) -> anyhow::Result<Value> {
+        let fail = |e: svc_keys::AdminError| Exit { code: 1, message: e.to_string() };
+        Ok(match self {
+            Change::New(r) => serde_json::to_value(admin.create(r).await.map_err(fail)?)?,
+            Change::Update(r) => serde_json::to_value(admin.update(r).await.map_err(fail)?)?,
+            Change::Delete(ids) => {
+                let (teams, keys) = admin.delete(&ids).await.map_err(fail)?;
+                json!({ "deleted_teams": teams, "deleted_keys": keys })
+            }
+        })
+    }
+}
+
 /// Runs `svc teams new|update|delete` (`list`: `teams.rs`).
-pub async fn run(explicit: Option<&std::path::Path>, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
+pub async fn run(explicit: Option<&std::path::Path>, url: Option<&str>, change: TeamChange) -> anyhow::Result<()> {
+    let change = match change {
+        TeamChange::New(a) => Change::New(request(a)?),
+        TeamChange::Update(a) if a.team.is_none() => {
+            return Err(Exit { code: 2, message: "give the team to change".into() }.into())
+        }
+        TeamChange::Update(a) => Change::Update(request(a)?),
+        TeamChange::Delete { teams } => Change::Delete(teams),
+    };
     let file = super::load_config(explicit)?;
     let store = super::open_store(&file).await?;
-    let result = change(&file, &store, url, cmd).await;
+    let result = make(&file, &store, url, change).await;
     store.close().await;
     result
 }
 
-async fn change(file: &Config, store: &Store, url: Option<&str>, cmd: TeamsCommand) -> anyhow::Result<()> {
-    let (path, body) = match cmd {
-        TeamsCommand::List => return Ok(()),
-        TeamsCommand::New(a) => ("/team/new", serde_json::to_value(request(a)?)?),
-        TeamsCommand::Update(a) => {
-            if a.team.is_none() {
-                return Err(Exit { code: 2, message: "give the team to change".into() }.into());
-            }
-            ("/team/update", serde_json::to_value(request(a)?)?)
-        }
-        TeamsCommand::Delete { teams } => ("/team/delete", json!({ "team_ids": teams })),
-    };
-    // Absent options are left out of the body; a `null` left in says "none" (`--max-budget unlimited`).
+async fn make(file: &Config, store: &Store, url: Option<&str>, change: Change) -> anyhow::Result<()> {
+    let (path, body) = change.api()?;
+    let made = change.made();
     if let Some(gateway) = Gateway::of(file, Some(store), url).await? {
         match gateway.call(reqwest::Method::POST, path, Some(&body)).await {
-            Ok(answer) => return report(path, &answer),
+            Ok(answer) => return made.print(&answer),
             Err(Failed::Unreachable(why)) => {
                 eprintln!("svc: {why}; changing the store directly (its gateways apply it within a second)");
             }
@@ -82,38 +120,38 @@ async fn change(file: &Config, store: &Store, url: Option<&str>, cmd: TeamsComma
         }
     }
     let (config, _) = super::teams::running(file, &store.list_teams().await?);
-    let admin = TeamAdmin { store, config: &config };
-    let fail = |e: svc_keys::AdminError| Exit { code: 1, message: e.to_string() };
-    let answer = match path {
-        "/team/new" => serde_json::to_value(admin.create(serde_json::from_value(body)?).await.map_err(fail)?)?,
-        "/team/update" => serde_json::to_value(admin.update(serde_json::from_value(body)?).await.map_err(fail)?)?,
-        _ => {
-            let ids: Vec<String> = serde_json::from_value(body["team_ids"].clone())?;
-            let (teams, keys) = admin.delete(&ids).await.map_err(fail)?;
-            json!({ "deleted_teams": teams, "deleted_keys": keys })
-        }
-    };
-    report(path, &answer)
+    let answer = change.direct(&TeamAdmin { store, config: &config }).await?;
+    made.print(&answer)
 }
 
-/// Prints what was done: a made team's name on stdout (it may have been made up), the rest on stderr.
-fn report(path: &str, answer: &Value) -> anyhow::Result<()> {
-    let team = answer["team_id"].as_str().unwrap_or("?");
-    match path {
-        "/team/new" => {
-            writeln!(super::stdout(), "{team}")?;
-            eprintln!("svc: made team {team} (budget {})", budget(answer));
+/// What a change prints of its answer.
+#[derive(Clone, Copy)]
+enum Made {
+    New,
+    Updated,
+    Deleted,
+}
+
+impl Made {
+    /// A made team's name on stdout (it may have been made up), the rest on stderr.
+    fn print(self, answer: &Value) -> anyhow::Result<()> {
+        let team = answer["team_id"].as_str().unwrap_or("?");
+        match self {
+            Made::New => {
+                writeln!(super::stdout(), "{team}")?;
+                eprintln!("svc: made team {team} (budget {})", budget(answer));
+            }
+            Made::Updated => eprintln!("svc: updated team {team} (budget {})", budget(answer)),
+            Made::Deleted => {
+                let names = |v: &Value| -> Vec<String> {
+                    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
+                };
+                let (teams, keys) = (names(&answer["deleted_teams"]), names(&answer["deleted_keys"]));
+                eprintln!("svc: deleted team {} and its {} key(s)", teams.join(", "), keys.len());
+            }
         }
-        "/team/update" => eprintln!("svc: updated team {team} (budget {})", budget(answer)),
-        _ => {
-            let names = |v: &Value| -> Vec<String> {
-                v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(str::to_string)).collect()
-            };
-            let (teams, keys) = (names(&answer["deleted_teams"]), names(&answer["deleted_keys"]));
-            eprintln!("svc: deleted team {} and its {} key(s)", teams.join(", "), keys.len());
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The budget of a team answer: its limit and period, or unlimited.
