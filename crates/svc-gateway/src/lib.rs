@@ -241,7 +241,7 @@ fn spawn_metrics_listener(
     Ok(())
 }
 
-/// Keeps the key cache current until shutdown (svc-keys' [`svc_keys::watch`]), on the task tracker.
+/// Keeps the key cache and the teams current until shutdown (svc-keys' [`svc_keys::watch`]), on the task tracker.
 fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop: tokio_util::sync::CancellationToken) {
     tasks.spawn(async move {
         let waits = || {
@@ -250,18 +250,20 @@ fn spawn_key_watch(state: AppState, tasks: &tokio_util::task::TaskTracker, stop:
         let store = state.store();
         tokio::select! {
             () = stop.cancelled() => {}
-            () = svc_keys::watch(&store, waits, || refresh_keys(&state)) => {}
+            () = svc_keys::watch(&store, waits, || refresh_from_store(&state)) => {}
         }
     });
 }
 
-/// Reads the keys again; the rate limits forget the keys that are gone. Applies teams changed at runtime.
-async fn refresh_keys(state: &AppState) {
+/// Applies what other processes changed in the store: teams made or changed at runtime, and the keys (the rate
+/// limits forget the keys that are gone).
+async fn refresh_from_store(state: &AppState) {
     if let Err(e) = reload::teams::refresh(state, false).await {
         tracing::warn!(error = %e, "cannot refresh the teams from the store");
     }
-    match state.auth.keys.refresh(&state.pipeline().store, false).await {
-        Ok(true) => state.pipeline().rates.retain_keys(&state.auth.keys.ids()),
+    let pipeline = state.pipeline();
+    match state.auth.keys.refresh(&pipeline.store, false).await {
+        Ok(true) => pipeline.rates.retain_keys(&state.auth.keys.ids()),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "cannot refresh virtual keys from the store"),
     }

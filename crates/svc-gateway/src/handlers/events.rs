@@ -74,7 +74,8 @@ pub async fn post(
     Extension(p): Extension<Principal>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(body, s.pipeline().config.server.max_request_body_bytes).await?;
+    let pipeline = s.pipeline();
+    let bytes = read_body(body, pipeline.config.server.max_request_body_bytes).await?;
     let posted: PostedEvent = parse_json(&bytes)?;
     posted.check_bounds()?;
     let kind =
@@ -91,7 +92,7 @@ pub async fn post(
     };
     let default_agent = p.key().map(|k| k.agent_name().to_string()).unwrap_or_else(|| "gateway".into());
     let mut source =
-        Source::from_config(&s.pipeline().config.fleet, posted.agent.as_deref().or(Some(&default_agent)), "gateway");
+        Source::from_config(&pipeline.config.fleet, posted.agent.as_deref().or(Some(&default_agent)), "gateway");
     if let Some(meta) = posted.meta {
         source.meta = meta;
     }

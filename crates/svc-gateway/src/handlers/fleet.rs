@@ -10,6 +10,7 @@ use svc_keys::Principal;
 /// `{"fleet": …, "nodes": [...]}`, nodes by name.
 pub async fn nodes(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {
     p.require_master()?;
-    let nodes = svc_routing::node::status(&s.pipeline().store, &s.pipeline().config.fleet.name).await?;
-    Ok(Json(json!({ "fleet": s.pipeline().config.fleet.name, "nodes": nodes })))
+    let pipeline = s.pipeline();
+    let nodes = svc_routing::node::status(&pipeline.store, &pipeline.config.fleet.name).await?;
+    Ok(Json(json!({ "fleet": pipeline.config.fleet.name, "nodes": nodes })))
 }

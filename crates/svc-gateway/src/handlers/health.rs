@@ -19,11 +19,8 @@ pub async fn liveness() -> Json<Value> {
 
 /// 200 when no deployment is unavailable and the store answers; 503 with the report otherwise.
 pub async fn readiness(State(state): State<AppState>) -> Response {
-    let report = state
-        .edge
-        .readiness
-        .check(&state.pipeline().models, &state.pipeline().store, state.pipeline().events.as_ref())
-        .await;
+    let p = state.pipeline();
+    let report = state.edge.readiness.check(&p.models, &p.store, p.events.as_ref()).await;
     let status = if report.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(report.as_ref().clone())).into_response()
 }
@@ -47,8 +44,8 @@ pub async fn models(
     Extension(principal): Extension<Principal>,
 ) -> Result<Json<Value>, ApiError> {
     principal.require_master()?;
-    let data: Vec<DeploymentHealth> = state
-        .pipeline()
+    let p = state.pipeline();
+    let data: Vec<DeploymentHealth> = p
         .models
         .all()
         .map(|r| DeploymentHealth {
@@ -60,7 +57,7 @@ pub async fn models(
             health: r.health.view(),
         })
         .collect();
-    let h = &state.pipeline().config.gateway.health;
+    let h = &p.config.gateway.health;
     Ok(Json(json!({
         "object": "list",
         "window_seconds": h.window.as_secs(),

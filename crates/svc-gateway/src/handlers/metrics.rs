@@ -4,6 +4,7 @@
 
 use crate::auth::client::Origin;
 use crate::error::ApiError;
+use crate::pipeline::Pipeline;
 use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
@@ -17,16 +18,15 @@ use svc_routing::health::State as Health;
 
 /// Every series, with the gauges of state brought up to date.
 pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
-    let m = &state.pipeline().metrics;
-    let limit = state.pipeline().config.server.max_in_flight;
+    let p = state.pipeline();
+    let m = &p.metrics;
+    let limit = p.config.server.max_in_flight;
     m.gauges.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
-    m.gauges
-        .in_flight
-        .set(i64::try_from(limit.saturating_sub(state.pipeline().answering.available_permits())).unwrap_or(0));
-    health(state);
-    budgets(state).await?;
-    outbox(state).await?;
-    fleet(state).await?;
+    m.gauges.in_flight.set(i64::try_from(limit.saturating_sub(p.answering.available_permits())).unwrap_or(0));
+    health(&p);
+    budgets(state, &p).await?;
+    outbox(state, &p).await?;
+    fleet(&p).await?;
     let mut out = Vec::with_capacity(16 * 1024);
     prometheus::TextEncoder::new().encode(&m.registry.gather(), &mut out).map_err(|e| {
         tracing::error!(error = %e, "cannot encode the metrics");
@@ -35,11 +35,11 @@ pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
     Ok(out)
 }
 
-fn health(state: &AppState) {
-    let m = &state.pipeline().metrics;
+fn health(p: &Pipeline) {
+    let m = &p.metrics;
     m.gauges.health.reset();
     m.gauges.cooling_down.reset();
-    for r in state.pipeline().models.all() {
+    for r in p.models.all() {
         let view = r.health.view();
         let (alias, id, provider) = (r.alias.as_str(), r.deployment.id.as_str(), r.deployment.provider_name());
         for s in [Health::Healthy, Health::Degraded, Health::Unavailable] {
@@ -49,8 +49,8 @@ fn health(state: &AppState) {
     }
 }
 
-async fn budgets(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.pipeline().metrics;
+async fn budgets(state: &AppState, p: &Pipeline) -> Result<(), ApiError> {
+    let m = &p.metrics;
     for g in [&m.gauges.budget_limit, &m.gauges.budget_spent, &m.gauges.budget_reserved, &m.gauges.budget_reset] {
         g.reset();
     }
@@ -61,8 +61,8 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         let reset = chrono::DateTime::parse_from_rfc3339(&v.reset_at).map(|t| t.timestamp()).unwrap_or(0);
         m.gauges.budget_reset.with_label_values(&labels).set(reset as f64);
     };
-    for t in &state.pipeline().config.gateway.teams {
-        if let Some(v) = state.pipeline().budgets.team_view(&t.team_id).await? {
+    for t in &p.config.gateway.teams {
+        if let Some(v) = p.budgets.team_view(&t.team_id).await? {
             set(["team", &t.team_id, ""], &v);
         }
     }
@@ -74,17 +74,17 @@ async fn budgets(state: &AppState) -> Result<(), ApiError> {
         if k.revoked {
             continue;
         }
-        let duration = k.period(&state.pipeline().config);
+        let duration = k.period(&p.config);
         let scope = svc_limits::budgets::Scope::Key(k.id.clone());
-        let v = state.pipeline().budgets.view(scope, limit, duration, k.anchor).await?;
+        let v = p.budgets.view(scope, limit, duration, k.anchor).await?;
         set(["key", &k.team_id, k.alias.as_deref().unwrap_or(&k.hint)], &v);
     }
     Ok(())
 }
 
-async fn outbox(state: &AppState) -> Result<(), ApiError> {
-    let m = &state.pipeline().metrics;
-    let backlog = state.pipeline().store.outbox_backlog().await?;
+async fn outbox(state: &AppState, p: &Pipeline) -> Result<(), ApiError> {
+    let m = &p.metrics;
+    let backlog = p.store.outbox_backlog().await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.gauges.outbox_pending.reset();
     m.gauges.outbox_dead.reset();
@@ -106,12 +106,12 @@ async fn outbox(state: &AppState) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn fleet(state: &AppState) -> Result<(), ApiError> {
-    if state.pipeline().store.backend() != svc_store::Backend::Postgres {
+async fn fleet(p: &Pipeline) -> Result<(), ApiError> {
+    if p.store.backend() != svc_store::Backend::Postgres {
         return Ok(());
     }
-    let m = &state.pipeline().metrics;
-    let nodes = state.pipeline().store.list_nodes(&state.pipeline().config.fleet.name).await?;
+    let m = &p.metrics;
+    let nodes = p.store.list_nodes(&p.config.fleet.name).await?;
     let now = chrono::Utc::now().timestamp_millis();
     m.gauges.nodes.reset();
     m.gauges.heartbeat_age.reset();

@@ -40,11 +40,10 @@ async fn run(
     uri: Uri,
     op: StoredOp,
 ) -> Result<Response, ApiError> {
-    let shared = state.pipeline().config.gateway.responses_shared_within_team;
-    let home =
-        stored::reach(&state.pipeline().models, &state.pipeline().store, shared, &principal, &id, stored::Asked::ById)
-            .await?;
-    access::allowed(&state.pipeline().config, &principal, &home.alias)?;
+    let p = state.pipeline();
+    let shared = p.config.gateway.responses_shared_within_team;
+    let home = stored::reach(&p.models, &p.store, shared, &principal, &id, stored::Asked::ById).await?;
+    access::allowed(&p.config, &principal, &home.alias)?;
     let query = uri.query();
     if op == StoredOp::Retrieve && query.is_some_and(|q| q.split('&').any(|p| p == "stream=true")) {
         return Err(ApiError::bad_request(

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use svc_budget::Money;
 use svc_keys::admin::Admin;
 use svc_keys::Principal;
-use svc_store::{SpendFilter, SpendGroup};
+use svc_store::{SpendFilter, SpendGroup, Store};
 
 /// Query of `/spend/logs`. Times are RFC 3339 or Unix seconds; numbers are read here, so a bad one is a
 /// 400 naming it.
@@ -58,10 +58,10 @@ fn key_aliases(s: &AppState) -> std::collections::HashMap<String, String> {
 }
 
 /// `GET /spend/logs?group_by=…`: totals per group of the records the filters match, dearest first.
-async fn totals(s: &AppState, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
+async fn totals(s: &AppState, store: &Store, by: &str, filter: &SpendFilter) -> Result<Json<Value>, ApiError> {
     let group = SpendGroup::parse(by)
         .map_err(|why| ApiError::bad_request(format!("`group_by` {why}"), Some("group_by".into())))?;
-    let totals = s.pipeline().store.spend_totals(group, filter).await?;
+    let totals = store.spend_totals(group, filter).await?;
     let aliases = if group == SpendGroup::Key { key_aliases(s) } else { Default::default() };
     let data: Vec<Value> = totals
         .iter()
@@ -87,11 +87,12 @@ pub async fn logs(
             Some(k.team_id.clone())
         }
     };
+    let pipeline = s.pipeline();
     let start_ms = q.start.as_deref().map(|t| parse_time(t, "start")).transpose()?;
     let end_ms = q.end.as_deref().map(|t| parse_time(t, "end")).transpose()?;
     let key_id = match &q.key {
         Some(k) => {
-            let row = Admin { store: &s.pipeline().store, config: &s.pipeline().config, cache: None }.find(k).await?;
+            let row = Admin { store: &pipeline.store, config: &pipeline.config, cache: None }.find(k).await?;
             // Another team's key is not found, for a virtual key, rather than named.
             if p.key().is_some_and(|own| own.team_id != row.team_id) {
                 return Err(svc_keys::admin::AdminError::KeyNotFound.into());
@@ -110,13 +111,13 @@ pub async fn logs(
         end_ms,
     };
     // Every answered request is in what this returns, even one answered a moment ago.
-    s.pipeline().spend.flush().await;
+    pipeline.spend.flush().await;
     if let Some(by) = &q.group_by {
-        return totals(&s, by, &filter).await;
+        return totals(&s, &pipeline.store, by, &filter).await;
     }
     let limit = bounded(q.limit.as_deref(), "limit", 100, 1, MAX_LIMIT)?;
     let page = bounded(q.page.as_deref(), "page", 1, 1, MAX_PAGE)?;
-    let records = s.pipeline().store.query_spend(&filter, limit, (page - 1) * limit).await?;
+    let records = pipeline.store.query_spend(&filter, limit, (page - 1) * limit).await?;
     let aliases = key_aliases(&s);
     let data: Vec<Value> = records
         .iter()
@@ -135,7 +136,7 @@ pub async fn logs(
             })
         })
         .collect();
-    let total_spend = s.pipeline().store.sum_spend(&filter).await?;
+    let total_spend = pipeline.store.sum_spend(&filter).await?;
     Ok(Json(
         json!({ "data": data, "page": page, "limit": limit, "total_spend": Money::from_nanos_i128(total_spend).as_f64() }),
     ))

@@ -11,10 +11,11 @@ use svc_keys::Principal;
 /// flight, this node and its start time.
 pub async fn stats(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {
     p.require_master()?;
-    let in_flight = s.pipeline().config.server.max_in_flight.saturating_sub(s.pipeline().answering.available_permits());
+    let p = s.pipeline();
+    let in_flight = p.config.server.max_in_flight.saturating_sub(p.answering.available_permits());
     Ok(Json(json!({
         "requests": s.edge.requests.requests(), "errors": s.edge.requests.errors(), "in_flight": in_flight,
-        "node": s.pipeline().config.fleet.node, "fleet": s.pipeline().config.fleet.name, "started": s.edge.started,
+        "node": p.config.fleet.node, "fleet": p.config.fleet.name, "started": s.edge.started,
         "version": env!("CARGO_PKG_VERSION"),
     })))
 }

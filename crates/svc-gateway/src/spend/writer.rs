@@ -193,7 +193,7 @@ pub(crate) mod tests {
     use std::time::Instant;
     use svc_store::SpendFilter;
 
-    /// A sample record (also the journal's tests').
+    /// A sample record.
     pub(crate) fn record(id: &str) -> ChargedRecord {
         ChargedRecord { record: spend(id), charges: Vec::new() }
     }
