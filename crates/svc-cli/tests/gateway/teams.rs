@@ -135,6 +135,14 @@ async fn teams_made_and_changed_at_runtime_hold_at_once_and_across_restarts() {
     assert_eq!(gone["deleted_keys"].as_array().map(Vec::len), Some(1));
     assert_eq!(post_chat(&g, &key, &mini()).await.0, 401);
     assert_eq!(admin_get(&g, "/team/info?team_id=research").await["error"]["type"], "team_not_found");
+    // Made again under its name, it is a new team: its budget starts afresh (the old team's spend this period,
+    // three calls, would leave no room for one under this budget).
+    let (s, team) = post(&g, "/team/new", MASTER, json!({"team_id": "research", "max_budget": 0.00003})).await;
+    assert_eq!((s, team["budget"]["spent"].as_f64()), (200, Some(0.0)), "{team}");
+    let again = g.key(json!({"team_id": "research"})).await;
+    let small =
+        json!({"model": "openai/gpt-4.1-mini", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(post_chat(&g, &again, &small).await.0, 200, "a fresh budget");
     let (code, _, err) = cli(&g, &["teams", "delete", "cli-team", "--url", &g.url]).await;
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("deleted team cli-team and its 0 key(s)"), "{err}");
