@@ -154,10 +154,11 @@ impl Made {
     }
 }
 
-/// The budget of a team answer: its limit and period, or unlimited.
+/// The budget of a team answer: its limit with the precision it has (and the currency, when one is set) and its
+/// period, or unlimited.
 fn budget(team: &Value) -> String {
-    match team["max_budget"].as_f64() {
-        Some(_) => format!("{} per {}", team["max_budget"], team["budget_duration"].as_str().unwrap_or("?")),
-        None => "unlimited".into(),
-    }
+    let Some(limit) = team["max_budget"].as_number() else { return "unlimited".into() };
+    let limit = svc_budget::Money::parse(&limit.to_string()).map_or_else(|_| limit.to_string(), |m| m.to_string());
+    let currency = team["currency"].as_str().map(|c| format!(" {c}")).unwrap_or_default();
+    format!("{limit}{currency} per {}", team["budget_duration"].as_str().unwrap_or("?"))
 }

@@ -94,6 +94,7 @@ async fn teams_made_and_changed_at_runtime_hold_at_once_and_across_restarts() {
         cli(&g, &["teams", "new", "cli-team", "--max-budget", "5", "--models", "openai/gpt-4.1-mini", "--url", &url])
             .await;
     assert_eq!((code, out.as_str()), (0, "cli-team\n"), "{err}");
+    assert!(err.contains("made team cli-team (budget 5.00 per "), "money as it is: {err}");
     assert_eq!(admin_get(&g, "/team/info?team_id=cli-team").await["team_info"]["max_budget"], 5.0);
     let (code, _, err) = cli(&g, &["teams", "update", "executor", "--max-budget", "1", "--url", &url]).await;
     assert_eq!(code, 1);
