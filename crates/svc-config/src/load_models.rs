@@ -112,10 +112,11 @@ fn params(r: &mut Reader, node: &Node, p: &Fields, base: Option<&Path>) -> Param
         (Some(n), Some(m)) => match m.split_once('/') {
             Some(("openai", id)) if !id.is_empty() => Some((ProviderKind::OpenAi, id.to_string())),
             Some(("anthropic", id)) if !id.is_empty() => Some((ProviderKind::Anthropic, id.to_string())),
+            Some(("gemini", id)) if !id.is_empty() => Some((ProviderKind::Gemini, id.to_string())),
             Some(("mock", id)) if !id.is_empty() => Some((ProviderKind::Mock, id.to_string())),
             _ => {
                 let msg = format!(
-                    "{}: `{m}` must be `<provider>/<model id>` with provider openai, anthropic or mock",
+                    "{}: `{m}` must be `<provider>/<model id>` with provider openai, anthropic, gemini or mock",
                     p.child("model")
                 );
                 r.error(n, msg);

@@ -173,6 +173,8 @@ pub enum ProviderKind {
     OpenAi,
     /// Anthropic Messages API.
     Anthropic,
+    /// Google's Gemini API with an API key.
+    Gemini,
     /// The built-in deterministic mock.
     Mock,
 }
@@ -183,6 +185,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
             ProviderKind::Mock => "mock",
         }
     }

@@ -9,6 +9,7 @@
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
+use svc_front::{ErrorShape, Fault};
 use svc_providers::ProviderError;
 
 /// An error answered to a client (boxed: errors are rare, `Result`s on the hot path stay small).
@@ -219,6 +220,16 @@ impl ApiError {
         self.0.kind
     }
 
+    /// The error as a front end writes it in its API's shape.
+    pub fn fault(&self) -> Fault<'_> {
+        Fault {
+            status: self.0.status.as_u16(),
+            code: self.0.kind,
+            message: &self.0.message,
+            retry_after: self.0.retry_after,
+        }
+    }
+
     /// The message the client reads.
     pub fn message(&self) -> &str {
         &self.0.message
@@ -262,7 +273,7 @@ impl IntoResponse for ApiError {
             let value = HeaderValue::from_static(if retry { "true" } else { "false" });
             resp.headers_mut().insert(const { HeaderName::from_static("x-should-retry") }, value);
         }
-        resp.extensions_mut().insert(ErrorMessage(self.0.message.clone()));
+        resp.extensions_mut().insert(ErrorMessage { code: self.0.kind, message: self.0.message.clone() });
         if self.0.status.is_server_error() {
             let parts = *self.0;
             let logged = match parts.detail {
@@ -278,7 +289,33 @@ impl IntoResponse for ApiError {
 /// The message of an error response, so a front end with its own error shape (Anthropic Messages) can write
 /// the same error in it.
 #[derive(Debug, Clone)]
-pub struct ErrorMessage(pub String);
+pub struct ErrorMessage {
+    /// The OpenAI-style type.
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// An error response rewritten in `shape` (status and headers kept: `Retry-After` and `x-should-retry` tell
+/// when to retry); other responses, and every response in OpenAI's shape, as they are.
+pub fn in_shape(resp: Response, shape: ErrorShape) -> Response {
+    let Some(ErrorMessage { code, message }) = resp.extensions().get::<ErrorMessage>().cloned() else {
+        return resp;
+    };
+    let (mut parts, body) = resp.into_parts();
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let fault = Fault {
+        status: parts.status.as_u16(),
+        code,
+        message: &message,
+        retry_after: header("retry-after").and_then(|v| v.parse().ok()),
+    };
+    let Some(shaped) = shape.body(&fault) else {
+        return Response::from_parts(parts, body);
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(serde_json::to_vec(&shaped).unwrap_or_default()))
+}
 
 /// Marks a 5xx response so the logging middleware writes it once.
 #[derive(Debug, Clone)]

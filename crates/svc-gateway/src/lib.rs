@@ -6,7 +6,6 @@
 
 pub mod auth;
 pub mod error;
-pub mod front;
 pub mod handlers;
 pub mod observe;
 pub mod pipeline;
@@ -118,7 +117,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
         .map(Arc::from)
         .unwrap_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()));
     req.extensions_mut().insert(RequestId(id.clone(), started, peer));
-    let anthropic = front::messages::is_messages_path(req.uri().path());
+    let shape = svc_front::ErrorShape::of_path(req.uri().path());
     let method = req.method().clone();
     let uri = req.uri().clone();
     let mut resp = answer(router, req).await;
@@ -129,8 +128,8 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
     if model_request {
         state.edge.requests.record(resp.status());
     }
-    if anthropic {
-        resp = front::messages::error_in_shape(resp);
+    if shape != svc_front::ErrorShape::OpenAi {
+        resp = error::in_shape(resp, shape);
     }
     let wait = logged.map_or(Duration::ZERO, |l| l.upstream_wait);
     let overhead = started.elapsed().saturating_sub(wait);

@@ -2,8 +2,10 @@
 //! probes and the dashboard's files and sign-in; each API route is served at the root and under `/v1`.
 
 use crate::auth::Authenticate;
-use crate::front::Api;
-use crate::handlers::{admin, chat, config, events, fleet, health, models, outbox, responses, spend, stats, teams};
+use svc_front::Api;
+use crate::handlers::{
+    admin, chat, config, events, fleet, gemini, health, models, outbox, responses, spend, stats, teams,
+};
 use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
@@ -43,6 +45,9 @@ fn protected(state: &AppState) -> Router<AppState> {
         ("/config/reload", post(config::reload)),
         ("/health/models", get(health::models)),
     ])
+    // Google's Gemini API, at its own two prefixes.
+    .route("/v1beta/models/{*call}", post(gemini::call))
+    .route("/v1/models/{*call}", post(gemini::call))
     .route_layer(Authenticate(state.auth.clone()))
 }
 

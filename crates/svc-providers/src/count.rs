@@ -1,5 +1,6 @@
 //! The exact input count of a request, asked of the provider where it offers one for free (Anthropic's
-//! `POST /v1/messages/count_tokens`, OpenAI's `POST /responses/input_tokens`), or counted by the provider's own
+//! `POST /v1/messages/count_tokens`, OpenAI's `POST /responses/input_tokens`, Gemini's `:countTokens` of a chat
+//! request), or counted by the provider's own
 //! rule (the mock). The gateway asks only for the last part of a budget, where a loose bound would refuse a call
 //! the budget still pays for.
 //!
@@ -60,6 +61,13 @@ impl Deployment {
                 body.insert("model".into(), Value::String(model.to_string()));
                 self.ask_count(Wire::CountTokens, only(body, &MESSAGES_INPUT), Vec::new()).await.map(Some)
             }
+            Upstream::Gemini(_) => {
+                let mut request = crate::gemini::count_body(req)?;
+                request.insert("model".into(), Value::String(format!("models/{model}")));
+                let mut body = Map::new();
+                body.insert("generateContentRequest".into(), Value::Object(request));
+                self.ask_count(Wire::GeminiCountTokens, body, Vec::new()).await.map(Some)
+            }
             Upstream::OpenAi(_) => Ok(None),
         }
     }
@@ -76,10 +84,11 @@ impl Deployment {
         let Raw::Reply(answer) = answer else {
             return Err(self.bad("the token count answered with a stream"));
         };
+        let key = if counter == Wire::GeminiCountTokens { "totalTokens" } else { "input_tokens" };
         answer
-            .get("input_tokens")
+            .get(key)
             .and_then(|t| t.parse::<u64>().ok())
-            .ok_or_else(|| self.bad("the token count has no whole `input_tokens`"))
+            .ok_or_else(|| self.bad(&format!("the token count has no whole `{key}`")))
     }
 
     fn unsupported(&self, e: serde_json::Error) -> ProviderError {

@@ -96,7 +96,9 @@ impl OpenAi {
         let url = match wire {
             Wire::Embeddings => &self.urls()?.embeddings,
             Wire::InputTokens => &self.urls()?.input_tokens,
-            Wire::Responses | Wire::Messages | Wire::CountTokens => &self.urls()?.responses,
+            Wire::Responses | Wire::Messages | Wire::CountTokens | Wire::Gemini | Wire::GeminiCountTokens => {
+                &self.urls()?.responses
+            }
         };
         let call = self.authorize(Call::post_json(url, req.body), d.id)?;
         passthrough::exchange(&self.client, d, call, req.stream, |a| status_error(d.id, a), stream_error).await

@@ -28,6 +28,10 @@ pub enum Wire {
     CountTokens,
     /// OpenAI input token counting of a Responses body (`POST /responses/input_tokens`).
     InputTokens,
+    /// Google's Gemini API (`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`).
+    Gemini,
+    /// Gemini token counting (`POST /v1beta/models/{model}:countTokens`).
+    GeminiCountTokens,
 }
 
 /// What is asked of a stored Responses answer.

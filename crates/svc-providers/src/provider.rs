@@ -3,7 +3,7 @@
 //! every operation is decided for it.
 
 use crate::passthrough::{Forwarded, Raw, StoredOp, Wire};
-use crate::{Anthropic, ChatRequest, ChunkStream, Mock, OpenAi, ProviderError, Reply, Target};
+use crate::{Anthropic, ChatRequest, ChunkStream, Gemini, Mock, OpenAi, ProviderError, Reply, Target};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +32,8 @@ pub enum Upstream {
     OpenAi(Arc<OpenAi>),
     /// The Anthropic Messages API.
     Anthropic(Arc<Anthropic>),
+    /// Google's Gemini API.
+    Gemini(Arc<Gemini>),
     /// The built-in mock.
     Mock(Arc<Mock>),
 }
@@ -56,6 +58,7 @@ impl Deployment {
         match &self.upstream {
             Upstream::OpenAi(_) => "openai",
             Upstream::Anthropic(_) => "anthropic",
+            Upstream::Gemini(_) => "gemini",
             Upstream::Mock(_) => "mock",
         }
     }
@@ -65,6 +68,7 @@ impl Deployment {
         match &self.upstream {
             Upstream::OpenAi(p) => Box::pin(p.chat(&self.target(), req)).await,
             Upstream::Anthropic(p) => Box::pin(p.chat(&self.target(), req)).await,
+            Upstream::Gemini(p) => Box::pin(p.chat(&self.target(), req)).await,
             Upstream::Mock(p) => p.chat(&self.target(), req).await,
         }
     }
@@ -74,6 +78,7 @@ impl Deployment {
         match &self.upstream {
             Upstream::OpenAi(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
             Upstream::Anthropic(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
+            Upstream::Gemini(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
             Upstream::Mock(p) => p.chat_stream(&self.target(), req).await,
         }
     }
@@ -84,6 +89,7 @@ impl Deployment {
             (&self.upstream, wire),
             (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings | Wire::InputTokens)
                 | (Upstream::Anthropic(_), Wire::Messages | Wire::CountTokens)
+                | (Upstream::Gemini(_), Wire::Gemini | Wire::GeminiCountTokens)
                 | (Upstream::Mock(_), Wire::Embeddings)
         )
     }
@@ -98,8 +104,11 @@ impl Deployment {
             (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => {
                 Box::pin(p.forward(&self.target(), wire, req)).await
             }
+            (Upstream::Gemini(p), Wire::Gemini | Wire::GeminiCountTokens) => {
+                Box::pin(p.forward(&self.target(), wire, req)).await
+            }
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(&self.target(), req).await,
-            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
+            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` does not speak this API", self.id),
                 param: None,
             }),
@@ -116,7 +125,7 @@ impl Deployment {
     ) -> Result<Map<String, Value>, ProviderError> {
         match &self.upstream {
             Upstream::OpenAi(p) => Box::pin(p.stored(&self.target(), op, id, query)).await,
-            Upstream::Anthropic(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
+            Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
                 message: format!("deployment `{}` stores no responses", self.id),
                 param: None,
             }),
@@ -128,6 +137,7 @@ impl Deployment {
         match &self.upstream {
             Upstream::OpenAi(p) => p.probe(&self.target()).await,
             Upstream::Anthropic(p) => p.probe(&self.target()).await,
+            Upstream::Gemini(p) => p.probe(&self.target()).await,
             Upstream::Mock(_) => Ok(()),
         }
     }
@@ -137,6 +147,7 @@ impl Deployment {
         match &self.upstream {
             Upstream::OpenAi(p) => p.api_base().to_string(),
             Upstream::Anthropic(p) => p.api_base().to_string(),
+            Upstream::Gemini(p) => p.api_base().to_string(),
             Upstream::Mock(_) => "mock".to_string(),
         }
     }

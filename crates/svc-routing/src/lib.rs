@@ -13,6 +13,7 @@ pub mod homes;
 pub mod node;
 pub mod readiness;
 mod table;
+mod upstream;
 
 pub use homes::{Home, Owner, ResponseHomes};
 pub use table::{

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::Prices;
-use svc_config::{Config, ProviderKind};
+use svc_config::Config;
 use svc_events::EventSink;
 use svc_events::RetryPolicy;
-use svc_providers::{Anthropic, Deployment, Mock, OpenAi, ProviderError, Upstream};
+use svc_providers::{Deployment, ProviderError};
 
 /// Completion tokens reserved when neither the request nor the model gives a cap (a route's default cap).
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4096;
@@ -79,8 +79,6 @@ pub struct ModelTable {
     pub homes: Arc<crate::homes::ResponseHomes>,
 }
 
-/// The default `api_base` of each provider.
-const OPENAI_BASE: &str = "https://api.openai.com/v1";
 /// A plan holds at most this many deployments (attempts beyond it wrap around).
 const MAX_PLAN: usize = 64;
 
@@ -139,20 +137,7 @@ impl ModelTable {
                     }
                 },
             };
-            let upstream = match m.provider {
-                ProviderKind::OpenAi => Upstream::OpenAi(Arc::new(OpenAi::new(
-                    client.clone(),
-                    m.api_base.as_deref().unwrap_or(OPENAI_BASE),
-                    m.api_key.as_ref().map(|k| k.expose()),
-                ))),
-                ProviderKind::Mock => Upstream::Mock(Arc::new(Mock)),
-                ProviderKind::Anthropic => Upstream::Anthropic(Arc::new(Anthropic::new(
-                    client.clone(),
-                    m.api_base.as_deref().unwrap_or(Anthropic::DEFAULT_API_BASE),
-                    m.api_key.as_ref().map(|k| k.expose()),
-                    m.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS as u32),
-                ))),
-            };
+            let upstream = crate::upstream::of(m, client);
             let route = Arc::new(Route {
                 alias: m.alias.clone(),
                 deployment: Deployment {

@@ -10,7 +10,8 @@ pub mod client;
 use crate::error::ApiError;
 use crate::ui::session::Sessions;
 use axum::extract::Request;
-use axum::http::{header, Extensions, HeaderMap, HeaderName};
+use axum::http::{header, Extensions, HeaderMap, HeaderName, Uri};
+use std::borrow::Cow;
 use axum::response::{IntoResponse, Response};
 use client::Origin;
 use std::sync::Arc;
@@ -61,25 +62,37 @@ impl AuthState {
 
 /// Where Anthropic clients put their key.
 const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
-/// The presented secret, or the 401 to answer.
-fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
+/// Where Gemini clients put their key.
+const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
+/// The presented secret, or the 401 to answer: `Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, or on
+/// the Gemini API's paths the `key` query parameter, in that order.
+fn presented<'a>(headers: &'a HeaderMap, uri: &'a Uri) -> Result<Cow<'a, str>, ApiError> {
     if let Some(v) = headers.get(header::AUTHORIZATION) {
         let v = v
             .to_str()
             .map_err(|_| ApiError::unauthorized("Malformed API Key passed in. Ensure Key has `Bearer ` prefix."))?;
         let token = v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(str::trim);
         return match token {
-            Some(t) if !t.is_empty() => Ok(t),
+            Some(t) if !t.is_empty() => Ok(Cow::Borrowed(t)),
             _ => Err(ApiError::unauthorized("Malformed API Key passed in. Ensure Key has `Bearer ` prefix.")),
         };
     }
-    if let Some(v) = headers.get(&X_API_KEY) {
-        return v
-            .to_str()
-            .ok()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| ApiError::unauthorized("Malformed API key in `x-api-key`."));
+    for name in [&X_API_KEY, &X_GOOG_API_KEY] {
+        if let Some(v) = headers.get(name) {
+            return v
+                .to_str()
+                .ok()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(Cow::Borrowed)
+                .ok_or_else(|| ApiError::unauthorized(format!("Malformed API key in `{name}`.")));
+        }
+    }
+    if svc_front::gemini::is_gemini_path(uri.path()) {
+        let key = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).find(|(k, _)| k == "key");
+        if let Some((_, key)) = key.filter(|(_, v)| !v.trim().is_empty()) {
+            return Ok(Cow::Owned(key.trim().to_string()));
+        }
     }
     Err(ApiError::unauthorized("No api key passed in."))
 }
@@ -87,10 +100,15 @@ fn presented(headers: &HeaderMap) -> Result<&str, ApiError> {
 /// Resolves a request's headers to a principal. A failure counts against the request's client address
 /// (its `RequestId`, in `extensions`, has the peer), which may turn its 401 into a 429; a valid virtual key
 /// takes nothing from it.
-pub async fn resolve(state: &AuthState, headers: &HeaderMap, extensions: &Extensions) -> Result<Principal, ApiError> {
+pub async fn resolve(
+    state: &AuthState,
+    headers: &HeaderMap,
+    uri: &Uri,
+    extensions: &Extensions,
+) -> Result<Principal, ApiError> {
     let from = Origin::new(headers, extensions);
-    let secret = presented(headers).map_err(|e| state.failed(&from, e))?;
-    let digest = hash_secret(secret);
+    let secret = presented(headers, uri).map_err(|e| state.failed(&from, e))?;
+    let digest = hash_secret(&secret[..]);
     if state.is_master(&digest) {
         // An operator chose it, so it can be guessed: a limited address may not present it either.
         state.refuse_if_limited(&from)?;
@@ -142,7 +160,7 @@ where
 {
     let resolved = match crate::ui::session::principal(&state.sessions, &state.keys, req.method(), req.headers()) {
         Some(by_session) => by_session,
-        None => resolve(&state, req.headers(), req.extensions()).await,
+        None => resolve(&state, req.headers(), req.uri(), req.extensions()).await,
     };
     match resolved {
         Ok(p) => {

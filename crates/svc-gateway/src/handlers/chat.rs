@@ -3,7 +3,7 @@
 //! front end (`crate::front`) and runs the one pipeline.
 
 use crate::error::ApiError;
-use crate::front::{Api, Caller};
+use svc_front::{Api, Caller};
 use crate::handlers::read_body;
 use crate::observe::{Attempts, Logged, Refusal, RequestLine};
 use crate::pipeline::{self, Inbound, Pipeline};
@@ -27,34 +27,41 @@ pub fn endpoint(api: Api) -> MethodRouter<AppState> {
               Extension(principal): Extension<Principal>,
               Extension(id): Extension<RequestId>,
               headers: HeaderMap,
-              body: Body| async move { run(state, principal, id, &headers, body, api).await },
+              body: Body| async move { run(state, principal, id, &headers, body, api, None).await },
     )
 }
 
-/// Runs one model request that came in by `api`. A request refused before any upstream call (400, 403, 404,
-/// 413, 429, 503) gets its request line and metrics here; one that reached a deployment gets them when it
-/// settles.
-async fn run(
+/// Runs one model request that came in by `api`; a Gemini request's model and whether it streams come from its
+/// path (`gemini`). A request refused before any upstream call (400, 403, 404, 413, 429, 503) gets its request
+/// line and metrics here; one that reached a deployment gets them when it settles.
+pub(crate) async fn run(
     state: Arc<Pipeline>,
     principal: Principal,
     id: RequestId,
     headers: &HeaderMap,
     body: Body,
     api: Api,
+    gemini: Option<(&str, bool)>,
 ) -> Response {
     let RequestId(request_id, started, _) = id;
     // A caller header past its bound is refused, after the request line has what could be read.
     let (caller, refused) = match Caller::from_headers(headers) {
         Ok(c) => (c, None),
-        Err(e) => (Caller::default(), Some(e)),
+        Err(e) => (Caller::default(), Some(ApiError::from(e))),
     };
-    let inbound = Inbound { api, caller, headers: api_headers(headers) };
+    let mut inbound = Inbound { api, caller, headers: api_headers(headers) };
     let mut alias = String::new();
     let result: Result<Response, ApiError> = async {
         if let Some(e) = refused {
             return Err(e);
         }
-        let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
+        let mut bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
+        if let Some((model, stream)) = gemini {
+            bytes = svc_front::gemini::with_path_fields(&bytes, model, stream)?.into();
+            if inbound.caller.session.is_none() {
+                inbound.caller.session = svc_front::gemini::session_of(&bytes);
+            }
+        }
         pipeline::handle(&state, principal.clone(), request_id.to_string(), &bytes, started, &inbound, &mut alias).await
     }
     .await;
@@ -95,7 +102,7 @@ pub async fn count_tokens(
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-    let (chat, _) = crate::front::messages::to_chat(&bytes)?;
+    let (chat, _) = svc_front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
     let alias = req.model();
     pipeline::access::check(&state.models, &state.config, &principal, alias)?;
@@ -106,7 +113,7 @@ pub async fn count_tokens(
         let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
         return Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })).into_response());
     };
-    let body = crate::front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
+    let body = svc_front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
     let forwarded = Forwarded { body, stream: false, headers: api_headers(&headers) };
     let timeout = route.deployment.timeout;
     match tokio::time::timeout(timeout, route.deployment.forward(Wire::CountTokens, forwarded)).await {
@@ -121,7 +128,7 @@ pub async fn count_tokens(
 }
 
 /// The client's API headers passed through to an upstream that speaks its API.
-fn api_headers(headers: &HeaderMap) -> Vec<(HeaderName, axum::http::HeaderValue)> {
+pub(crate) fn api_headers(headers: &HeaderMap) -> Vec<(HeaderName, axum::http::HeaderValue)> {
     // Names made at compile time: a look-up by `&str` parses the name every time.
     const NAMES: [HeaderName; 2] =
         [HeaderName::from_static("anthropic-version"), HeaderName::from_static("anthropic-beta")];

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod config;
 pub mod events;
 pub mod fleet;
+pub mod gemini;
 pub mod health;
 pub mod metrics;
 pub mod models;

@@ -15,7 +15,7 @@ use super::register::Registrar;
 use super::series::{Cached, Called, Labels, Series};
 use super::timings::Timings;
 use super::RequestLine;
-use crate::front::Api;
+use svc_front::Api;
 use prometheus::{CounterVec, IntCounter, IntCounterVec, Registry};
 use svc_events::{DeliveryOutcome, HookOutcome};
 
@@ -202,7 +202,7 @@ impl svc_events::Observer for Metrics {
 fn operation(api: Api) -> &'static str {
     match api {
         Api::Embeddings => "embeddings",
-        Api::Chat | Api::Messages | Api::Responses => "chat",
+        Api::Chat | Api::Messages | Api::Responses | Api::Gemini => "chat",
     }
 }
 

@@ -15,7 +15,7 @@ mod timings;
 
 pub use metrics::Metrics;
 
-use crate::front::{Api, Caller};
+use svc_front::{Api, Caller};
 use std::time::Duration;
 use svc_budget::{Money, Usage};
 use svc_keys::Principal;

@@ -4,7 +4,7 @@
 
 use super::metrics::Metrics;
 use super::RequestLine;
-use crate::front::Api;
+use svc_front::Api;
 use prometheus::{Counter, Histogram, IntCounter};
 
 /// The labels that pick a request's series.

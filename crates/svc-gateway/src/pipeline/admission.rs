@@ -4,7 +4,7 @@
 //! budgets reserve (see `crate::budgets`; `super::tighten` for the last part of a budget).
 
 use crate::error::ApiError;
-use crate::front::{Searches, Unseen};
+use svc_front::{Searches, Unseen};
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
@@ -195,7 +195,7 @@ pub async fn rate(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::front::{Searches, Unseen};
+    use svc_front::{Searches, Unseen};
     use svc_routing::ModelTable;
 
     /// The deployments of `yaml`'s model list.

@@ -13,8 +13,8 @@ use super::settlement::Settle;
 use super::upstream::{self, Source};
 use super::{Inbound, CAPPED_HEADER, MODEL_ID_HEADER};
 use crate::error::ApiError;
-use crate::front::passthrough_stream::PassStream;
-use crate::front::{self, Api, Encoder};
+use svc_front::passthrough_stream::PassStream;
+use svc_front::{Api, Encoder};
 use crate::observe::Attempts;
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
@@ -226,8 +226,8 @@ impl Call<'_> {
         within: Duration,
     ) -> Result<Answer, ProviderError> {
         let upstream_model = route.upstream_model(self.alias);
-        let body = front::passthrough::prepare_with(self.api, self.body, &upstream_model, told, self.tool_calls)
-            .map_err(|e| ProviderError::Unsupported { message: e.message().to_string(), param: None })?;
+        let body = svc_front::passthrough::prepare_with(self.api, self.body, &upstream_model, told, self.tool_calls)
+            .map_err(|e| ProviderError::Unsupported { message: e.message, param: None })?;
         let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
         let open = async {
             match route.deployment.forward(wire, req).await? {
@@ -405,7 +405,7 @@ async fn open_stream(route: &Route, req: ChatRequest, within: Duration) -> Resul
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::front::Caller;
+    use svc_front::Caller;
 
     /// Alias `a`: an OpenAI-compatible deployment nothing listens for (refused at once), with `b`, the mock, as
     /// its fallback; two retries.

@@ -3,7 +3,7 @@
 //!
 //! 1. `auth` (middleware, before this): the key → a `Principal`, or 401.
 //! 2. [`admission::enter`]: a place among `max_in_flight` requests, or 503 + `Retry-After`.
-//! 3. The front end (`crate::front::Api::to_chat`): the client's body as the pipeline's chat-completions
+//! 3. The front end (`svc_front::Api::to_chat`): the client's body as the pipeline's chat-completions
 //!    request, checked (400 naming the field; bounds on `max_tokens` and `n` included).
 //! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
 //!    use it (403).
@@ -32,7 +32,7 @@ mod tighten;
 pub mod upstream;
 
 use crate::error::ApiError;
-use crate::front::{Api, Caller, Translated, Unseen};
+use svc_front::{Api, Caller, Translated, Unseen};
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;

@@ -2,7 +2,7 @@
 //! and the spend record is made durable through the [`SpendWriter`](crate::spend::SpendWriter) before
 //! the response completes.
 
-use crate::front::{Api, Caller};
+use svc_front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};

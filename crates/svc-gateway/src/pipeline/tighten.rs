@@ -7,7 +7,7 @@
 
 use super::admission::{self, Beyond};
 use super::Inbound;
-use crate::front::passthrough;
+use svc_front::passthrough;
 use std::time::Duration;
 use svc_limits::budgets::Ask;
 use svc_providers::passthrough::Wire;
@@ -91,7 +91,7 @@ async fn count(
     let model = first.upstream_model(alias);
     match native {
         Some(wire) => {
-            let body = passthrough::prepare(inbound.api, body, &model, None).map_err(|e| e.message().to_string())?;
+            let body = passthrough::prepare(inbound.api, body, &model, None).map_err(|e| e.message)?;
             first.deployment.count_native(wire, &body, inbound.headers.clone()).await.map_err(|e| e.to_string())
         }
         None => first.deployment.count_chat(req, &model).await.map_err(|e| e.to_string()),

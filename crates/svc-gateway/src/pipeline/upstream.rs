@@ -18,8 +18,8 @@
 //! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
-use crate::front::passthrough;
-use crate::front::{sse, Api, Encoder};
+use svc_front::passthrough;
+use svc_front::{sse, Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use axum::body::Body;
@@ -84,13 +84,14 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
     let bad = || ApiError::internal("the upstream's answer is not a JSON object");
     let field = |key: &str| body.value(key);
     let chat = api == Api::Chat;
+    let fields = api.answer_fields();
     let reported = if chat {
         usage::read_text(body.get("usage"))
     } else {
-        passthrough::reply_usage(api, field("usage").as_ref(), body.get("output"))
+        passthrough::reply_usage(api, field(fields.usage).as_ref(), body.get("output"))
     };
     let metered = meter.judge(reported, || {
-        let generated = if chat { field("choices") } else { field("content").or_else(|| field("output")) };
+        let generated = if chat { field("choices") } else { field(fields.output) };
         generated.map(|g| estimate::completion_tokens(&g)).unwrap_or(0)
     });
     log_fault(&settle, &metered);
@@ -108,7 +109,7 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
         }
         body.write_with(&set)
     } else {
-        body.write(|k| (k == "model").then_some(Cow::Borrowed(&alias[..])))
+        body.write(|k| (k == fields.model).then_some(Cow::Borrowed(&alias[..])))
     };
     settle.finish(&metered, 200).await;
     Ok(Bytes::from(out))
@@ -340,7 +341,7 @@ impl Forward {
                 settle.finish(&metered, err.status().as_u16()).await;
                 tracing::warn!(error = %err.message(), "upstream stream failed mid-way");
                 match &mut self.encoder {
-                    Some(encoder) => encoder.error(&err),
+                    Some(encoder) => encoder.error(&err.fault()),
                     None => sse::json("", &err.body()),
                 }
             }

@@ -15,7 +15,7 @@
 //! `previous_response_id` needs a stored response, which only OpenAI keeps: such a request goes to the
 //! deployment that stored it, and is refused (400) by one that does not speak Responses.
 
-use crate::error::ApiError;
+use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
 
 /// A Responses request read: its chat-completions body, the stored response it continues
@@ -30,7 +30,7 @@ pub struct Read {
 }
 
 /// The chat-completions body of a Responses request, and what the pipeline needs of the rest.
-pub fn to_chat(body: &[u8]) -> Result<Read, ApiError> {
+pub fn to_chat(body: &[u8]) -> Result<Read, RequestError> {
     let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
     out.insert("model".into(), Value::String(model));
@@ -45,10 +45,10 @@ pub fn to_chat(body: &[u8]) -> Result<Read, ApiError> {
                 input_item(item, i, &mut messages)?;
             }
         }
-        _ => return Err(ApiError::bad_request("`input` must be a string or an array of items", Some("input".into()))),
+        _ => return Err(crate::bad("`input` must be a string or an array of items", Some("input".into()))),
     }
     if messages.is_empty() {
-        return Err(ApiError::bad_request("`input` must not be empty", Some("input".into())));
+        return Err(crate::bad("`input` must not be empty", Some("input".into())));
     }
     out.insert("messages".into(), Value::Array(messages));
     for (from, to) in [("max_output_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p")] {
@@ -87,12 +87,12 @@ pub fn to_chat(body: &[u8]) -> Result<Read, ApiError> {
 }
 
 /// One `input` item as chat messages.
-fn input_item(item: &Value, i: usize, out: &mut Vec<Value>) -> Result<(), ApiError> {
+fn input_item(item: &Value, i: usize, out: &mut Vec<Value>) -> Result<(), RequestError> {
     let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
     match kind {
         "message" => {
             let role = item.get("role").and_then(Value::as_str).ok_or_else(|| {
-                ApiError::bad_request(format!("`input[{i}].role` must be a string"), Some(format!("input[{i}]")))
+                crate::bad(format!("`input[{i}].role` must be a string"), Some(format!("input[{i}]")))
             })?;
             let role = match role {
                 "developer" | "system" => "system",

@@ -16,14 +16,11 @@
 //! Replies: text → a `text` block, `tool_calls` → `tool_use` blocks; `finish_reason` stop → `end_turn`,
 //! length → `max_tokens`, tool_calls → `tool_use`, content_filter → `refusal`; usage in Anthropic's names.
 
-use crate::error::{ApiError, ErrorMessage};
-use axum::body::Body;
-use axum::http::header;
-use axum::response::Response;
+use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
 
 /// The chat-completions body of a Messages request.
-pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), ApiError> {
+pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), RequestError> {
     let (req, model) = super::object_with_model(body)?;
     let mut out = Map::new();
     out.insert("model".into(), Value::String(model));
@@ -35,11 +32,11 @@ pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), ApiEr
         }
     }
     let Some(Value::Array(turns)) = req.get("messages") else {
-        return Err(ApiError::bad_request("`messages` must be an array", Some("messages".into())));
+        return Err(crate::bad("`messages` must be an array", Some("messages".into())));
     };
     for (i, turn) in turns.iter().enumerate() {
         let role = turn.get("role").and_then(Value::as_str).ok_or_else(|| {
-            ApiError::bad_request(format!("`messages[{i}].role` must be a string"), Some(format!("messages[{i}]")))
+            crate::bad(format!("`messages[{i}].role` must be a string"), Some(format!("messages[{i}]")))
         })?;
         let content = turn.get("content").unwrap_or(&Value::Null);
         match role {
@@ -47,7 +44,7 @@ pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), ApiEr
             "user" => user_turn(content, &mut messages),
             "assistant" => messages.push(assistant_turn(content)),
             other => {
-                return Err(ApiError::bad_request(
+                return Err(crate::bad(
                     format!("`messages[{i}].role` must be `user` or `assistant`, not `{other}`"),
                     Some(format!("messages[{i}].role")),
                 ))
@@ -55,7 +52,7 @@ pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), ApiEr
         }
     }
     if messages.is_empty() {
-        return Err(ApiError::bad_request("`messages` must not be empty", Some("messages".into())));
+        return Err(crate::bad("`messages` must not be empty", Some("messages".into())));
     }
     out.insert("messages".into(), Value::Array(messages));
     for (from, to) in [("max_tokens", "max_tokens"), ("temperature", "temperature"), ("top_p", "top_p")] {
@@ -304,24 +301,6 @@ pub fn error_body(status: u16, message: &str) -> Value {
     json!({"type": "error", "error": {"type": error_type(status), "message": message}})
 }
 
-/// Whether a path is the Messages API's (`/v1/messages`, `/messages`, `…/count_tokens`), whose errors are
-/// written in Anthropic's shape.
-pub fn is_messages_path(path: &str) -> bool {
-    let path = path.strip_prefix("/v1").unwrap_or(path);
-    path == "/messages" || path == "/messages/count_tokens"
-}
-
-/// An error response rewritten in Anthropic's shape (status and headers kept); other responses as they are.
-pub fn error_in_shape(resp: Response) -> Response {
-    let Some(ErrorMessage(message)) = resp.extensions().get::<ErrorMessage>().cloned() else {
-        return resp;
-    };
-    let (mut parts, _) = resp.into_parts();
-    let body = serde_json::to_vec(&error_body(parts.status.as_u16(), &message)).unwrap_or_default();
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,7 +349,7 @@ mod tests {
             (json!({"model": "m", "messages": []}), "messages"),
             (json!({"model": "m", "messages": [{"content": "x"}]}), "messages[0]"),
         ] {
-            let err = to_chat(body.to_string().as_bytes()).err().map(|e| e.body()["error"]["param"].clone());
+            let err = to_chat(body.to_string().as_bytes()).err().map(|e| json!(e.param));
             assert_eq!(err, Some(json!(param)), "{body}");
         }
     }

@@ -5,7 +5,6 @@
 
 use super::messages::{error_body, message_id, stop_reason};
 use super::sse;
-use crate::error::ApiError;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use svc_budget::Usage;
@@ -145,9 +144,9 @@ impl MessagesStream {
     }
 
     /// An `error` event ending a stream that failed mid-way.
-    pub fn error(&mut self, err: &ApiError) -> Bytes {
+    pub fn error(&mut self, err: &crate::Fault<'_>) -> Bytes {
         let mut out = Vec::new();
-        sse::write_json(&mut out, "error", &error_body(err.status().as_u16(), err.message()));
+        sse::write_json(&mut out, "error", &error_body(err.status, err.message));
         Bytes::from(out)
     }
 }

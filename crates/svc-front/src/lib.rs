@@ -1,12 +1,19 @@
-//! Front ends: the client APIs the pipeline serves. Each turns its request into the pipeline's
+//! Front ends: the client APIs the gateway's one pipeline serves. Each turns its request into the pipeline's
 //! chat-completions request and renders the pipeline's answer (a completion, or a stream of chunks) in its
 //! own shape; chat completions is the identity. Files by direction: `messages.rs` (Anthropic Messages ↔
-//! chat), `messages_stream.rs`, `responses.rs` (OpenAI Responses ↔ chat), `responses_stream.rs`.
+//! chat), `messages_stream.rs`, `responses.rs` (OpenAI Responses ↔ chat), `responses_stream.rs`; a request
+//! in a deployment's own API is passed through (`passthrough.rs`, `passthrough_stream.rs`).
 //!
 //! Who called is read here too ([`Caller`]): the client family from `User-Agent` and the agent's session id,
 //! recorded with each spend record.
+//!
+//! What this crate does not know: HTTP statuses of its own (a bad body is a [`RequestError`] naming the field;
+//! an error is written in an API's shape from the [`Fault`] the gateway describes), servers, keys, budgets.
 
 pub mod embeddings;
+pub mod gemini;
+pub mod gemini_pass;
+pub mod gemini_stream;
 pub mod messages;
 pub mod messages_stream;
 pub mod passthrough;
@@ -15,20 +22,40 @@ pub mod responses;
 pub mod responses_stream;
 #[cfg(test)]
 mod robustness;
+mod shape;
 pub mod sse;
 pub mod unseen;
 
-use crate::error::ApiError;
-use axum::http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName};
 use bytes::Bytes;
+use gemini_stream::GeminiStream;
 use messages_stream::MessagesStream;
 use passthrough_stream::PassStream;
 use responses_stream::ResponsesStream;
 use serde_json::{Map, Value};
 use svc_budget::Usage;
 use svc_providers::passthrough::Wire;
-use svc_providers::ChatRequest;
+use svc_providers::{ChatRequest, RequestError};
+pub use shape::ErrorShape;
 pub use unseen::{Searches, Unseen};
+
+/// A bad request: `message`, naming `param`.
+pub(crate) fn bad(message: impl Into<String>, param: Option<String>) -> RequestError {
+    RequestError { message: message.into(), param }
+}
+
+/// A gateway error as a front end writes it, in no API's shape yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Fault<'a> {
+    /// The HTTP status.
+    pub status: u16,
+    /// The OpenAI-style code or type (`budget_exceeded`, `rate_limit_error`, …).
+    pub code: &'a str,
+    /// What went wrong.
+    pub message: &'a str,
+    /// Seconds until a retry can pass (`Retry-After`), when the gateway knows.
+    pub retry_after: Option<u64>,
+}
 
 /// The client API a request came in by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +68,8 @@ pub enum Api {
     Responses,
     /// `POST /v1/embeddings`.
     Embeddings,
+    /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent` (Google's Gemini API).
+    Gemini,
 }
 
 impl Api {
@@ -51,6 +80,7 @@ impl Api {
             Api::Messages => "messages",
             Api::Responses => "responses",
             Api::Embeddings => "embeddings",
+            Api::Gemini => "gemini",
         }
     }
 
@@ -61,11 +91,12 @@ impl Api {
             Api::Messages => Some(Wire::Messages),
             Api::Responses => Some(Wire::Responses),
             Api::Embeddings => Some(Wire::Embeddings),
+            Api::Gemini => Some(Wire::Gemini),
         }
     }
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
-    pub fn to_chat(self, body: &[u8]) -> Result<Translated, ApiError> {
+    pub fn to_chat(self, body: &[u8]) -> Result<Translated, RequestError> {
         let (chat, continues, unseen) = match self {
             Api::Chat => {
                 let chat = ChatRequest::parse(body)?;
@@ -75,6 +106,10 @@ impl Api {
             Api::Embeddings => (embeddings::to_chat(body)?, None, Unseen::default()),
             Api::Messages => {
                 let (chat, unseen) = messages::to_chat(body)?;
+                (chat, None, unseen)
+            }
+            Api::Gemini => {
+                let (chat, unseen) = gemini::to_chat(body)?;
                 (chat, None, unseen)
             }
             Api::Responses => {
@@ -91,6 +126,7 @@ impl Api {
             Api::Chat | Api::Embeddings => completion,
             Api::Messages => messages::from_completion(&completion),
             Api::Responses => responses::from_completion(&completion),
+            Api::Gemini => gemini::from_completion(&completion),
         }
     }
 
@@ -100,8 +136,31 @@ impl Api {
             Api::Chat | Api::Embeddings => None,
             Api::Messages => Some(Encoder::Messages(MessagesStream::new(alias))),
             Api::Responses => Some(Encoder::Responses(Box::new(ResponsesStream::new(alias)))),
+            Api::Gemini => Some(Encoder::Gemini(GeminiStream::new(alias))),
         }
     }
+
+    /// The top-level fields of an answer in this API that hold its usage, its model and its output.
+    pub fn answer_fields(self) -> AnswerFields {
+        match self {
+            Api::Gemini => AnswerFields { usage: "usageMetadata", model: "modelVersion", output: "candidates" },
+            Api::Messages => AnswerFields { usage: "usage", model: "model", output: "content" },
+            Api::Chat | Api::Responses | Api::Embeddings => {
+                AnswerFields { usage: "usage", model: "model", output: "output" }
+            }
+        }
+    }
+}
+
+/// Where an API's answer keeps what the gateway reads and rewrites.
+#[derive(Debug, Clone, Copy)]
+pub struct AnswerFields {
+    /// The usage (`usage`, Gemini's `usageMetadata`).
+    pub usage: &'static str,
+    /// The model, renamed to the client's alias (`model`, Gemini's `modelVersion`).
+    pub model: &'static str,
+    /// The generated output, counted when the usage is not believed.
+    pub output: &'static str,
 }
 
 /// A request as the pipeline takes it.
@@ -118,11 +177,11 @@ pub struct Translated {
 
 /// A client body that must be a JSON object with a `model` the pipeline takes (a non-empty string of at most
 /// [`svc_providers::MAX_MODEL_BYTES`]; 400 naming it otherwise): the object and the model.
-fn object_with_model(body: &[u8]) -> Result<(Map<String, Value>, String), ApiError> {
+fn object_with_model(body: &[u8]) -> Result<(Map<String, Value>, String), RequestError> {
     let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}"), None))?;
+        .map_err(|e| crate::bad(format!("request body is not valid JSON: {e}"), None))?;
     let Value::Object(req) = value else {
-        return Err(ApiError::bad_request("request body must be a JSON object", None));
+        return Err(crate::bad("request body must be a JSON object", None));
     };
     let model = svc_providers::model_name(req.get("model"))?.to_string();
     Ok((req, model))
@@ -135,6 +194,8 @@ pub enum Encoder {
     Messages(MessagesStream),
     /// OpenAI Responses events.
     Responses(Box<ResponsesStream>),
+    /// Gemini's `GenerateContentResponse` events.
+    Gemini(GeminiStream),
     /// The upstream's own events, passed through.
     Pass(PassStream),
 }
@@ -145,6 +206,7 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.chunk(&chunk),
             Encoder::Responses(s) => s.chunk(&chunk),
+            Encoder::Gemini(s) => s.chunk(&chunk),
             // A passed-through stream carries raw events (`PassStream::event`), never chunks.
             Encoder::Pass(_) => None,
         }
@@ -155,6 +217,7 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.done(charged),
             Encoder::Responses(s) => s.done(charged),
+            Encoder::Gemini(s) => s.done(charged),
             // The upstream's own last events were forwarded already.
             Encoder::Pass(_) => Bytes::new(),
         }
@@ -165,15 +228,17 @@ impl Encoder {
         match self {
             Encoder::Messages(s) => s.cut(charged),
             Encoder::Responses(s) => s.cut(charged),
+            Encoder::Gemini(s) => s.cut(charged),
             Encoder::Pass(s) => s.cut(charged),
         }
     }
 
     /// The error event of a stream that failed mid-way.
-    pub fn error(&mut self, err: &ApiError) -> Bytes {
+    pub fn error(&mut self, err: &crate::Fault<'_>) -> Bytes {
         match self {
             Encoder::Messages(s) => s.error(err),
             Encoder::Responses(s) => s.error(err),
+            Encoder::Gemini(s) => s.error(err),
             Encoder::Pass(s) => s.error(err),
         }
     }
@@ -204,20 +269,20 @@ impl Caller {
     /// Reads the caller from request headers. A value that is not printable text is not kept; one longer than
     /// its bound ([`MAX_CLIENT_BYTES`], [`MAX_SESSION_BYTES`]) is refused with 400 naming the header: it is
     /// stored with every spend record, so it is never cut silently into something that looks like another.
-    pub fn from_headers(headers: &HeaderMap) -> Result<Caller, ApiError> {
+    pub fn from_headers(headers: &HeaderMap) -> Result<Caller, RequestError> {
         let printable = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() || b == b' ');
         let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
         let bounded = |name: &HeaderName, value: &str, max: usize| {
             if value.len() > max {
-                return Err(ApiError::bad_request(
+                return Err(crate::bad(
                     format!("`{name}` is {} bytes long; at most {max} are kept", value.len()),
                     Some(name.as_str().to_string()),
                 ));
             }
             Ok(printable(value).then(|| value.to_string()))
         };
-        let client = match text(&axum::http::header::USER_AGENT).map(client_family) {
-            Some(family) => bounded(&axum::http::header::USER_AGENT, family, MAX_CLIENT_BYTES)?,
+        let client = match text(&http::header::USER_AGENT).map(client_family) {
+            Some(family) => bounded(&http::header::USER_AGENT, family, MAX_CLIENT_BYTES)?,
             None => None,
         };
         let session = match SESSION_HEADERS.iter().find_map(|h| Some((h, text(h)?))) {
@@ -237,7 +302,7 @@ fn client_family(user_agent: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use http::HeaderValue;
 
     #[test]
     fn callers_are_read_from_agent_headers() {
@@ -264,12 +329,12 @@ mod tests {
         };
         let session = "s".repeat(MAX_SESSION_BYTES);
         assert_eq!(at("x-session-id", session.clone()).ok().and_then(|c| c.session), Some(session));
-        let e = at("x-session-id", "s".repeat(MAX_SESSION_BYTES + 1)).err().map(|e| e.body());
-        assert_eq!(e.as_ref().map(|b| b["error"]["param"].clone()), Some("x-session-id".into()));
+        let e = at("x-session-id", "s".repeat(MAX_SESSION_BYTES + 1)).err().and_then(|e| e.param);
+        assert_eq!(e.as_deref(), Some("x-session-id"));
         let client = "c".repeat(MAX_CLIENT_BYTES);
         assert_eq!(at("user-agent", format!("{client}/1.0 (x)")).ok().and_then(|c| c.client), Some(client));
-        let e = at("user-agent", format!("{}/1.0", "c".repeat(MAX_CLIENT_BYTES + 1))).err().map(|e| e.status());
-        assert_eq!(e.map(|s| s.as_u16()), Some(400));
+        let e = at("user-agent", format!("{}/1.0", "c".repeat(MAX_CLIENT_BYTES + 1))).err().and_then(|e| e.param);
+        assert_eq!(e.as_deref(), Some("user-agent"));
         // A long User-Agent with a short product name is fine; unprintable values are not kept.
         assert!(at("user-agent", format!("Mozilla/5.0 ({})", "x".repeat(500))).is_ok());
         let mut h = HeaderMap::new();

@@ -16,7 +16,6 @@
 use super::passthrough::{count, messages_usage, reply_usage, write_fields, Fields};
 use super::responses::{new_id, response, usage};
 use super::{sse, Api};
-use crate::error::ApiError;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -138,6 +137,14 @@ impl PassStream {
 
     /// One event: the bytes for the client and the generated tokens it carries (plain estimate).
     pub fn event(&mut self, ev: RawEvent) -> (Option<Bytes>, u64) {
+        if self.api == Api::Gemini {
+            let (rewritten, reported, generated) = super::gemini_pass::event(&ev.data, &self.alias);
+            self.reported = reported.or(self.reported.take());
+            let generated = self.output.add(Level::Pieces, generated);
+            let mut out = Vec::new();
+            sse::write(&mut out, "", rewritten.as_deref().unwrap_or(ev.data.as_bytes()));
+            return (Some(Bytes::from(out)), generated);
+        }
         let kind: Cow<'_, str> =
             if ev.event.is_empty() { Cow::Owned(type_of(&ev.data)) } else { Cow::Borrowed(&ev.event) };
         let mut generated = 0u64;
@@ -258,6 +265,10 @@ impl PassStream {
                 sse::write_json(&mut out, "message_delta", &delta);
                 sse::write_json(&mut out, "message_stop", &json!({"type": "message_stop"}));
             }
+            Api::Gemini => {
+                let alias = self.alias.as_str().unwrap_or_default();
+                out.extend_from_slice(&super::gemini_stream::GeminiStream::new(alias).cut(charged));
+            }
             Api::Chat | Api::Responses | Api::Embeddings => {
                 let u = usage(charged.prompt_tokens, charged.completion_tokens);
                 let now = chrono::Utc::now().timestamp();
@@ -270,13 +281,14 @@ impl PassStream {
     }
 
     /// The error event ending a stream that failed mid-way.
-    pub fn error(&mut self, err: &ApiError) -> Bytes {
+    pub fn error(&mut self, err: &crate::Fault<'_>) -> Bytes {
         match self.api {
-            Api::Messages => sse::json("error", &super::messages::error_body(err.status().as_u16(), err.message())),
+            Api::Messages => sse::json("error", &super::messages::error_body(err.status, err.message)),
+            Api::Gemini => sse::json("", &super::gemini::error_body(err)),
             Api::Chat | Api::Responses | Api::Embeddings => {
                 let now = chrono::Utc::now().timestamp();
                 let mut r = response(&new_id("resp"), &self.alias, now, "failed", Vec::new(), Value::Null);
-                r["error"] = json!({"code": err.kind(), "message": err.message()});
+                r["error"] = json!({"code": err.code, "message": err.message});
                 sse::json("response.failed", &json!({"type": "response.failed", "response": r}))
             }
         }

@@ -2,11 +2,11 @@
 //! serves embeddings (`openai/`, `mock`); the pipeline's form of it is a chat request of the input's text with
 //! `max_tokens: 0`, so admission reserves the input alone and the rate limits count it.
 
-use crate::error::ApiError;
+use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
 
 /// The pipeline's chat-completions form of an embeddings request.
-pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
     let (req, model) = super::object_with_model(body)?;
     let text = match req.get("input") {
         Some(Value::String(s)) => s.clone(),
@@ -19,7 +19,7 @@ pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => {
-            return Err(ApiError::bad_request(
+            return Err(crate::bad(
                 "`input` must be a string or a non-empty array of strings or token arrays",
                 Some("input".into()),
             ))
@@ -43,7 +43,7 @@ mod tests {
             Value::Object(out),
             json!({"model":"e","messages":[{"role":"user","content":"a\nb"}],"max_tokens":0})
         );
-        let err = to_chat(br#"{"model":"e","input":[]}"#).err().map(|e| e.status().as_u16());
-        assert_eq!(err, Some(400));
+        let err = to_chat(br#"{"model":"e","input":[]}"#).err().and_then(|e| e.param);
+        assert_eq!(err.as_deref(), Some("input"));
     }
 }

@@ -6,7 +6,6 @@
 
 use super::responses::{new_id, response, usage};
 use super::sse;
-use crate::error::ApiError;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use svc_budget::Usage;
@@ -173,11 +172,11 @@ impl ResponsesStream {
     }
 
     /// `response.failed` ending a stream that failed mid-way.
-    pub fn error(&mut self, err: &ApiError) -> Bytes {
+    pub fn error(&mut self, err: &crate::Fault<'_>) -> Bytes {
         let mut out = Vec::new();
         self.start(&mut out);
         let mut r = self.snapshot("failed", Value::Null);
-        r["error"] = json!({"code": err.kind(), "message": err.message()});
+        r["error"] = json!({"code": err.code, "message": err.message});
         self.event(&mut out, "response.failed", json!({"response": r}));
         Bytes::from(out)
     }

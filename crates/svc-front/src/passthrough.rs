@@ -8,7 +8,7 @@
 //! Prompt tokens charged = input + cache creation + cache read.
 
 use super::Api;
-use crate::error::ApiError;
+use svc_providers::RequestError;
 use bytes::Bytes;
 use serde_json::Value;
 use svc_budget::Usage;
@@ -19,6 +19,7 @@ fn cap_field(api: Api) -> &'static str {
     match api {
         Api::Responses => "max_output_tokens",
         Api::Chat | Api::Messages | Api::Embeddings => "max_tokens",
+        Api::Gemini => "generationConfig.maxOutputTokens",
     }
 }
 
@@ -29,7 +30,7 @@ pub(crate) use svc_providers::raw::{write_fields, Fields};
 /// The body to send upstream: the client's bytes with `model` set to `upstream_model` and the output cap
 /// lowered to `cap` when the client asked for more (or set to it when the client asked for none). Every other
 /// field is copied as the client wrote it, in its order, without being parsed.
-pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> Result<Bytes, ApiError> {
+pub fn prepare(api: Api, raw: &[u8], upstream_model: &str, cap: Option<u64>) -> Result<Bytes, RequestError> {
     prepare_with(api, raw, upstream_model, cap, None)
 }
 
@@ -41,12 +42,15 @@ pub fn prepare_with(
     upstream_model: &str,
     cap: Option<u64>,
     tool_calls: Option<u64>,
-) -> Result<Bytes, ApiError> {
+) -> Result<Bytes, RequestError> {
+    if api == Api::Gemini {
+        return super::gemini_pass::prepare(raw, cap);
+    }
     let Fields(fields) = serde_json::from_slice(raw)
-        .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
+        .map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
     let cap = cap.filter(|_| api != Api::Embeddings);
     let field = cap_field(api);
-    let model = serde_json::to_vec(upstream_model).map_err(|_| ApiError::internal("cannot encode the model"))?;
+    let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());
     let tool_calls = tool_calls.filter(|_| api == Api::Responses);
     let (mut capped, mut tools_bounded) = (false, false);
     let lowered = |key: &str, to: u64| {
@@ -109,10 +113,13 @@ pub(crate) fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Resul
 /// searches its `output` (JSON text) holds are billed uses too.
 pub fn reply_usage(api: Api, usage: Option<&Value>, output: Option<&str>) -> Reported {
     let Some(u) = usage.filter(|u| !u.is_null()) else { return Reported::Missing };
+    if api == Api::Gemini {
+        return super::gemini_pass::usage(Some(u));
+    }
     let read = || -> Result<Usage, String> {
         Ok(match api {
             Api::Messages => messages_usage(Some(u), count(Some(u), "output_tokens")?)?,
-            Api::Embeddings | Api::Chat => {
+            Api::Embeddings | Api::Chat | Api::Gemini => {
                 Usage { prompt_tokens: count(Some(u), "prompt_tokens")?, completion_tokens: 0, ..Usage::default() }
             }
             Api::Responses => Usage {

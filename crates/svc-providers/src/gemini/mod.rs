@@ -1,0 +1,154 @@
+//! Google's Gemini API provider (`model: gemini/<id>`): `POST {api_base}/v1beta/models/{model}:generateContent`
+//! (`:streamGenerateContent?alt=sse` for a stream) with the key in `x-goog-api-key`; probes to
+//! `GET {api_base}/v1beta/models`. A Gemini request is passed through (`forward`); any other is translated by
+//! direction: `request.rs` (chat → Gemini), `response.rs` (Gemini → chat, a reply and each stream event),
+//! `error.rs` (Google's errors → [`ProviderError::Status`]).
+//!
+//! | chat completions | Gemini | |
+//! |---|---|---|
+//! | `system` / `developer` messages | `systemInstruction` | |
+//! | `user` / `assistant` messages | `user` / `model` turns, consecutive turns of one role merged | |
+//! | `image_url` parts | `inlineData` (a `data:` URL) or `fileData` | |
+//! | assistant `tool_calls`, `tool` messages | `functionCall` parts, `functionResponse` parts (`{"output": content}`) named after their call | |
+//! | `tools` (function), `tool_choice` | `functionDeclarations` with `parametersJsonSchema`, `functionCallingConfig` | other tools: 400 |
+//! | `max_completion_tokens` / `max_tokens`, `temperature`, `top_p`, `n`, `stop`, `seed`, penalties, `response_format` | `generationConfig` | |
+//! | everything else | dropped with a debug log | |
+//!
+//! Replies: text parts → `content`, thought parts → `reasoning_content`, `functionCall` → `tool_calls`;
+//! `finishReason` STOP → `stop` (`tool_calls` when the answer calls a function), MAX_TOKENS → `length`,
+//! SAFETY and the like → `content_filter`; `usageMetadata` → `usage` (thinking tokens are output, and in
+//! `completion_tokens_details.reasoning_tokens`; cached ones in `prompt_tokens_details.cached_tokens`).
+
+mod error;
+mod request;
+mod response;
+
+use crate::client::{Call, Endpoint, UpstreamClient};
+use crate::http::{self, ApiKey};
+use crate::passthrough::{self, Forwarded, Raw, Wire};
+use crate::{ChatRequest, ChunkStream, ProviderError, Reply, Target};
+use ::http::header::HeaderName;
+use futures::StreamExt;
+use std::time::Duration;
+
+/// What Gemini's `countTokens` takes of the request `req` becomes (its `generateContentRequest`, less the model).
+pub(crate) fn count_body(req: &ChatRequest) -> Result<serde_json::Map<String, serde_json::Value>, ProviderError> {
+    let mut body = request::to_gemini(req)?;
+    body.remove("generationConfig");
+    Ok(body)
+}
+
+/// A Gemini API endpoint.
+pub struct Gemini {
+    client: UpstreamClient,
+    api_base: String,
+    /// `x-goog-api-key`; `Err` when the configured key is not a valid header value.
+    api_key: Option<Result<ApiKey, ()>>,
+}
+
+/// How long a readiness probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The header holding the key.
+const KEY_HEADER: HeaderName = HeaderName::from_static("x-goog-api-key");
+
+impl Gemini {
+    /// The public API's base URL.
+    pub const DEFAULT_API_BASE: &'static str = "https://generativelanguage.googleapis.com";
+
+    /// An endpoint at `api_base` (a trailing `/` or `/v1beta` is ignored), sharing the pooled `client`.
+    pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>) -> Gemini {
+        let api_base = api_base.trim_end_matches('/');
+        let api_base = api_base.strip_suffix("/v1beta").unwrap_or(api_base).to_string();
+        Gemini { client, api_base, api_key: api_key.map(|k| ApiKey::raw(k).ok_or(())) }
+    }
+
+    /// The base URL.
+    pub fn api_base(&self) -> &str {
+        &self.api_base
+    }
+
+    /// `{api_base}/v1beta/models/{model}:{method}` (the model's characters as they are: model ids are plain).
+    fn url(&self, model: &str, method: &str) -> Result<Endpoint, ProviderError> {
+        let url = format!("{}/v1beta/models/{model}:{method}", self.api_base);
+        self.client.endpoint(&url).ok_or_else(|| ProviderError::Unsupported {
+            message: format!("`{}` with model `{model}` is not a valid URL", self.api_base),
+            param: None,
+        })
+    }
+
+    fn call(&self, d: &Target<'_>, stream: bool, count: bool, body: impl Into<bytes::Bytes>) -> Result<Call, ProviderError> {
+        let method = match (count, stream) {
+            (true, _) => "countTokens",
+            (false, true) => "streamGenerateContent?alt=sse",
+            (false, false) => "generateContent",
+        };
+        let call = Call::post_json(&self.url(d.upstream_model, method)?, body);
+        http::with_key(call, KEY_HEADER, self.api_key.as_ref(), d.id)
+    }
+
+    pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
+        let body = request::to_gemini_bytes(&req)?;
+        let call = self.call(d, false, false, body)?;
+        let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
+        let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
+        let answer: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
+        let created = chrono::Utc::now().timestamp();
+        Ok(Reply::Object(response::to_chat_completion(&answer, d.upstream_model, created).map_err(bad)?))
+    }
+
+    pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
+        let body = request::to_gemini_bytes(&req)?;
+        let call = self.call(d, true, false, body)?;
+        let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
+        let events = passthrough::raw_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes, error::stream_error);
+        let mut state = response::StreamState::new(d.id, d.upstream_model, chrono::Utc::now().timestamp());
+        Ok(Box::pin(events.map(move |ev| ev.and_then(|ev| state.chunk(&ev.data)))))
+    }
+
+    /// A Gemini request passed through (`generateContent`, `streamGenerateContent` or `countTokens`).
+    pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+        let call = self.call(d, req.stream, wire == Wire::GeminiCountTokens, req.body)?;
+        passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(d.id, a), error::stream_error)
+            .await
+    }
+
+    pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
+        let url = format!("{}/v1beta/models?pageSize=1", self.api_base);
+        let endpoint = self.client.endpoint(&url).ok_or_else(|| ProviderError::Unsupported {
+            message: format!("`{}` is not a valid api_base", self.api_base),
+            param: None,
+        })?;
+        let call = http::with_key(Call::get(&endpoint), KEY_HEADER, self.api_key.as_ref(), d.id)?;
+        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a)).await.map(drop)
+    }
+}
+
+impl std::fmt::Debug for Gemini {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gemini")
+            .field("api_base", &self.api_base)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_base_is_normalised_and_the_key_never_printed() {
+        let client = UpstreamClient::new().unwrap_or_else(|e| panic!("{e}"));
+        for (given, want) in [
+            ("https://generativelanguage.googleapis.com/", "https://generativelanguage.googleapis.com"),
+            ("https://generativelanguage.googleapis.com/v1beta", "https://generativelanguage.googleapis.com"),
+            ("http://127.0.0.1:9/g/", "http://127.0.0.1:9/g"),
+        ] {
+            let g = Gemini::new(client.clone(), given, Some("AIza-secret"));
+            assert_eq!(g.api_base(), want);
+            assert!(!format!("{g:?}").contains("AIza-secret"));
+        }
+    }
+}
