@@ -247,13 +247,17 @@ model_list:
   # Any API translated to Anthropic Messages.
   - model_name: 'via-anthropic-*'
     params: {{model: 'anthropic/claude-fake', api_base: '{fake}', api_key: fake-ant-key, max_output_tokens: 4096}}
+  # Google's Gemini API, passed through.
+  - model_name: 'gemini-*'
+    params: {{model: 'gemini/*', api_base: '{fake}', api_key: fake-gemini-key,
+              input_cost_per_token: 0.00000125, output_cost_per_token: 0.00001, cache_read_input_token_cost: 0.0000003}}
   - model_name: text-embedding-3-small
     params: {{model: mock/text-embedding-3-small, input_cost_per_token: 0.00000002}}
 gateway_settings:
   teams:
     - team_id: agents
       budget_limit: 50
-      models: ['claude-*', 'via-chat-*', 'gpt-*', 'via-anthropic-*', text-embedding-3-small]
+      models: ['claude-*', 'via-chat-*', 'gpt-*', 'via-anthropic-*', 'gemini-*', text-embedding-3-small]
 """
 
 

@@ -1,6 +1,8 @@
 """A scripted fake LLM upstream for the agent tests: the Anthropic Messages API (`POST /v1/messages`), OpenAI chat
-completions (`POST /v1/chat/completions`) and OpenAI Responses (`POST /v1/responses`), plain and streamed, each in
-its own wire format, plus `GET /v1/models` for probes.
+completions (`POST /v1/chat/completions`), OpenAI Responses (`POST /v1/responses`) and Google's Gemini API
+(`POST /v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`, `:countTokens`; the key must be
+`x-goog-api-key: fake-gemini-key`, else 401 as Google answers), plain and streamed, each in its own wire format,
+plus `GET /v1/models` and `GET /v1beta/models` for probes.
 
 The "model" is a script, so an agent's tool round trip can be tested offline:
 - when the conversation ends with a tool result, it answers `The tool said: <result>`;
@@ -80,12 +82,35 @@ def decide(turns, tools):
     names = _tool_names(tools)
     if m and names:
         path = m.group(1)
-        if "Read" in names:
-            return ("tool", "Read", {"file_path": path})
+        for reader in ("Read", "read_file"):
+            if reader in names:
+                return ("tool", reader, {"file_path": path})
         if "exec_command" in names:
             return ("tool", "exec_command", {"cmd": f"cat {path}"})
         return ("tool", names[0], {"city": "Paris"})
     return ("text", GREETING)
+
+
+GEMINI_KEY = "fake-gemini-key"
+
+
+def gemini_turns(body):
+    turns = []
+    for c in body.get("contents", []):
+        parts = c.get("parts") or []
+        results = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+        if results:
+            out = results[-1].get("response") or {}
+            turns.append(("tool", out.get("output") if isinstance(out.get("output"), str) else json.dumps(out), True))
+        else:
+            role = "assistant" if c.get("role") == "model" else "user"
+            # Gemini CLI's first turn opens with the workspace's tree (its `hello.txt`); the prompt is the last part.
+            turns.append((role, _text_of(parts[-1:]), False))
+    return turns
+
+
+def gemini_tools(body):
+    return [{"name": d.get("name")} for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
 
 
 def messages_turns(body):
@@ -100,7 +125,9 @@ def messages_turns(body):
 
 
 def chat_turns(body):
-    return [(m.get("role"), _text_of(m.get("content")), m.get("role") == "tool") for m in body.get("messages", [])]
+    # A user message of several parts ends with the prompt (Gemini CLI's, translated, opens with a workspace tree).
+    last = lambda c: c[-1:] if isinstance(c, list) else c
+    return [(m.get("role"), _text_of(last(m.get("content"))), m.get("role") == "tool") for m in body.get("messages", [])]
 
 
 def responses_turns(body):
@@ -147,6 +174,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/requests"):
             with LOCK:
                 self._send(200, RECORDED)
+        elif self.path.startswith("/v1beta/models"):
+            self._send(200, {"models": [{"name": "models/fake"}]})
         elif self.path.startswith("/v1/models") or self.path.startswith("/models"):
             self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}], "has_more": False})
         else:
@@ -164,6 +193,8 @@ class Handler(BaseHTTPRequestHandler):
             RECORDED.append(
                 {"method": "POST", "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
             )
+        if path.startswith("/v1beta/models/"):
+            return self.serve_gemini(path, body)
         if path.endswith("/messages/count_tokens"):
             return self._send(200, {"input_tokens": input_tokens(body, MESSAGES_INPUT) if METERED else 123})
         if path.endswith("/responses/input_tokens") and METERED:
@@ -204,6 +235,34 @@ class Handler(BaseHTTPRequestHandler):
         events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}}))
         events.append(("message_stop", {"type": "message_stop"}))
         self._sse(events, named=True)
+
+    def serve_gemini(self, path, body):
+        if self.headers.get("x-goog-api-key") != GEMINI_KEY:
+            return self._send(401, {"error": {"code": 401, "message": "API key not valid.", "status": "UNAUTHENTICATED"}})
+        method = path.rsplit(":", 1)[-1]
+        if method == "countTokens":
+            return self._send(200, {"totalTokens": 123})
+        choice = decide(gemini_turns(body), gemini_tools(body))
+        usage = {"promptTokenCount": 100, "cachedContentTokenCount": 40, "candidatesTokenCount": 7, "thoughtsTokenCount": 3,
+                 "totalTokenCount": 110}
+        model = path.split("/models/", 1)[1].rsplit(":", 1)[0]
+        if choice[0] == "text":
+            parts = [{"text": choice[1]}]
+        else:
+            parts = [{"functionCall": {"name": choice[1], "args": choice[2]}}]
+        final = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": usage, "modelVersion": model + "-001", "responseId": "fake-gemini-1"}
+        if method == "generateContent":
+            return self._send(200, final)
+        events = []
+        if choice[0] == "text":
+            pieces = re.findall(r"\S+\s*", choice[1])
+            for piece in pieces[:-1]:
+                events.append(("", {"candidates": [{"content": {"role": "model", "parts": [{"text": piece}]}, "index": 0}],
+                                    "usageMetadata": {"promptTokenCount": 100}, "modelVersion": model + "-001"}))
+            final["candidates"][0]["content"]["parts"] = [{"text": pieces[-1]}]
+        events.append(("", final))
+        self._sse(events, named=False)
 
     def serve_chat(self, body):
         choice = decide(chat_turns(body), body.get("tools"))
