@@ -2,8 +2,8 @@
 //! serves embeddings (`openai/`, `mock`); the pipeline's form of it is a chat request of the input's text with
 //! `max_tokens: 0`, so admission reserves the input alone and the rate limits count it.
 
-use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
+use svc_providers::RequestError;
 
 /// The pipeline's chat-completions form of an embeddings request.
 pub fn to_chat(body: &[u8]) -> Result<Map<String, Value>, RequestError> {

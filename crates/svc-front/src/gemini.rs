@@ -342,7 +342,9 @@ fn generation_config(config: &Map<String, Value>, out: &mut Map<String, Value>) 
             out.insert(to.into(), v.clone());
         }
     }
-    if let Some(Value::Array(stops)) = config.get("stopSequences").filter(|s| s.as_array().is_some_and(|a| !a.is_empty())) {
+    if let Some(Value::Array(stops)) =
+        config.get("stopSequences").filter(|s| s.as_array().is_some_and(|a| !a.is_empty()))
+    {
         out.insert("stop".into(), Value::Array(stops.clone()));
     }
     let schema = config.get("responseJsonSchema").or_else(|| config.get("responseSchema")).filter(|s| !s.is_null());
@@ -361,7 +363,10 @@ fn generation_config(config: &Map<String, Value>, out: &mut Map<String, Value>) 
     }
     for dropped in ["thinkingConfig", "topK", "responseModalities", "mediaResolution", "speechConfig"] {
         if config.contains_key(dropped) {
-            tracing::debug!(field = dropped, "a generationConfig field with no chat-completions counterpart was dropped");
+            tracing::debug!(
+                field = dropped,
+                "a generationConfig field with no chat-completions counterpart was dropped"
+            );
         }
     }
 }
@@ -419,9 +424,8 @@ pub fn from_completion(body: &Map<String, Value>) -> Map<String, Value> {
         parts.push(json!({"text": ""}));
     }
     let usage = body.get("usage");
-    let count = |path: &[&str]| {
-        path.iter().fold(usage, |v, k| v.and_then(|v| v.get(*k))).and_then(Value::as_u64).unwrap_or(0)
-    };
+    let count =
+        |path: &[&str]| path.iter().fold(usage, |v, k| v.and_then(|v| v.get(*k))).and_then(Value::as_u64).unwrap_or(0);
     let out = json!({
         "candidates": [{
             "content": {"role": "model", "parts": parts},

@@ -18,8 +18,8 @@ use svc_providers::RequestError;
 /// The body to send: the client's object without `model` and `stream` (the gateway's, from the path), with
 /// `generationConfig.maxOutputTokens` lowered to `cap` when the client asked for more (or set when it asked none).
 pub fn prepare(raw: &[u8], cap: Option<u64>) -> Result<Bytes, RequestError> {
-    let mut body: Map<String, Value> = serde_json::from_slice(raw)
-        .map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
+    let mut body: Map<String, Value> =
+        serde_json::from_slice(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
     body.remove("model");
     body.remove("stream");
     if let Some(cap) = cap {
@@ -108,7 +108,8 @@ mod tests {
             json!({"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":100,"topK":64}})
         );
         let out: Value =
-            serde_json::from_slice(&prepare(br#"{"contents":[],"model":"g"}"#, Some(7)).unwrap_or_default()).unwrap_or_default();
+            serde_json::from_slice(&prepare(br#"{"contents":[],"model":"g"}"#, Some(7)).unwrap_or_default())
+                .unwrap_or_default();
         assert_eq!(out["generationConfig"], json!({"maxOutputTokens": 7}));
         let small = br#"{"generationConfig":{"maxOutputTokens":5}}"#;
         let out: Value = serde_json::from_slice(&prepare(small, Some(7)).unwrap_or_default()).unwrap_or_default();

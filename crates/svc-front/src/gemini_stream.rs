@@ -46,7 +46,8 @@ impl GeminiStream {
         let mut response = Map::new();
         if let Some((reason, usage)) = end {
             candidate["finishReason"] = json!(reason);
-            let u = usage_metadata(usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens, self.reasoning);
+            let u =
+                usage_metadata(usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens, self.reasoning);
             response.insert("candidates".into(), json!([candidate]));
             response.insert("usageMetadata".into(), u);
         } else {

@@ -23,7 +23,11 @@ fn gemini_cli_shaped_requests_translate() {
             "thinkingConfig": {"includeThoughts": true}},
         "model": "client-says-otherwise"
     }));
-    assert_eq!((out["model"].clone(), out["stream"].clone()), (json!("gem"), json!(true)), "the path's, not the body's");
+    assert_eq!(
+        (out["model"].clone(), out["stream"].clone()),
+        (json!("gem"), json!(true)),
+        "the path's, not the body's"
+    );
     assert_eq!(out["messages"][0], json!({"role": "system", "content": "You are Gemini CLI."}));
     assert_eq!(out["messages"][1]["content"][1]["text"], "read /w/hello.txt");
     let call = &out["messages"][2]["tool_calls"][0];
@@ -31,9 +35,15 @@ fn gemini_cli_shaped_requests_translate() {
     assert_eq!(out["messages"][2]["content"], Value::Null, "the thought is not sent back");
     assert_eq!(out["messages"][3], json!({"role": "tool", "tool_call_id": call["id"], "content": "pelican"}));
     assert_eq!(out["tools"].as_array().map(Vec::len), Some(2), "Google Search is Google's alone");
-    assert_eq!(out["tools"][1]["function"]["parameters"], json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+    assert_eq!(
+        out["tools"][1]["function"]["parameters"],
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
+    );
     assert_eq!(out["tool_choice"], json!({"type": "function", "function": {"name": "read_file"}}));
-    assert_eq!((out["max_tokens"].clone(), out["top_p"].clone(), out["stop"].clone()), (json!(900), json!(0.95), json!(["END"])));
+    assert_eq!(
+        (out["max_tokens"].clone(), out["top_p"].clone(), out["stop"].clone()),
+        (json!(900), json!(0.95), json!(["END"]))
+    );
     assert!(out.get("topK").is_none() && out.get("top_k").is_none());
 }
 
@@ -54,7 +64,10 @@ fn bad_requests_name_the_field() {
 
 #[test]
 fn paths_name_model_and_method() {
-    assert_eq!(model_and_method("gemini-2.5-pro:streamGenerateContent"), Some(("gemini-2.5-pro", Method::StreamGenerate)));
+    assert_eq!(
+        model_and_method("gemini-2.5-pro:streamGenerateContent"),
+        Some(("gemini-2.5-pro", Method::StreamGenerate))
+    );
     assert_eq!(model_and_method("models/g:countTokens"), Some(("g", Method::CountTokens)));
     assert_eq!(model_and_method("team/g:embedContent"), Some(("team/g", Method::Embed)));
     assert_eq!(model_and_method("g:predict"), None);

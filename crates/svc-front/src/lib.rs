@@ -26,17 +26,17 @@ mod shape;
 pub mod sse;
 pub mod unseen;
 
-use http::{HeaderMap, HeaderName};
 use bytes::Bytes;
 use gemini_stream::GeminiStream;
+use http::{HeaderMap, HeaderName};
 use messages_stream::MessagesStream;
 use passthrough_stream::PassStream;
 use responses_stream::ResponsesStream;
 use serde_json::{Map, Value};
+pub use shape::ErrorShape;
 use svc_budget::Usage;
 use svc_providers::passthrough::Wire;
 use svc_providers::{ChatRequest, RequestError};
-pub use shape::ErrorShape;
 pub use unseen::{Searches, Unseen};
 
 /// A bad request: `message`, naming `param`.
@@ -178,8 +178,8 @@ pub struct Translated {
 /// A client body that must be a JSON object with a `model` the pipeline takes (a non-empty string of at most
 /// [`svc_providers::MAX_MODEL_BYTES`]; 400 naming it otherwise): the object and the model.
 fn object_with_model(body: &[u8]) -> Result<(Map<String, Value>, String), RequestError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| crate::bad(format!("request body is not valid JSON: {e}"), None))?;
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| crate::bad(format!("request body is not valid JSON: {e}"), None))?;
     let Value::Object(req) = value else {
         return Err(crate::bad("request body must be a JSON object", None));
     };

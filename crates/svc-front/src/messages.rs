@@ -16,8 +16,8 @@
 //! Replies: text → a `text` block, `tool_calls` → `tool_use` blocks; `finish_reason` stop → `end_turn`,
 //! length → `max_tokens`, tool_calls → `tool_use`, content_filter → `refusal`; usage in Anthropic's names.
 
-use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
+use svc_providers::RequestError;
 
 /// The chat-completions body of a Messages request.
 pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), RequestError> {

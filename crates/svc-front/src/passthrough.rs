@@ -8,11 +8,11 @@
 //! Prompt tokens charged = input + cache creation + cache read.
 
 use super::Api;
-use svc_providers::RequestError;
 use bytes::Bytes;
 use serde_json::Value;
 use svc_budget::Usage;
 use svc_providers::usage::Reported;
+use svc_providers::RequestError;
 
 /// The field holding the output cap in each API.
 fn cap_field(api: Api) -> &'static str {
@@ -46,8 +46,8 @@ pub fn prepare_with(
     if api == Api::Gemini {
         return super::gemini_pass::prepare(raw, cap);
     }
-    let Fields(fields) = serde_json::from_slice(raw)
-        .map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
+    let Fields(fields) =
+        serde_json::from_slice(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
     let cap = cap.filter(|_| api != Api::Embeddings);
     let field = cap_field(api);
     let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());

@@ -15,8 +15,8 @@
 //! `previous_response_id` needs a stored response, which only OpenAI keeps: such a request goes to the
 //! deployment that stored it, and is refused (400) by one that does not speak Responses.
 
-use svc_providers::RequestError;
 use serde_json::{json, Map, Value};
+use svc_providers::RequestError;
 
 /// A Responses request read: its chat-completions body, the stored response it continues
 /// (`previous_response_id`), and what it makes the provider bill beyond its body.

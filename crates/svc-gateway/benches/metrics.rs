@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Money, Usage};
-use svc_gateway::front::{Api, Caller};
+use svc_front::{Api, Caller};
 use svc_gateway::observe::{Attempts, Metrics, RequestLine};
 use svc_keys::Principal;
 use svc_keys::VirtualKey;

@@ -2,13 +2,13 @@
 //! probes and the dashboard's files and sign-in; each API route is served at the root and under `/v1`.
 
 use crate::auth::Authenticate;
-use svc_front::Api;
 use crate::handlers::{
     admin, chat, config, events, fleet, gemini, health, models, outbox, responses, spend, stats, teams,
 };
 use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
+use svc_front::Api;
 
 /// Routes needing a key (the `Authenticate` layer wraps them).
 fn protected(state: &AppState) -> Router<AppState> {

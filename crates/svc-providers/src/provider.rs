@@ -108,10 +108,12 @@ impl Deployment {
                 Box::pin(p.forward(&self.target(), wire, req)).await
             }
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(&self.target(), req).await,
-            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_), _) => Err(ProviderError::Unsupported {
-                message: format!("deployment `{}` does not speak this API", self.id),
-                param: None,
-            }),
+            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_), _) => {
+                Err(ProviderError::Unsupported {
+                    message: format!("deployment `{}` does not speak this API", self.id),
+                    param: None,
+                })
+            }
         }
     }
 

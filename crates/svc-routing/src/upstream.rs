@@ -1,7 +1,6 @@
 //! The provider a configured deployment is served by, made from its `model_list` entry (the prefix of
 //! `params.model`, `api_base`, `api_key`), each provider's public endpoint when no `api_base` is given.
 
-use crate::table::DEFAULT_MAX_OUTPUT_TOKENS;
 use std::sync::Arc;
 use svc_config::{ModelEntry, ProviderKind};
 use svc_providers::{Anthropic, Gemini, Mock, OpenAi, Upstream, UpstreamClient};
@@ -9,8 +8,9 @@ use svc_providers::{Anthropic, Gemini, Mock, OpenAi, Upstream, UpstreamClient};
 /// OpenAI's public `api_base`.
 const OPENAI_BASE: &str = "https://api.openai.com/v1";
 
-/// The provider of the deployment `m`, calling through `client`.
-pub(crate) fn of(m: &ModelEntry, client: &UpstreamClient) -> Upstream {
+/// The provider of the deployment `m`, calling through `client`; an Anthropic deployment without
+/// `max_output_tokens` sends `default_max_tokens` (the Messages API requires a cap).
+pub(crate) fn of(m: &ModelEntry, client: &UpstreamClient, default_max_tokens: u32) -> Upstream {
     let key = m.api_key.as_ref().map(|k| k.expose());
     let base = |default: &'static str| m.api_base.as_deref().unwrap_or(default);
     match m.provider {
@@ -20,7 +20,7 @@ pub(crate) fn of(m: &ModelEntry, client: &UpstreamClient) -> Upstream {
             client.clone(),
             base(Anthropic::DEFAULT_API_BASE),
             key,
-            m.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS as u32),
+            m.max_output_tokens.unwrap_or(default_max_tokens),
         ))),
         ProviderKind::Gemini => {
             Upstream::Gemini(Arc::new(Gemini::new(client.clone(), base(Gemini::DEFAULT_API_BASE), key)))

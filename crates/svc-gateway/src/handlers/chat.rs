@@ -3,7 +3,6 @@
 //! front end (`crate::front`) and runs the one pipeline.
 
 use crate::error::ApiError;
-use svc_front::{Api, Caller};
 use crate::handlers::read_body;
 use crate::observe::{Attempts, Logged, Refusal, RequestLine};
 use crate::pipeline::{self, Inbound, Pipeline};
@@ -16,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
 use std::sync::Arc;
 use svc_budget::{Money, Usage};
+use svc_front::{Api, Caller};
 use svc_keys::Principal;
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
 

@@ -104,7 +104,9 @@ async fn embed(
     let limit = state.config.server.max_request_body_bytes;
     let request: Value = match read_body(body, limit).await.map(|b| serde_json::from_slice(&b)) {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => return ApiError::bad_request(format!("request body is not valid JSON: {e}"), None).into_response(),
+        Ok(Err(e)) => {
+            return ApiError::bad_request(format!("request body is not valid JSON: {e}"), None).into_response()
+        }
         Err(e) => return e.into_response(),
     };
     let (inputs, dimensions): (Vec<String>, Option<&Value>) = match method {

@@ -15,9 +15,9 @@ use super::register::Registrar;
 use super::series::{Cached, Called, Labels, Series};
 use super::timings::Timings;
 use super::RequestLine;
-use svc_front::Api;
 use prometheus::{CounterVec, IntCounter, IntCounterVec, Registry};
 use svc_events::{DeliveryOutcome, HookOutcome};
+use svc_front::Api;
 
 /// Every series the gateway exports, registered in its own registry (one per gateway, not process-global).
 #[derive(Debug)]

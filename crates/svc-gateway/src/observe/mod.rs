@@ -15,9 +15,9 @@ mod timings;
 
 pub use metrics::Metrics;
 
-use svc_front::{Api, Caller};
 use std::time::Duration;
 use svc_budget::{Money, Usage};
+use svc_front::{Api, Caller};
 use svc_keys::Principal;
 
 /// Marks a response whose request line is (or will be, when its stream ends) written by the pipeline, so the

@@ -4,8 +4,8 @@
 
 use super::metrics::Metrics;
 use super::RequestLine;
-use svc_front::Api;
 use prometheus::{Counter, Histogram, IntCounter};
+use svc_front::Api;
 
 /// The labels that pick a request's series.
 #[derive(Debug, Hash)]

@@ -4,10 +4,10 @@
 //! budgets reserve (see `crate::budgets`; `super::tighten` for the last part of a budget).
 
 use crate::error::ApiError;
-use svc_front::{Searches, Unseen};
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
+use svc_front::{Searches, Unseen};
 use svc_keys::Principal;
 use svc_limits::budgets::Ask;
 use svc_limits::rate::RateLimits;

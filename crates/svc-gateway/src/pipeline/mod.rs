@@ -32,7 +32,6 @@ mod tighten;
 pub mod upstream;
 
 use crate::error::ApiError;
-use svc_front::{Api, Caller, Translated, Unseen};
 use attempts::Call;
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::Response;
@@ -41,6 +40,7 @@ use meter::Meter;
 use std::sync::Arc;
 use std::time::Instant;
 use svc_events::EventSink;
+use svc_front::{Api, Caller, Translated, Unseen};
 use svc_keys::Principal;
 use svc_limits::budgets::Grant;
 use svc_providers::{estimate, ChatRequest};

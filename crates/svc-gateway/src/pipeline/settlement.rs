@@ -2,7 +2,6 @@
 //! and the spend record is made durable through the [`SpendWriter`](crate::spend::SpendWriter) before
 //! the response completes.
 
-use svc_front::{Api, Caller};
 use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
@@ -10,6 +9,7 @@ use crate::pipeline::stored;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
+use svc_front::{Api, Caller};
 use svc_keys::Principal;
 use svc_limits::budgets::Reservation;
 use svc_routing::{InFlight, Route};

@@ -7,8 +7,8 @@
 
 use super::admission::{self, Beyond};
 use super::Inbound;
-use svc_front::passthrough;
 use std::time::Duration;
+use svc_front::passthrough;
 use svc_limits::budgets::Ask;
 use svc_providers::passthrough::Wire;
 use svc_providers::ChatRequest;

@@ -18,8 +18,6 @@
 //! - an event longer than `stream_max_event_bytes` ends it like a broken upstream (`svc_providers::sse`).
 
 use crate::error::ApiError;
-use svc_front::passthrough;
-use svc_front::{sse, Api, Encoder};
 use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use axum::body::Body;
@@ -31,6 +29,8 @@ use std::pin::Pin;
 use std::time::Duration;
 use svc_budget::Usage;
 use svc_config::StreamSettings;
+use svc_front::passthrough;
+use svc_front::{sse, Api, Encoder};
 use svc_providers::passthrough::{EventStream, RawEvent};
 use svc_providers::raw::Object;
 use svc_providers::{estimate, usage, Chunk, ChunkStream, Reply, UsageEdit};

@@ -77,7 +77,13 @@ impl Gemini {
         })
     }
 
-    fn call(&self, d: &Target<'_>, stream: bool, count: bool, body: impl Into<bytes::Bytes>) -> Result<Call, ProviderError> {
+    fn call(
+        &self,
+        d: &Target<'_>,
+        stream: bool,
+        count: bool,
+        body: impl Into<bytes::Bytes>,
+    ) -> Result<Call, ProviderError> {
         let method = match (count, stream) {
             (true, _) => "countTokens",
             (false, true) => "streamGenerateContent?alt=sse",
@@ -102,7 +108,8 @@ impl Gemini {
         let body = request::to_gemini_bytes(&req)?;
         let call = self.call(d, true, false, body)?;
         let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
-        let events = passthrough::raw_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes, error::stream_error);
+        let events =
+            passthrough::raw_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes, error::stream_error);
         let mut state = response::StreamState::new(d.id, d.upstream_model, chrono::Utc::now().timestamp());
         Ok(Box::pin(events.map(move |ev| ev.and_then(|ev| state.chunk(&ev.data)))))
     }

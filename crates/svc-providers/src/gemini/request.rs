@@ -59,7 +59,12 @@ fn contents(messages: &[Value]) -> Result<(Vec<String>, Vec<Value>), ProviderErr
                 let name = names.iter().find(|(call, _)| call == id).map_or(id, |(_, n)| n.as_str());
                 ("user", vec![json!({"functionResponse": {"name": name, "response": {"output": text_of(content)}}})])
             }
-            other => return Err(unsupported(format!("`messages[{i}].role` `{other}` has no Gemini counterpart"), "messages")),
+            other => {
+                return Err(unsupported(
+                    format!("`messages[{i}].role` `{other}` has no Gemini counterpart"),
+                    "messages",
+                ))
+            }
         };
         if parts.is_empty() {
             continue;
@@ -244,7 +249,10 @@ mod tests {
         let out = Value::Object(to_gemini(&req).unwrap_or_default());
         assert_eq!(out["systemInstruction"], json!({"parts": [{"text": "Be brief."}]}));
         assert_eq!(out["contents"][0]["parts"][1], json!({"inlineData": {"mimeType": "image/png", "data": "AAAA"}}));
-        assert_eq!(out["contents"][1], json!({"role": "model", "parts": [{"functionCall": {"name": "read", "args": {"p": "a"}}}]}));
+        assert_eq!(
+            out["contents"][1],
+            json!({"role": "model", "parts": [{"functionCall": {"name": "read", "args": {"p": "a"}}}]})
+        );
         assert_eq!(
             out["contents"][2]["parts"],
             json!([{"functionResponse": {"name": "read", "response": {"output": "pelican"}}}, {"text": "and?"}]),
@@ -252,6 +260,9 @@ mod tests {
         );
         assert_eq!(out["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"], json!({"type": "object"}));
         assert_eq!(out["toolConfig"]["functionCallingConfig"]["mode"], "ANY");
-        assert_eq!(out["generationConfig"], json!({"maxOutputTokens": 100, "temperature": 0.5, "stopSequences": ["END"]}));
+        assert_eq!(
+            out["generationConfig"],
+            json!({"maxOutputTokens": 100, "temperature": 0.5, "stopSequences": ["END"]})
+        );
     }
 }

@@ -15,7 +15,8 @@ struct Read {
 /// `call_` and its number in the answer, from `first_call`).
 fn read(answer: &Value, first_call: usize) -> Read {
     let mut read = Read::default();
-    let parts = answer.get("candidates").and_then(|c| c.get(0)).and_then(|c| c.get("content")).and_then(|c| c.get("parts"));
+    let parts =
+        answer.get("candidates").and_then(|c| c.get(0)).and_then(|c| c.get("content")).and_then(|c| c.get("parts"));
     for p in parts.and_then(Value::as_array).into_iter().flatten() {
         if let Some(call) = p.get("functionCall") {
             let n = first_call + read.calls.len();
@@ -24,7 +25,11 @@ fn read(answer: &Value, first_call: usize) -> Read {
             let name = call.get("name").cloned().unwrap_or(Value::Null);
             read.calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}));
         } else if let Some(t) = p.get("text").and_then(Value::as_str) {
-            let into = if p.get("thought").and_then(Value::as_bool) == Some(true) { &mut read.thought } else { &mut read.text };
+            let into = if p.get("thought").and_then(Value::as_bool) == Some(true) {
+                &mut read.thought
+            } else {
+                &mut read.text
+            };
             into.push_str(t);
         }
     }
@@ -150,10 +155,16 @@ mod tests {
             "responseId": "r1"});
         let out = Value::Object(to_chat_completion(&answer, "gemini-x", 1).unwrap_or_default());
         let message = &out["choices"][0]["message"];
-        assert_eq!((message["content"].clone(), message["reasoning_content"].clone()), (json!("Reading."), json!("hm")));
+        assert_eq!(
+            (message["content"].clone(), message["reasoning_content"].clone()),
+            (json!("Reading."), json!("hm"))
+        );
         assert_eq!(message["tool_calls"][0]["function"], json!({"name": "read", "arguments": "{\"p\":\"a\"}"}));
         assert_eq!(out["choices"][0]["finish_reason"], "tool_calls");
-        assert_eq!((out["usage"]["prompt_tokens"].clone(), out["usage"]["completion_tokens"].clone()), (json!(10), json!(8)));
+        assert_eq!(
+            (out["usage"]["prompt_tokens"].clone(), out["usage"]["completion_tokens"].clone()),
+            (json!(10), json!(8))
+        );
         assert_eq!(out["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
         assert!(to_chat_completion(&json!({"promptFeedback": {"blockReason": "SAFETY"}}), "g", 1).is_err());
     }
