@@ -8,7 +8,7 @@
 #   4. every Rust test (unit, integration against the real binaries, both store backends),
 #   5. every fuzz target of fuzz/ for about a minute in all (scripts/fuzz.sh: installs cargo-fuzz under
 #      target/tools, builds the targets once into target/fuzz, fails on any crash or hang),
-#   6. the official `openai` and `anthropic` Python SDKs, and the real Claude Code and Codex CLIs (from npm, into
+#   6. the official `openai` and `anthropic` Python SDKs, and the real Claude Code, Codex and Gemini CLIs (from npm, into
 #      target/agents), against the real gateway.
 #   7. the systemd unit of examples/ (systemd-analyze verify and its exposure) and the container image
 #      (scripts/image.sh --check: Debian's buildah, installed when missing; svc serve from the image's root
@@ -70,10 +70,11 @@ PYTHON="$VENV/bin/python"
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-input -r tests/python/requirements.txt \
   || die "pip could not install tests/python/requirements.txt into $VENV"
 
-say "agent CLIs from npm (Claude Code, Codex), in target/agents"
-AGENT_CLIS=(@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0)
+say "agent CLIs from npm (Claude Code, Codex, Gemini CLI), in target/agents"
+AGENT_CLIS=(@anthropic-ai/claude-code@2.1.330 @openai/codex@0.169.0 @google/gemini-cli@0.61.0)
 command -v npm >/dev/null || die "npm not found: install Node.js 20.19 or newer (the agent CLI and dashboard tests need it)"
-if [ ! -x target/agents/node_modules/.bin/claude ] || [ ! -x target/agents/node_modules/.bin/codex ]; then
+if [ ! -x target/agents/node_modules/.bin/claude ] || [ ! -x target/agents/node_modules/.bin/codex ] \
+  || [ ! -x target/agents/node_modules/.bin/gemini ]; then
   mkdir -p target/agents
   timeout 600 npm install --prefix target/agents --no-audit --no-fund --loglevel=error "${AGENT_CLIS[@]}" \
     || die "npm could not install ${AGENT_CLIS[*]} into target/agents"

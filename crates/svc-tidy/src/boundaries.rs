@@ -27,6 +27,11 @@ pub const RULES: &[Rule] = &[
     },
     Rule { krate: "svc-limits", forbidden: &["axum"], why: "a refusal is a `Refused`, never an HTTP answer" },
     Rule { krate: "svc-routing", forbidden: &["axum"], why: "routing picks deployments; the HTTP edge is svc-gateway" },
+    Rule {
+        krate: "svc-front",
+        forbidden: &["axum"],
+        why: "front ends translate client APIs; statuses and error answers are svc-gateway's `error.rs`",
+    },
 ];
 
 /// A crate that depends on a package its rule forbids, and the shortest chain of packages that leads there.
