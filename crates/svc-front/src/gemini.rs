@@ -163,10 +163,16 @@ fn unseen(req: &Map<String, Value>) -> Unseen {
     let mut u = Unseen::default();
     if req.get("cachedContent").is_some_and(|c| !c.is_null()) {
         u.uncounted = Some("a `cachedContent` the provider keeps");
-    } else if req.get("contents").is_some_and(|c| c.to_string().contains("\"fileData\"")) {
+    } else if parts_of(req.get("contents")).any(|p| p.get("fileData").is_some()) {
         u.uncounted = Some("a file part");
     }
     u
+}
+
+/// Every part of every turn of `contents`.
+fn parts_of(contents: Option<&Value>) -> impl Iterator<Item = &Value> {
+    let turns = contents.and_then(Value::as_array).into_iter().flatten();
+    turns.filter_map(|t| t.get("parts").and_then(Value::as_array)).flatten()
 }
 
 /// The texts of a list of parts, thoughts left out.

@@ -8,53 +8,75 @@
 //! completion (Google bills thinking as output). In a stream each event's counts are the total so far: the last wins.
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use svc_budget::Usage;
 use svc_providers::estimate::text_tokens;
 use svc_providers::generated::{value_tokens, Rule};
+use svc_providers::raw::{write_text_fields, Fields};
 use svc_providers::usage::Reported;
 use svc_providers::RequestError;
 
-/// The body to send: the client's object without `model` and `stream` (the gateway's, from the path), with
-/// `generationConfig.maxOutputTokens` lowered to `cap` when the client asked for more (or set when it asked none).
+/// The body to send: the client's object as it wrote it, without `model` and `stream` (the gateway's, from the
+/// path), with `generationConfig.maxOutputTokens` lowered to `cap` when the client asked for more (or set when it
+/// asked none). Only `generationConfig` is parsed, and only when there is a cap.
 pub fn prepare(raw: &[u8], cap: Option<u64>) -> Result<Bytes, RequestError> {
-    let mut body: Map<String, Value> =
+    let Fields(fields) =
         serde_json::from_slice(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
-    body.remove("model");
-    body.remove("stream");
-    if let Some(cap) = cap {
-        let config = body.entry("generationConfig").or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(config) = config {
-            let asked = config.get("maxOutputTokens").and_then(Value::as_u64);
-            if asked.is_none_or(|a| a > cap) {
-                config.insert("maxOutputTokens".into(), Value::from(cap));
-            }
-        }
+    let kept = || fields.iter().filter(|(k, _)| k != "model" && k != "stream");
+    let config = match cap {
+        Some(cap) => Some(capped_config(fields.iter().find(|(k, _)| k == "generationConfig").map(|(_, v)| *v), cap)?),
+        None => None,
+    };
+    let size = raw.len();
+    let mut out = write_text_fields(kept().map(|(k, v)| (&**k, v.get().as_bytes())), size, |k| {
+        (k == "generationConfig").then(|| config.as_deref().map(Cow::Borrowed)).flatten()
+    });
+    if let (Some(config), false) = (&config, kept().any(|(k, _)| k == "generationConfig")) {
+        svc_providers::raw::append(&mut out, "generationConfig", config);
     }
-    serde_json::to_vec(&body).map(Bytes::from).map_err(|e| crate::bad(format!("cannot write the body: {e}"), None))
+    Ok(Bytes::from(out))
 }
 
-/// What a `usageMetadata` says was used.
-pub fn usage(metadata: Option<&Value>) -> Reported {
-    let Some(u) = metadata.filter(|u| !u.is_null()) else { return Reported::Missing };
+/// A `generationConfig` (the client's, or none) with `maxOutputTokens` at most `cap`, as JSON text.
+fn capped_config(config: Option<&RawValue>, cap: u64) -> Result<Vec<u8>, RequestError> {
+    let mut config: Map<String, Value> = match config {
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            crate::bad(format!("`generationConfig` is not an object: {e}"), Some("generationConfig".into()))
+        })?,
+        None => Map::new(),
+    };
+    let asked = config.get("maxOutputTokens").and_then(Value::as_u64);
+    if asked.is_none_or(|a| a > cap) {
+        config.insert("maxOutputTokens".into(), Value::from(cap));
+    }
+    serde_json::to_vec(&config).map_err(|e| crate::bad(format!("cannot write `generationConfig`: {e}"), None))
+}
+
+/// The counts of a `usageMetadata` object; what is wrong with it otherwise.
+pub(crate) fn counts(u: &Value) -> Result<Usage, String> {
+    if !u.is_object() {
+        return Err("`usageMetadata` is not an object".into());
+    }
     let count = |key: &str| match u.get(key) {
         None | Some(Value::Null) => Ok(0),
         Some(v) => v.as_u64().ok_or_else(|| format!("`usageMetadata.{key}` is not a whole number from 0")),
     };
-    let read = || -> Result<Usage, String> {
-        if !u.is_object() {
-            return Err("`usageMetadata` is not an object".into());
-        }
-        Ok(Usage {
-            prompt_tokens: count("promptTokenCount")?.saturating_add(count("toolUsePromptTokenCount")?),
-            completion_tokens: count("candidatesTokenCount")?.saturating_add(count("thoughtsTokenCount")?),
-            cache_read_tokens: count("cachedContentTokenCount")?,
-            ..Usage::default()
-        })
-    };
-    match read() {
-        Ok(usage) => Reported::Counts(usage),
-        Err(why) => Reported::Malformed(why),
+    Ok(Usage {
+        prompt_tokens: count("promptTokenCount")?.saturating_add(count("toolUsePromptTokenCount")?),
+        completion_tokens: count("candidatesTokenCount")?.saturating_add(count("thoughtsTokenCount")?),
+        cache_read_tokens: count("cachedContentTokenCount")?,
+        ..Usage::default()
+    })
+}
+
+/// What a `usageMetadata` says was used.
+pub fn usage(metadata: Option<&Value>) -> Reported {
+    match metadata.filter(|u| !u.is_null()).map(counts) {
+        None => Reported::Missing,
+        Some(Ok(usage)) => Reported::Counts(usage),
+        Some(Err(why)) => Reported::Malformed(why),
     }
 }
 
@@ -79,19 +101,22 @@ pub fn output_tokens(candidates: &Value) -> u64 {
     })
 }
 
-/// One event of a passed-through Gemini stream: its data with `modelVersion` renamed to `alias` (JSON text),
-/// the usage it reports, and the generated tokens it carries. Data that does not read is forwarded as it is
-/// and counted whole.
-pub fn event(data: &str, alias: &Value) -> (Option<Vec<u8>>, Option<Reported>, u64) {
-    let Ok(Value::Object(mut response)) = serde_json::from_str::<Value>(data) else {
+/// One event of a passed-through Gemini stream: its data with `modelVersion` set to `alias` (JSON text), only its
+/// `candidates` and `usageMetadata` parsed, the rest forwarded as written; the usage it reports and the generated
+/// tokens it carries. Data that is not an object is forwarded as it is and counted whole.
+pub fn event(data: &str, alias: &[u8]) -> (Option<Vec<u8>>, Option<Reported>, u64) {
+    let Ok(Fields(fields)) = serde_json::from_str::<Fields<'_>>(data) else {
         return (None, None, text_tokens(data));
     };
-    let generated = response.get("candidates").map_or(0, output_tokens);
-    let reported = response.get("usageMetadata").map(|u| usage(Some(u)));
-    if response.contains_key("modelVersion") {
-        response.insert("modelVersion".into(), alias.clone());
-    }
-    (serde_json::to_vec(&response).ok(), reported, generated)
+    let parsed = |key: &str| {
+        let raw = fields.iter().find(|(k, _)| k == key)?.1;
+        Some(serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null))
+    };
+    let generated = parsed("candidates").map_or(0, |c| output_tokens(&c));
+    let reported = parsed("usageMetadata").map(|u| usage(Some(&u)));
+    let rewritten =
+        svc_providers::raw::write_fields(&fields, |k| (k == "modelVersion").then_some(Cow::Borrowed(alias)));
+    (Some(rewritten), reported, generated)
 }
 
 #[cfg(test)]
@@ -107,6 +132,9 @@ mod tests {
             out,
             json!({"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":100,"topK":64}})
         );
+        // Without a cap every other field is sent byte for byte, in its order.
+        let raw = br#"{ "contents" : [1, 2.50, "\u00e9"], "model":"g", "stream":false }"#;
+        assert_eq!(&prepare(raw, None).unwrap_or_default()[..], br#"{"contents":[1, 2.50, "\u00e9"]}"#);
         let out: Value =
             serde_json::from_slice(&prepare(br#"{"contents":[],"model":"g"}"#, Some(7)).unwrap_or_default())
                 .unwrap_or_default();
@@ -132,13 +160,13 @@ mod tests {
         let data = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "abcdefgh", "thoughtSignature": "x".repeat(400)}]},
             "safetyRatings": [{"category": "HARM_CATEGORY_X", "probability": "NEGLIGIBLE"}]}],
             "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 2}, "modelVersion": "gemini-2.5-pro-002"});
-        let (out, reported, generated) = event(&data.to_string(), &json!("my-gemini"));
+        let (out, reported, generated) = event(&data.to_string(), br#""my-gemini""#);
         let out: Value = serde_json::from_slice(&out.unwrap_or_default()).unwrap_or_default();
         assert_eq!(out["modelVersion"], "my-gemini");
         assert_eq!(generated, 2, "the text alone");
         let want = Usage { prompt_tokens: 5, completion_tokens: 2, ..Usage::default() };
         assert_eq!(reported, Some(Reported::Counts(want)));
-        let (out, reported, generated) = event("not json", &json!("m"));
+        let (out, reported, generated) = event("not json", br#""m""#);
         assert_eq!((out, reported, generated), (None, None, text_tokens("not json")));
     }
 }

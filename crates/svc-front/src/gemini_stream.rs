@@ -44,14 +44,14 @@ impl GeminiStream {
     fn event(&self, out: &mut Vec<u8>, parts: Vec<Value>, end: Option<(&str, Usage)>) {
         let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
         let mut response = Map::new();
-        if let Some((reason, usage)) = end {
+        if let Some((reason, _)) = end {
             candidate["finishReason"] = json!(reason);
+        }
+        response.insert("candidates".into(), json!([candidate]));
+        if let Some((_, usage)) = end {
             let u =
                 usage_metadata(usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens, self.reasoning);
-            response.insert("candidates".into(), json!([candidate]));
             response.insert("usageMetadata".into(), u);
-        } else {
-            response.insert("candidates".into(), json!([candidate]));
         }
         response.insert("modelVersion".into(), self.model.clone());
         response.insert("responseId".into(), self.id.clone());
@@ -139,16 +139,10 @@ impl GeminiStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sse::data_of as events;
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
-    }
-
-    fn events(bytes: &[u8]) -> Vec<Value> {
-        String::from_utf8_lossy(bytes)
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: ").and_then(|d| serde_json::from_str(d).ok()))
-            .collect()
     }
 
     #[test]

@@ -197,10 +197,7 @@ mod tests {
                 "message_stop",
             ]
         );
-        let data: Vec<Value> = String::from_utf8_lossy(&all)
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: ").and_then(|d| serde_json::from_str(d).ok()))
-            .collect();
+        let data = crate::sse::data_of(&all);
         assert_eq!(data[5]["index"], 1);
         assert_eq!(data[5]["content_block"], json!({"type": "tool_use", "id": "call_a", "name": "Read", "input": {}}));
         assert_eq!(data[7]["delta"]["partial_json"], "1}");

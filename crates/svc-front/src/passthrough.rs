@@ -14,15 +14,6 @@ use svc_budget::Usage;
 use svc_providers::usage::Reported;
 use svc_providers::RequestError;
 
-/// The field holding the output cap in each API.
-fn cap_field(api: Api) -> &'static str {
-    match api {
-        Api::Responses => "max_output_tokens",
-        Api::Chat | Api::Messages | Api::Embeddings => "max_tokens",
-        Api::Gemini => "generationConfig.maxOutputTokens",
-    }
-}
-
 use std::borrow::Cow;
 use svc_providers::raw::append;
 pub(crate) use svc_providers::raw::{write_fields, Fields};
@@ -43,13 +34,15 @@ pub fn prepare_with(
     cap: Option<u64>,
     tool_calls: Option<u64>,
 ) -> Result<Bytes, RequestError> {
-    if api == Api::Gemini {
-        return super::gemini_pass::prepare(raw, cap);
-    }
+    // The field holding the output cap (Gemini's is nested in `generationConfig`).
+    let field = match api {
+        Api::Gemini => return super::gemini_pass::prepare(raw, cap),
+        Api::Responses => "max_output_tokens",
+        Api::Chat | Api::Messages | Api::Embeddings => "max_tokens",
+    };
     let Fields(fields) =
         serde_json::from_slice(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
     let cap = cap.filter(|_| api != Api::Embeddings);
-    let field = cap_field(api);
     let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());
     let tool_calls = tool_calls.filter(|_| api == Api::Responses);
     let (mut capped, mut tools_bounded) = (false, false);
@@ -109,17 +102,15 @@ pub(crate) fn messages_usage(u: Option<&Value>, completion_tokens: u64) -> Resul
     })
 }
 
-/// What a passed-through reply's (or a Responses stream's final) `usage` says was used; for Responses, the web
-/// searches its `output` (JSON text) holds are billed uses too.
+/// What a passed-through reply's (or a Responses stream's final) `usage` (Gemini's `usageMetadata`) says was
+/// used; for Responses, the web searches its `output` (JSON text) holds are billed uses too.
 pub fn reply_usage(api: Api, usage: Option<&Value>, output: Option<&str>) -> Reported {
     let Some(u) = usage.filter(|u| !u.is_null()) else { return Reported::Missing };
-    if api == Api::Gemini {
-        return super::gemini_pass::usage(Some(u));
-    }
     let read = || -> Result<Usage, String> {
         Ok(match api {
             Api::Messages => messages_usage(Some(u), count(Some(u), "output_tokens")?)?,
-            Api::Embeddings | Api::Chat | Api::Gemini => {
+            Api::Gemini => super::gemini_pass::counts(u)?,
+            Api::Embeddings | Api::Chat => {
                 Usage { prompt_tokens: count(Some(u), "prompt_tokens")?, completion_tokens: 0, ..Usage::default() }
             }
             Api::Responses => Usage {

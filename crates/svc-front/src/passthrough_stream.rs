@@ -138,7 +138,7 @@ impl PassStream {
     /// One event: the bytes for the client and the generated tokens it carries (plain estimate).
     pub fn event(&mut self, ev: RawEvent) -> (Option<Bytes>, u64) {
         if self.api == Api::Gemini {
-            let (rewritten, reported, generated) = super::gemini_pass::event(&ev.data, &self.alias);
+            let (rewritten, reported, generated) = super::gemini_pass::event(&ev.data, &self.alias_json);
             self.reported = reported.or(self.reported.take());
             let generated = self.output.add(Level::Pieces, generated);
             let mut out = Vec::new();

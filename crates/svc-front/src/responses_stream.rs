@@ -185,13 +185,7 @@ impl ResponsesStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn events(bytes: &[u8]) -> Vec<Value> {
-        String::from_utf8_lossy(bytes)
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: ").and_then(|d| serde_json::from_str(d).ok()))
-            .collect()
-    }
+    use crate::sse::data_of as events;
 
     #[test]
     fn text_and_a_call_in_order_with_usage() {

@@ -52,6 +52,15 @@ pub fn json(kind: &str, data: &impl Serialize) -> Bytes {
     Bytes::from(out)
 }
 
+/// The JSON data of each event in `bytes` (what a client reads of a stream), for tests.
+#[cfg(test)]
+pub(crate) fn data_of(bytes: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: ").and_then(|d| serde_json::from_str(d).ok()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
