@@ -9,14 +9,13 @@ Every run is under `timeout`."""
 
 import json
 import os
-import subprocess
 import tempfile
 import time
 
 import pytest
 
 from conftest import admin_get, new_key
-from test_agent_clis import AGENTS, FILE_TEXT, records, require, workdir
+from test_agent_clis import AGENTS, FILE_TEXT, records, require, run, workdir
 
 GEMINI = os.path.join(AGENTS, "node_modules", ".bin", "gemini")
 SETTINGS = {
@@ -37,9 +36,7 @@ def gemini(gateway, key, prompt, model, cwd, limit=90):
                GEMINI_API_KEY=key, GEMINI_CLI_TRUST_WORKSPACE="true")
     for name in ("GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_GENAI_USE_VERTEXAI"):
         env.pop(name, None)
-    cmd = ["timeout", str(limit), require(GEMINI), "-p", prompt, "-m", model, "--output-format", "json"]
-    p = subprocess.run(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run([require(GEMINI), "-p", prompt, "-m", model, "--output-format", "json"], env, cwd, limit=limit)
 
 
 @pytest.mark.parametrize("model", ["gemini-3.5-pro", "via-chat-gemini"])
@@ -79,8 +76,10 @@ def test_gemini_cli_plain_and_tool_round_trip(agent_gateway, model):
 def test_an_exhausted_budget_stops_gemini_cli_at_once(agent_gateway):
     poor = new_key(agent_gateway, {"team_id": "agents", "max_budget": 0.000001})
     cwd = workdir()
+    before = admin_get(agent_gateway, "/gateway/stats")["requests"]
     started = time.time()
     code, out, err = gemini(agent_gateway, poor, "say hi", "gemini-3.5-pro", cwd)
     assert code not in (0, 124), f"Gemini CLI must stop by itself, not be killed by timeout: {code}\n{out}\n{err}"
     assert time.time() - started < 30, "no retries"
+    assert admin_get(agent_gateway, "/gateway/stats")["requests"] - before == 1, "one request, no retry"
     assert "Budget exceeded" in out + err, f"{out}\n{err}"

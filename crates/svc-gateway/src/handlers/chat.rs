@@ -18,6 +18,7 @@ use svc_budget::{Money, Usage};
 use svc_front::{Api, Caller};
 use svc_keys::Principal;
 use svc_providers::passthrough::{Forwarded, Raw, Wire};
+use svc_routing::Route;
 
 /// The route of a model endpoint (`POST`) that takes requests in `api`: chat completions, Anthropic Messages
 /// (`?beta=true` is accepted and changes nothing), OpenAI Responses or embeddings.
@@ -105,25 +106,43 @@ pub async fn count_tokens(
     let (chat, _) = svc_front::messages::to_chat(&bytes)?;
     let req = svc_providers::ChatRequest::from_body(chat);
     let alias = req.model();
-    pipeline::access::check(&state.models, &state.config, &principal, alias)?;
-    state.rates.admit(&principal, &state.config, 0).await?;
-    let plan = state.models.plan(alias, state.events.as_ref());
-    let first = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(Wire::CountTokens));
-    let Some(route) = first else {
-        let tokens = svc_providers::estimate::prompt_tokens_plain(&req);
-        return Ok(axum::Json(serde_json::json!({ "input_tokens": tokens })).into_response());
+    let estimate = || Ok(serde_json::json!({ "input_tokens": svc_providers::estimate::prompt_tokens_plain(&req) }));
+    let native = |route: &Route| {
+        let body = svc_front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
+        Ok(body)
     };
-    let body = svc_front::passthrough::prepare(Api::Messages, &bytes, &route.upstream_model(alias), None)?;
-    let forwarded = Forwarded { body, stream: false, headers: api_headers(&headers) };
+    count(&state, &principal, &headers, alias, Wire::CountTokens, native, estimate).await
+}
+
+/// A token count (free: nothing reserved or charged) of a request for `alias`, which the caller must be allowed
+/// to use; it counts against the key's and its team's `rpm_limit` as a call does. The alias's first deployment
+/// counts it when it speaks `wire` (`native` gives the body to send it, as that deployment takes it), else the
+/// gateway's `estimate` answers.
+pub(crate) async fn count(
+    state: &Pipeline,
+    principal: &Principal,
+    headers: &HeaderMap,
+    alias: &str,
+    wire: Wire,
+    native: impl FnOnce(&Route) -> Result<bytes::Bytes, ApiError>,
+    estimate: impl FnOnce() -> Result<serde_json::Value, ApiError>,
+) -> Result<Response, ApiError> {
+    pipeline::access::check(&state.models, &state.config, principal, alias)?;
+    state.rates.admit(principal, &state.config, 0).await?;
+    let plan = state.models.plan(alias, state.events.as_ref());
+    let Some(route) = plan.as_ref().and_then(|p| p.candidates().first()).filter(|r| r.deployment.speaks(wire)) else {
+        return Ok(axum::Json(estimate()?).into_response());
+    };
+    let forwarded = Forwarded { body: native(route)?, stream: false, headers: api_headers(headers) };
     let timeout = route.deployment.timeout;
-    match tokio::time::timeout(timeout, route.deployment.forward(Wire::CountTokens, forwarded)).await {
+    match tokio::time::timeout(timeout, route.deployment.forward(wire, forwarded)).await {
         Ok(Ok(Raw::Reply(answer))) => {
             let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
             Ok((json, bytes::Bytes::copy_from_slice(answer.bytes())).into_response())
         }
-        Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("count_tokens answered with a stream")),
+        Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("the token count answered with a stream")),
         Ok(Err(e)) => Err(ApiError::from(e)),
-        Err(_) => Err(ApiError::upstream_timeout(format!("count_tokens took longer than {} s", timeout.as_secs()))),
+        Err(_) => Err(ApiError::upstream_timeout(format!("the token count took longer than {} s", timeout.as_secs()))),
     }
 }
 

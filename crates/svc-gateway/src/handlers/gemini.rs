@@ -4,9 +4,9 @@
 //! `embedContent` and `batchEmbedContents` run as embeddings requests and answer in Gemini's shape.
 
 use crate::error::ApiError;
-use crate::handlers::chat::{api_headers, run};
+use crate::handlers::chat::{count, run};
 use crate::handlers::read_body;
-use crate::pipeline::{self, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::RequestId;
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use svc_front::gemini::{self, Method};
 use svc_front::Api;
 use svc_keys::Principal;
-use svc_providers::passthrough::{Forwarded, Raw, Wire};
+use svc_providers::passthrough::Wire;
 
 /// `POST …/models/{model}:{method}`.
 pub async fn call(
@@ -42,8 +42,8 @@ pub async fn call(
     }
 }
 
-/// `:countTokens`: passed through to the alias's first deployment when it speaks Gemini, else the gateway's
-/// plain estimate of the prompt. Allowed and rate-limited as a call, never charged.
+/// `:countTokens`: passed through to the alias's first deployment when it speaks Gemini (a
+/// `generateContentRequest`'s model made the deployment's), else the gateway's plain estimate of the prompt.
 async fn count_tokens(
     state: &Pipeline,
     principal: &Principal,
@@ -52,36 +52,24 @@ async fn count_tokens(
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.config.server.max_request_body_bytes).await?;
-    pipeline::access::check(&state.models, &state.config, principal, alias)?;
-    state.rates.admit(principal, &state.config, 0).await?;
-    let plan = state.models.plan(alias, state.events.as_ref());
-    let first = plan.as_ref().and_then(|p| p.candidates().first());
-    let Some(route) = first.filter(|r| r.deployment.speaks(Wire::GeminiCountTokens)) else {
+    let request: serde_json::Map<String, Value> = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
+    let estimate = || {
         // `{"contents": …}`, or a whole `generateContentRequest`.
-        let request: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let inner = request.get("generateContentRequest").unwrap_or(&request).to_string();
-        let chat = gemini::with_path_fields(inner.as_bytes(), alias, false)?;
+        let inner = request.get("generateContentRequest").map_or_else(|| Value::Object(request.clone()), Value::clone);
+        let chat = gemini::with_path_fields(inner.to_string().as_bytes(), alias, false)?;
         let (chat, _) = gemini::to_chat(&chat)?;
         let tokens = svc_providers::estimate::prompt_tokens_plain(&svc_providers::ChatRequest::from_body(chat));
-        return Ok(axum::Json(json!({ "totalTokens": tokens })).into_response());
+        Ok(json!({ "totalTokens": tokens }))
     };
-    let mut request: serde_json::Map<String, Value> = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("request body is not a JSON object: {e}"), None))?;
-    if let Some(Value::Object(inner)) = request.get_mut("generateContentRequest") {
-        inner.insert("model".into(), Value::String(format!("models/{}", route.upstream_model(alias))));
-    }
-    let body = serde_json::to_vec(&request).map_err(|_| ApiError::internal("cannot encode the request"))?;
-    let forwarded = Forwarded { body: body.into(), stream: false, headers: api_headers(headers) };
-    let timeout = route.deployment.timeout;
-    match tokio::time::timeout(timeout, route.deployment.forward(Wire::GeminiCountTokens, forwarded)).await {
-        Ok(Ok(Raw::Reply(answer))) => {
-            let json = [(header::CONTENT_TYPE, "application/json")];
-            Ok((json, bytes::Bytes::copy_from_slice(answer.bytes())).into_response())
+    let native = |route: &svc_routing::Route| {
+        let mut request = request.clone();
+        if let Some(Value::Object(inner)) = request.get_mut("generateContentRequest") {
+            inner.insert("model".into(), Value::String(format!("models/{}", route.upstream_model(alias))));
         }
-        Ok(Ok(Raw::Stream(_))) => Err(ApiError::internal("countTokens answered with a stream")),
-        Ok(Err(e)) => Err(ApiError::from(e)),
-        Err(_) => Err(ApiError::upstream_timeout(format!("countTokens took longer than {} s", timeout.as_secs()))),
-    }
+        serde_json::to_vec(&request).map(Into::into).map_err(|_| ApiError::internal("cannot encode the request"))
+    };
+    count(state, principal, headers, alias, Wire::GeminiCountTokens, native, estimate).await
 }
 
 /// The texts of an `embedContent` body's `content`, joined.

@@ -40,8 +40,16 @@ impl RequestCounters {
 
 /// True for the paths that call a model.
 pub fn is_model_request(method: &Method, path: &str) -> bool {
+    use svc_front::gemini::{model_and_method, Method as Gemini};
+    if *method != Method::POST {
+        return false;
+    }
+    let gemini = path.strip_prefix("/v1beta/models/").or_else(|| path.strip_prefix("/v1/models/"));
+    if let Some(tail) = gemini {
+        return model_and_method(tail).is_some_and(|(_, m)| m != Gemini::CountTokens);
+    }
     let path = path.strip_prefix("/v1").unwrap_or(path);
-    *method == Method::POST && matches!(path, "/chat/completions" | "/embeddings" | "/messages" | "/responses")
+    matches!(path, "/chat/completions" | "/embeddings" | "/messages" | "/responses")
 }
 
 #[cfg(test)]
@@ -60,12 +68,16 @@ mod tests {
             (Method::POST, "/key/generate", StatusCode::INTERNAL_SERVER_ERROR),
             (Method::POST, "/v1/messages/count_tokens", StatusCode::OK),
             (Method::GET, "/responses", StatusCode::UPGRADE_REQUIRED),
+            (Method::POST, "/v1beta/models/gemini-x:streamGenerateContent", StatusCode::OK),
+            (Method::POST, "/v1/models/gemini-x:embedContent", StatusCode::INTERNAL_SERVER_ERROR),
+            (Method::POST, "/v1beta/models/gemini-x:countTokens", StatusCode::OK),
+            (Method::POST, "/v1beta/models/gemini-x:predict", StatusCode::NOT_FOUND),
         ];
         for (method, path, status) in answers {
             if is_model_request(&method, path) {
                 c.record(status);
             }
         }
-        assert_eq!((c.requests(), c.errors()), (4, 2));
+        assert_eq!((c.requests(), c.errors()), (6, 3));
     }
 }

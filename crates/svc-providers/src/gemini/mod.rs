@@ -49,6 +49,10 @@ pub struct Gemini {
 /// How long a readiness probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The method of a generation, and of a streamed one.
+const GENERATE: &str = "generateContent";
+const STREAM: &str = "streamGenerateContent?alt=sse";
+
 /// The header holding the key.
 const KEY_HEADER: HeaderName = HeaderName::from_static("x-goog-api-key");
 
@@ -77,25 +81,15 @@ impl Gemini {
         })
     }
 
-    fn call(
-        &self,
-        d: &Target<'_>,
-        stream: bool,
-        count: bool,
-        body: impl Into<bytes::Bytes>,
-    ) -> Result<Call, ProviderError> {
-        let method = match (count, stream) {
-            (true, _) => "countTokens",
-            (false, true) => "streamGenerateContent?alt=sse",
-            (false, false) => "generateContent",
-        };
+    /// A call of `method` (`generateContent`, `streamGenerateContent?alt=sse`, `countTokens`) with the key.
+    fn call(&self, d: &Target<'_>, method: &str, body: impl Into<bytes::Bytes>) -> Result<Call, ProviderError> {
         let call = Call::post_json(&self.url(d.upstream_model, method)?, body);
         http::with_key(call, KEY_HEADER, self.api_key.as_ref(), d.id)
     }
 
     pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let body = request::to_gemini_bytes(&req)?;
-        let call = self.call(d, false, false, body)?;
+        let call = self.call(d, GENERATE, body)?;
         let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
         let answer: serde_json::Value =
@@ -106,7 +100,7 @@ impl Gemini {
 
     pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let body = request::to_gemini_bytes(&req)?;
-        let call = self.call(d, true, false, body)?;
+        let call = self.call(d, STREAM, body)?;
         let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
         let events =
             passthrough::raw_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes, error::stream_error);
@@ -116,7 +110,12 @@ impl Gemini {
 
     /// A Gemini request passed through (`generateContent`, `streamGenerateContent` or `countTokens`).
     pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
-        let call = self.call(d, req.stream, wire == Wire::GeminiCountTokens, req.body)?;
+        let method = match (wire, req.stream) {
+            (Wire::GeminiCountTokens, _) => "countTokens",
+            (_, true) => STREAM,
+            (_, false) => GENERATE,
+        };
+        let call = self.call(d, method, req.body)?;
         passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(d.id, a), error::stream_error)
             .await
     }
