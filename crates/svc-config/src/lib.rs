@@ -5,6 +5,7 @@
 //! What this crate does not do: open sockets, touch the store, or decide what a missing master key means
 //! for a running server (the CLI does).
 
+mod cloud;
 mod diagnostics;
 mod event_kind;
 mod event_pattern;
@@ -20,6 +21,7 @@ mod reader;
 mod source;
 mod types;
 
+pub use cloud::{AwsAuth, Azure, Bedrock, Cloud, ServiceAccount, Vertex, AZURE_DEFAULT_API_VERSION};
 pub use diagnostics::{ConfigError, Diagnostic, Severity};
 pub use event_kind::{EventKind, EventSeverity, UnknownKind};
 pub use event_pattern::{event_pattern_error, event_pattern_matches};

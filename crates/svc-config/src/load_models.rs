@@ -105,6 +105,7 @@ struct Params {
     priced: crate::load_prices::Priced,
     max_output_tokens: Option<u32>,
     ssl_ca_file: Option<PathBuf>,
+    cloud: crate::cloud::Cloud,
 }
 
 fn params(r: &mut Reader, node: &Node, p: &Fields, base: Option<&Path>) -> Params {
@@ -113,10 +114,13 @@ fn params(r: &mut Reader, node: &Node, p: &Fields, base: Option<&Path>) -> Param
             Some(("openai", id)) if !id.is_empty() => Some((ProviderKind::OpenAi, id.to_string())),
             Some(("anthropic", id)) if !id.is_empty() => Some((ProviderKind::Anthropic, id.to_string())),
             Some(("gemini", id)) if !id.is_empty() => Some((ProviderKind::Gemini, id.to_string())),
+            Some(("azure", id)) if !id.is_empty() => Some((ProviderKind::Azure, id.to_string())),
+            Some(("vertex_ai", id)) if !id.is_empty() => Some((ProviderKind::Vertex, id.to_string())),
+            Some(("bedrock", id)) if !id.is_empty() => Some((ProviderKind::Bedrock, id.to_string())),
             Some(("mock", id)) if !id.is_empty() => Some((ProviderKind::Mock, id.to_string())),
             _ => {
                 let msg = format!(
-                    "{}: `{m}` must be `<provider>/<model id>` with provider openai, anthropic, gemini or mock",
+                    "{}: `{m}` must be `<provider>/<model id>` with provider openai, anthropic, gemini, azure, vertex_ai, bedrock or mock",
                     p.child("model")
                 );
                 r.error(n, msg);
@@ -129,16 +133,25 @@ fn params(r: &mut Reader, node: &Node, p: &Fields, base: Option<&Path>) -> Param
         }
         (Some(_), None) => None,
     };
-    let api_base = r.string(p, "api_base").map(|s| s.trim_end_matches('/').to_string());
+    let mut api_base = r.string(p, "api_base").map(|s| s.trim_end_matches('/').to_string());
     if let (Some(b), Some(n)) = (&api_base, p.get("api_base")) {
         if !(b.starts_with("http://") || b.starts_with("https://")) {
             r.error(n, format!("{}: `{b}` must be an http:// or https:// URL", p.child("api_base")));
         }
     }
+    let mut api_key = r.string(p, "api_key").map(Secret::new);
+    let cloud = crate::cloud::cloud(r, node, p, upstream.as_ref().map(|(kind, _)| *kind), &mut api_key, base);
+    if matches!(upstream, Some((ProviderKind::Azure, _))) && api_base.is_none() {
+        api_base = r.env_var("AZURE_API_BASE").map(|b| b.trim_end_matches('/').to_string());
+        if api_base.is_none() {
+            r.error(node, format!("{}: an azure/ deployment needs `api_base` (or AZURE_API_BASE): https://<resource>.openai.azure.com", p.path));
+        }
+    }
     Params {
         upstream: upstream.clone(),
         api_base,
-        api_key: r.string(p, "api_key").map(Secret::new),
+        api_key,
+        cloud,
         timeout: r.int::<u64>(p, "timeout_seconds").unwrap_or(600),
         priced: crate::load_prices::prices(r, node, p, upstream.as_ref().map(|(kind, _)| *kind)),
         max_output_tokens: r.int(p, "max_output_tokens"),
@@ -170,7 +183,11 @@ fn model(r: &mut Reader, node: &Node, path: &str, base: Option<&Path>) -> Option
         r.error(node, format!("{path}: missing `model_name`"));
     }
     let params = match f.get("params") {
-        Some(n) => match r.fields(n, &f.child("params"), &[PARAMS, crate::load_prices::PRICE_KEYS].concat()) {
+        Some(n) => match r.fields(
+            n,
+            &f.child("params"),
+            &[PARAMS, crate::load_prices::PRICE_KEYS, crate::cloud::CLOUD_KEYS].concat(),
+        ) {
             Some(p) => Some(params(r, n, &p, base)),
             None => {
                 if matches!(n.value, Value::Null) {
@@ -208,6 +225,7 @@ fn model(r: &mut Reader, node: &Node, path: &str, base: Option<&Path>) -> Option
             }),
             fallbacks: Vec::new(),
             ssl_ca_file: p.ssl_ca_file,
+            cloud: p.cloud,
             line: node.line,
         }),
         _ => None,

@@ -103,7 +103,13 @@ fn warn_unpriced(r: &mut Reader, node: &Node, p: &Fields, provider: Option<Provi
                 missing.push(("cache_creation_input_token_cost_above_1hr", why));
             }
         }
-        Some(ProviderKind::OpenAi | ProviderKind::Gemini) => {
+        Some(
+            ProviderKind::OpenAi
+            | ProviderKind::Gemini
+            | ProviderKind::Azure
+            | ProviderKind::Vertex
+            | ProviderKind::Bedrock,
+        ) => {
             if prices.cache_read.is_none() {
                 missing.push(("cache_read_input_token_cost", "cached input is priced at the input price"));
             }

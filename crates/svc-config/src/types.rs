@@ -175,6 +175,12 @@ pub enum ProviderKind {
     Anthropic,
     /// Google's Gemini API with an API key.
     Gemini,
+    /// Azure OpenAI.
+    Azure,
+    /// Google Vertex AI (Gemini and Claude models).
+    Vertex,
+    /// AWS Bedrock.
+    Bedrock,
     /// The built-in deterministic mock.
     Mock,
 }
@@ -186,6 +192,9 @@ impl ProviderKind {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
+            ProviderKind::Azure => "azure",
+            ProviderKind::Vertex => "vertex_ai",
+            ProviderKind::Bedrock => "bedrock",
             ProviderKind::Mock => "mock",
         }
     }
@@ -221,6 +230,8 @@ pub struct ModelEntry {
     /// `params.ssl_ca_file`, else `gateway_settings.ssl_ca_file`: PEM certificates the upstream's TLS
     /// certificate may chain to, besides the public roots (a private CA).
     pub ssl_ca_file: Option<std::path::PathBuf>,
+    /// The settings of a cloud provider (Azure, Vertex AI, Bedrock).
+    pub cloud: crate::cloud::Cloud,
     /// Line of the entry in the file, for later diagnostics.
     pub line: u64,
 }

@@ -190,6 +190,21 @@ impl Call {
         Call { req, origin: to.origin.clone() }
     }
 
+    /// The method (for a signature).
+    pub(crate) fn method(&self) -> &Method {
+        self.req.method()
+    }
+
+    /// The URL (for a signature).
+    pub(crate) fn uri(&self) -> &Uri {
+        self.req.uri()
+    }
+
+    /// The headers so far (for a signature).
+    pub(crate) fn headers(&self) -> &::http::HeaderMap {
+        self.req.headers()
+    }
+
     /// Adds a header (a repeated name keeps every value).
     pub(crate) fn header(mut self, name: HeaderName, value: HeaderValue) -> Call {
         self.req.headers_mut().append(name, value);

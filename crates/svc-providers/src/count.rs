@@ -42,7 +42,7 @@ impl Deployment {
         headers: Vec<(HeaderName, HeaderValue)>,
     ) -> Result<Option<u64>, ProviderError> {
         let (counter, fields): (Wire, &[&str]) = match (&self.upstream, wire) {
-            (Upstream::Anthropic(_), Wire::Messages) => (Wire::CountTokens, &MESSAGES_INPUT),
+            (Upstream::Anthropic(p), Wire::Messages) if p.counts_tokens() => (Wire::CountTokens, &MESSAGES_INPUT),
             (Upstream::OpenAi(_), Wire::Responses) => (Wire::InputTokens, &RESPONSES_INPUT),
             _ => return Ok(None),
         };
@@ -56,10 +56,14 @@ impl Deployment {
     pub async fn count_chat(&self, req: &ChatRequest, model: &str) -> Result<Option<u64>, ProviderError> {
         match &self.upstream {
             Upstream::Mock(_) => Ok(Some(crate::mock::prompt_tokens(req))),
-            Upstream::Anthropic(p) => {
+            Upstream::Anthropic(p) if p.counts_tokens() => {
                 let mut body = p.messages_body(req)?;
                 body.insert("model".into(), Value::String(model.to_string()));
                 self.ask_count(Wire::CountTokens, only(body, &MESSAGES_INPUT), Vec::new()).await.map(Some)
+            }
+            // Vertex AI counts the request's own fields; the Gemini API wants them as a `generateContentRequest`.
+            Upstream::Gemini(p) if p.name() == "vertex_ai" => {
+                self.ask_count(Wire::GeminiCountTokens, crate::gemini::count_body(req)?, Vec::new()).await.map(Some)
             }
             Upstream::Gemini(_) => {
                 let mut request = crate::gemini::count_body(req)?;
@@ -68,7 +72,7 @@ impl Deployment {
                 body.insert("generateContentRequest".into(), Value::Object(request));
                 self.ask_count(Wire::GeminiCountTokens, body, Vec::new()).await.map(Some)
             }
-            Upstream::OpenAi(_) => Ok(None),
+            Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Bedrock(_) => Ok(None),
         }
     }
 

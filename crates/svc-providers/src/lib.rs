@@ -5,6 +5,8 @@
 //! What this crate does not know: virtual keys, teams, prices, aliases, HTTP statuses of the gateway.
 
 mod anthropic;
+pub mod auth;
+pub mod bedrock;
 pub mod chunk;
 pub mod client;
 mod count;
@@ -29,11 +31,12 @@ pub mod usage;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub use anthropic::fuzzing;
-pub use anthropic::{type_for_status as anthropic_error_type, Anthropic};
+pub use anthropic::{type_for_status as anthropic_error_type, Anthropic, Cloud};
+pub use bedrock::Bedrock;
 pub use chunk::{Chunk, UsageEdit};
 pub use client::UpstreamClient;
 pub use error::ProviderError;
-pub use gemini::Gemini;
+pub use gemini::{vertex_base, Gemini};
 pub use mock::Mock;
 pub use openai::OpenAi;
 pub use provider::{Deployment, Upstream};

@@ -10,14 +10,23 @@ use crate::{raw, sse, ChatRequest, ChunkStream, ProviderError, Reply, Target};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
-/// An OpenAI-compatible endpoint.
+/// An OpenAI-compatible endpoint, or an Azure OpenAI deployment (the same API at other paths, with
+/// `api-version` in the query and the key in `api-key`).
 #[derive(Debug)]
 pub struct OpenAi {
     client: UpstreamClient,
     api_base: String,
+    /// `openai` or `azure`.
+    name: &'static str,
     /// The endpoints under `api_base`, parsed once (not per request); `None` when it is not a valid URL.
     urls: Option<Endpoints>,
-    /// `Authorization: Bearer …`; `Err` when the configured key is not a valid header value.
+    /// Where stored responses are (`{api_base}/responses`), and the query every call carries (Azure's
+    /// `api-version=…`; empty for others).
+    responses_root: String,
+    query: String,
+    /// The header of the key: `Authorization` (`Bearer …`), or Azure's `api-key`.
+    key_header: ::http::header::HeaderName,
+    /// The key's header value; `Err` when the configured key is not a valid header value.
     api_key: Option<Result<ApiKey, ()>>,
 }
 
@@ -49,7 +58,73 @@ impl OpenAi {
             })
         })();
         let api_key = api_key.map(|k| ApiKey::bearer(k).ok_or(()));
-        OpenAi { client, api_base, urls, api_key }
+        let responses_root = format!("{api_base}/responses");
+        let key_header = ::http::header::AUTHORIZATION;
+        OpenAi { client, api_base, name: "openai", urls, responses_root, query: String::new(), key_header, api_key }
+    }
+
+    /// Azure OpenAI's `deployment` at `api_base` (`https://<resource>.openai.azure.com`): chat completions and
+    /// embeddings at `/openai/deployments/{deployment}/…?api-version={api_version}`, Responses at
+    /// `/openai/responses?api-version=…`; or, when `api_version` is `v1`, `latest` or `preview` or `api_base`
+    /// ends in `/openai/v1`, the v1 route (`/openai/v1/chat/completions`…, the deployment as `model`). The key
+    /// goes in `api-key`; without one, `ad_token` (Microsoft Entra ID) as a bearer token.
+    pub fn azure(
+        client: UpstreamClient,
+        api_base: &str,
+        deployment: &str,
+        api_version: &str,
+        api_key: Option<&str>,
+        ad_token: Option<&str>,
+    ) -> OpenAi {
+        let base = api_base.trim_end_matches('/');
+        let v1 = base.ends_with("/openai/v1") || matches!(api_version, "v1" | "latest" | "preview");
+        let resource = base.strip_suffix("/openai/v1").or_else(|| base.strip_suffix("/openai")).unwrap_or(base);
+        let (root, chat_root, query) = match (v1, api_version) {
+            (true, "preview") => {
+                (format!("{resource}/openai/v1"), format!("{resource}/openai/v1"), "api-version=preview".to_string())
+            }
+            (true, _) => (format!("{resource}/openai/v1"), format!("{resource}/openai/v1"), String::new()),
+            (false, v) => {
+                let version: String = percent_encoding::utf8_percent_encode(v, PATH_SEGMENT).to_string();
+                (
+                    format!("{resource}/openai"),
+                    format!("{resource}/openai/deployments/{deployment}"),
+                    format!("api-version={version}"),
+                )
+            }
+        };
+        let q = if query.is_empty() { String::new() } else { format!("?{query}") };
+        let url = |root: &str, path: &str| client.endpoint(&format!("{root}/{path}{q}"));
+        let urls = (|| {
+            Some(Endpoints {
+                chat: url(&chat_root, "chat/completions")?,
+                responses: url(&root, "responses")?,
+                input_tokens: url(&root, "responses/input_tokens")?,
+                embeddings: url(&chat_root, "embeddings")?,
+                models: url(&root, "models")?,
+            })
+        })();
+        let (key_header, api_key) = match (api_key, ad_token) {
+            (Some(k), _) => (::http::header::HeaderName::from_static("api-key"), Some(ApiKey::raw(k).ok_or(()))),
+            (None, Some(t)) => (::http::header::AUTHORIZATION, Some(ApiKey::bearer(t).ok_or(()))),
+            (None, None) => (::http::header::AUTHORIZATION, None),
+        };
+        let responses_root = format!("{root}/responses");
+        OpenAi {
+            client,
+            api_base: resource.to_string(),
+            name: "azure",
+            urls,
+            responses_root,
+            query,
+            key_header,
+            api_key,
+        }
+    }
+
+    /// `openai`, or `azure`.
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// The endpoints, or the error of an `api_base` that is not a URL.
@@ -62,7 +137,7 @@ impl OpenAi {
 
     /// Adds `Authorization` when a key is configured.
     fn authorize(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
-        http::with_key(call, ::http::header::AUTHORIZATION, self.api_key.as_ref(), deployment)
+        http::with_key(call, self.key_header.clone(), self.api_key.as_ref(), deployment)
     }
 
     /// The base URL.
@@ -119,9 +194,13 @@ impl OpenAi {
             StoredOp::InputItems => (::http::Method::GET, "/input_items"),
             StoredOp::Cancel => (::http::Method::POST, "/cancel"),
         };
-        let query = query.filter(|q| !q.is_empty()).map(|q| format!("?{q}")).unwrap_or_default();
+        let query = match (self.query.as_str(), query.filter(|q| !q.is_empty())) {
+            ("", None) => String::new(),
+            ("", Some(q)) | (q, None) => format!("?{q}"),
+            (fixed, Some(q)) => format!("?{fixed}&{q}"),
+        };
         let url =
-            self.client.endpoint(&format!("{}/responses/{segment}{tail}{query}", self.api_base)).ok_or_else(|| {
+            self.client.endpoint(&format!("{}/{segment}{tail}{query}", self.responses_root)).ok_or_else(|| {
                 ProviderError::Unsupported {
                     message: format!("`{}` is not a valid api_base", self.api_base),
                     param: None,

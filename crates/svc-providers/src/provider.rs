@@ -3,7 +3,7 @@
 //! every operation is decided for it.
 
 use crate::passthrough::{Forwarded, Raw, StoredOp, Wire};
-use crate::{Anthropic, ChatRequest, ChunkStream, Gemini, Mock, OpenAi, ProviderError, Reply, Target};
+use crate::{Anthropic, Bedrock, ChatRequest, ChunkStream, Gemini, Mock, OpenAi, ProviderError, Reply, Target};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,12 +28,14 @@ pub struct Deployment {
 /// The providers.
 #[derive(Debug, Clone)]
 pub enum Upstream {
-    /// An OpenAI-compatible server.
+    /// An OpenAI-compatible server, or Azure OpenAI.
     OpenAi(Arc<OpenAi>),
-    /// The Anthropic Messages API.
+    /// The Anthropic Messages API: Anthropic's, or Claude on Vertex AI or Bedrock.
     Anthropic(Arc<Anthropic>),
-    /// Google's Gemini API.
+    /// Google's Gemini API, or Gemini on Vertex AI.
     Gemini(Arc<Gemini>),
+    /// Bedrock's Converse API (every Bedrock model but Claude).
+    Bedrock(Arc<Bedrock>),
     /// The built-in mock.
     Mock(Arc<Mock>),
 }
@@ -56,9 +58,10 @@ impl Deployment {
     /// The provider's name, as in `params.model`'s prefix.
     pub fn provider_name(&self) -> &'static str {
         match &self.upstream {
-            Upstream::OpenAi(_) => "openai",
-            Upstream::Anthropic(_) => "anthropic",
-            Upstream::Gemini(_) => "gemini",
+            Upstream::OpenAi(p) => p.name(),
+            Upstream::Anthropic(p) => p.name(),
+            Upstream::Gemini(p) => p.name(),
+            Upstream::Bedrock(_) => "bedrock",
             Upstream::Mock(_) => "mock",
         }
     }
@@ -69,6 +72,7 @@ impl Deployment {
             Upstream::OpenAi(p) => Box::pin(p.chat(&self.target(), req)).await,
             Upstream::Anthropic(p) => Box::pin(p.chat(&self.target(), req)).await,
             Upstream::Gemini(p) => Box::pin(p.chat(&self.target(), req)).await,
+            Upstream::Bedrock(p) => Box::pin(p.chat(&self.target(), req)).await,
             Upstream::Mock(p) => p.chat(&self.target(), req).await,
         }
     }
@@ -79,6 +83,7 @@ impl Deployment {
             Upstream::OpenAi(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
             Upstream::Anthropic(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
             Upstream::Gemini(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
+            Upstream::Bedrock(p) => Box::pin(p.chat_stream(&self.target(), req)).await,
             Upstream::Mock(p) => p.chat_stream(&self.target(), req).await,
         }
     }
@@ -88,10 +93,10 @@ impl Deployment {
         matches!(
             (&self.upstream, wire),
             (Upstream::OpenAi(_), Wire::Responses | Wire::Embeddings | Wire::InputTokens)
-                | (Upstream::Anthropic(_), Wire::Messages | Wire::CountTokens)
+                | (Upstream::Anthropic(_), Wire::Messages)
                 | (Upstream::Gemini(_), Wire::Gemini | Wire::GeminiCountTokens)
                 | (Upstream::Mock(_), Wire::Embeddings)
-        )
+        ) || matches!((&self.upstream, wire), (Upstream::Anthropic(p), Wire::CountTokens) if p.counts_tokens())
     }
 
     /// A request passed through in the upstream's own API; resolves when the upstream has answered (a whole
@@ -108,12 +113,17 @@ impl Deployment {
                 Box::pin(p.forward(&self.target(), wire, req)).await
             }
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(&self.target(), req).await,
-            (Upstream::OpenAi(_) | Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_), _) => {
-                Err(ProviderError::Unsupported {
-                    message: format!("deployment `{}` does not speak this API", self.id),
-                    param: None,
-                })
-            }
+            (
+                Upstream::OpenAi(_)
+                | Upstream::Anthropic(_)
+                | Upstream::Gemini(_)
+                | Upstream::Bedrock(_)
+                | Upstream::Mock(_),
+                _,
+            ) => Err(ProviderError::Unsupported {
+                message: format!("deployment `{}` does not speak this API", self.id),
+                param: None,
+            }),
         }
     }
 
@@ -127,10 +137,12 @@ impl Deployment {
     ) -> Result<Map<String, Value>, ProviderError> {
         match &self.upstream {
             Upstream::OpenAi(p) => Box::pin(p.stored(&self.target(), op, id, query)).await,
-            Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Mock(_) => Err(ProviderError::Unsupported {
-                message: format!("deployment `{}` stores no responses", self.id),
-                param: None,
-            }),
+            Upstream::Anthropic(_) | Upstream::Gemini(_) | Upstream::Bedrock(_) | Upstream::Mock(_) => {
+                Err(ProviderError::Unsupported {
+                    message: format!("deployment `{}` stores no responses", self.id),
+                    param: None,
+                })
+            }
         }
     }
 
@@ -140,6 +152,7 @@ impl Deployment {
             Upstream::OpenAi(p) => p.probe(&self.target()).await,
             Upstream::Anthropic(p) => p.probe(&self.target()).await,
             Upstream::Gemini(p) => p.probe(&self.target()).await,
+            Upstream::Bedrock(p) => p.probe(&self.target()).await,
             Upstream::Mock(_) => Ok(()),
         }
     }
@@ -150,6 +163,7 @@ impl Deployment {
             Upstream::OpenAi(p) => p.api_base().to_string(),
             Upstream::Anthropic(p) => p.api_base().to_string(),
             Upstream::Gemini(p) => p.api_base().to_string(),
+            Upstream::Bedrock(p) => p.api_base().to_string(),
             Upstream::Mock(_) => "mock".to_string(),
         }
     }

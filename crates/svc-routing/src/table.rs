@@ -137,7 +137,7 @@ impl ModelTable {
                     }
                 },
             };
-            let upstream = crate::upstream::of(m, client, DEFAULT_MAX_OUTPUT_TOKENS as u32);
+            let upstream = crate::upstream::of(m, client, DEFAULT_MAX_OUTPUT_TOKENS as u32)?;
             let route = Arc::new(Route {
                 alias: m.alias.clone(),
                 deployment: Deployment {

@@ -51,23 +51,42 @@ mod request;
 mod response;
 mod stream;
 
+use crate::auth::Auth;
 use crate::client::{Call, Endpoint, UpstreamClient};
-use crate::http::{self, ApiKey};
+use crate::http;
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, ProviderError, Reply, Target};
 use ::http::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
-/// An Anthropic Messages API endpoint.
+/// An Anthropic Messages API endpoint: Anthropic's own, or Claude on Vertex AI or Bedrock.
 pub struct Anthropic {
     client: UpstreamClient,
     api_base: String,
     /// The endpoints under `api_base`, parsed once (not per request); `None` when it is not a valid URL.
     urls: Option<Endpoints>,
-    /// `x-api-key`; `Err` when the configured key is not a valid header value.
-    api_key: Option<Result<ApiKey, ()>>,
+    /// `x-api-key`, or the cloud's credential.
+    auth: Auth,
     default_max_tokens: u32,
+    /// Whose Messages API it is.
+    cloud: Cloud,
+}
+
+/// Where Claude is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cloud {
+    /// Anthropic's API (`POST /v1/messages`).
+    Anthropic,
+    /// Vertex AI: `POST {models}/{model}:rawPredict` (`:streamRawPredict`), the version in the body; `models` is
+    /// `{api_base}/v1/projects/{project}/locations/{location}/publishers/anthropic/models`.
+    Vertex {
+        /// The models' URL.
+        models: String,
+    },
+    /// Bedrock: `POST {api_base}/model/{model}/invoke` (`/invoke-with-response-stream`, whose stream is AWS's
+    /// event-stream of the Messages events).
+    Bedrock,
 }
 
 /// The URLs called.
@@ -103,8 +122,35 @@ impl Anthropic {
                 models: url("/v1/models")?,
             })
         })();
-        let api_key = api_key.map(|k| ApiKey::raw(k).ok_or(()));
-        Anthropic { client, api_base, urls, api_key, default_max_tokens }
+        let auth = Auth::header(HeaderName::from_static("x-api-key"), api_key);
+        Anthropic { client, api_base, urls, auth, default_max_tokens, cloud: Cloud::Anthropic }
+    }
+
+    /// Claude on a cloud (`cloud` is not [`Cloud::Anthropic`]) at `api_base`, authenticated by `auth`.
+    pub fn on_cloud(
+        client: UpstreamClient,
+        api_base: &str,
+        cloud: Cloud,
+        auth: Auth,
+        default_max_tokens: u32,
+    ) -> Anthropic {
+        let api_base = api_base.trim_end_matches('/').to_string();
+        Anthropic { client, api_base, urls: None, auth, default_max_tokens, cloud }
+    }
+
+    /// `anthropic`, `vertex_ai` or `bedrock`.
+    pub fn name(&self) -> &'static str {
+        match self.cloud {
+            Cloud::Anthropic => "anthropic",
+            Cloud::Vertex { .. } => "vertex_ai",
+            Cloud::Bedrock => "bedrock",
+        }
+    }
+
+    /// Whether the upstream counts a Messages body's tokens for free (Anthropic's and Vertex AI's
+    /// `count-tokens`; Bedrock's is not used).
+    pub(crate) fn counts_tokens(&self) -> bool {
+        self.cloud != Cloud::Bedrock
     }
 
     /// The base URL.
@@ -120,14 +166,57 @@ impl Anthropic {
         })
     }
 
-    /// Adds the version and authentication headers.
-    fn authorize(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
-        self.with_key(call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION)), deployment)
+    /// The call of a Messages body (`count`: of its token count) to deployment `d`, the body made the cloud's
+    /// (`edit_body`) and signed or keyed. Anthropic's API also gets the `anthropic-version` header, unless `headers`
+    /// (the client's API headers, sent on) hold one.
+    async fn messages_call(
+        &self,
+        d: &Target<'_>,
+        body: bytes::Bytes,
+        stream: bool,
+        count: bool,
+        headers: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<Call, ProviderError> {
+        let cloud_url;
+        let (url, body) = match &self.cloud {
+            Cloud::Anthropic => {
+                let urls = self.urls()?;
+                (if count { &urls.count_tokens } else { &urls.messages }, body)
+            }
+            Cloud::Vertex { models } => {
+                let url = match (count, stream) {
+                    (true, _) => format!("{models}/count-tokens:rawPredict"),
+                    (false, true) => format!("{models}/{}:streamRawPredict", d.upstream_model),
+                    (false, false) => format!("{models}/{}:rawPredict", d.upstream_model),
+                };
+                cloud_url = self.endpoint(&url)?;
+                (&cloud_url, cloud_body(&body, &self.cloud, count, &headers)?)
+            }
+            Cloud::Bedrock => {
+                let model = percent_encoding::utf8_percent_encode(d.upstream_model, crate::bedrock::MODEL_ID);
+                let method = if stream { "invoke-with-response-stream" } else { "invoke" };
+                cloud_url = self.endpoint(&format!("{}/model/{model}/{method}", self.api_base))?;
+                (&cloud_url, cloud_body(&body, &self.cloud, count, &headers)?)
+            }
+        };
+        let mut call = Call::post_json(url, body.clone());
+        if self.cloud != Cloud::Bedrock {
+            if self.cloud == Cloud::Anthropic && !headers.iter().any(|(n, _)| *n == VERSION_HEADER) {
+                call = call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION));
+            }
+            for (name, value) in headers {
+                call = call.header(name, value);
+            }
+        }
+        self.auth.apply(&self.client, d, call, &body).await
     }
 
-    /// Adds `x-api-key` when a key is configured.
-    fn with_key(&self, call: Call, deployment: &str) -> Result<Call, ProviderError> {
-        http::with_key(call, HeaderName::from_static("x-api-key"), self.api_key.as_ref(), deployment)
+    /// `url` as an endpoint.
+    fn endpoint(&self, url: &str) -> Result<Endpoint, ProviderError> {
+        self.client.endpoint(url).ok_or_else(|| ProviderError::Unsupported {
+            message: format!("`{url}` is not a valid URL (api_base `{}`)", self.api_base),
+            param: None,
+        })
     }
 
     /// The Messages body a chat-completions request becomes (not streamed).
@@ -135,15 +224,15 @@ impl Anthropic {
         request::to_messages_request(req, self.default_max_tokens, false)
     }
 
-    fn post(&self, d: &Target<'_>, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
+    async fn post(&self, d: &Target<'_>, req: &ChatRequest, stream: bool) -> Result<Call, ProviderError> {
         let body = request::to_messages_request(req, self.default_max_tokens, stream)?;
         let bytes = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })?;
-        self.authorize(Call::post_json(&self.urls()?.messages, bytes), d.id)
+        self.messages_call(d, bytes.into(), stream, false, Vec::new()).await
     }
 
     pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
-        let call = self.post(d, &req, false)?;
+        let call = self.post(d, &req, false).await?;
         let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
         let msg: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("response is not JSON: {e}")))?;
@@ -153,41 +242,102 @@ impl Anthropic {
     }
 
     pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
-        let call = self.post(d, &req, true)?;
+        let call = self.post(d, &req, true).await?;
         let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
         let created = chrono::Utc::now().timestamp();
         let state =
             stream::StreamState::new(d.id.to_string(), d.upstream_model.to_string(), created, req.wants_stream_usage());
+        if self.cloud == Cloud::Bedrock {
+            let sse = crate::bedrock::messages_as_sse(answer.into_stream(), d.max_event_bytes);
+            return Ok(stream::chunks(state, sse, d.max_event_bytes));
+        }
         Ok(stream::chunks(state, answer.into_stream(), d.max_event_bytes))
     }
 
     /// A Messages request passed through to `{api_base}/v1/messages` (or `…/count_tokens`), with the client's `anthropic-version`
     /// (else [`Anthropic::API_VERSION`]) and `anthropic-beta`.
     pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
-        let url = if wire == Wire::CountTokens { &self.urls()?.count_tokens } else { &self.urls()?.messages };
-        let mut call = Call::post_json(url, req.body);
-        if !req.headers.iter().any(|(n, _)| *n == VERSION_HEADER) {
-            call = call.header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION));
+        let count = wire == Wire::CountTokens;
+        let call = self.messages_call(d, req.body, req.stream, count, req.headers).await?;
+        if self.cloud == Cloud::Bedrock && req.stream {
+            let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
+            let sse = crate::bedrock::messages_as_sse(answer.into_stream(), d.max_event_bytes);
+            let events = passthrough::raw_events(d.id.to_string(), sse, d.max_event_bytes, error::stream_error);
+            return Ok(Raw::Stream(Box::pin(events)));
         }
-        for (name, value) in req.headers {
-            call = call.header(name, value);
-        }
-        let call = self.with_key(call, d.id)?;
         passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(d.id, a), error::stream_error)
             .await
     }
 
+    /// A free call that proves the endpoint and the credential: the model list of Anthropic's API; on Vertex AI
+    /// a token count (it lists no models per project); on Bedrock the smallest call it has (`max_tokens: 1`).
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
-        let call = self.authorize(Call::get(&self.urls()?.models), d.id)?;
-        http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a)).await.map(drop)
+        let probe = Target { timeout: PROBE_TIMEOUT, ..*d };
+        let call = match &self.cloud {
+            Cloud::Anthropic => {
+                let call =
+                    Call::get(&self.urls()?.models).header(VERSION_HEADER, HeaderValue::from_static(Self::API_VERSION));
+                self.auth.apply(&self.client, d, call, &[]).await?
+            }
+            Cloud::Vertex { .. } | Cloud::Bedrock => {
+                let count = self.cloud != Cloud::Bedrock;
+                let body = format!(
+                    r#"{{"model":{},"max_tokens":1,"messages":[{{"role":"user","content":"ping"}}]}}"#,
+                    Value::from(d.upstream_model)
+                );
+                let body = if count { body.replace(r#""max_tokens":1,"#, "") } else { body };
+                self.messages_call(&probe, body.into(), false, count, Vec::new()).await?
+            }
+        };
+        http::fetch(&self.client, &probe, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a)).await.map(drop)
     }
+}
+
+/// A Messages body made a cloud's: no `model` (it is in the URL; kept for Vertex AI's token count, which
+/// names it in the body), the cloud's `anthropic_version`, no `stream` for Bedrock (the path says it), and the
+/// client's `anthropic-beta` values as Bedrock's `anthropic_beta` field (Bedrock takes no such header).
+fn cloud_body(
+    body: &[u8],
+    cloud: &Cloud,
+    count: bool,
+    headers: &[(HeaderName, HeaderValue)],
+) -> Result<bytes::Bytes, ProviderError> {
+    let mut map: Map<String, Value> = serde_json::from_slice(body).map_err(|e| ProviderError::Unsupported {
+        message: format!("the request is not a JSON object: {e}"),
+        param: None,
+    })?;
+    let version = match cloud {
+        Cloud::Bedrock => "bedrock-2023-05-31",
+        _ => "vertex-2023-10-16",
+    };
+    if !count {
+        map.remove("model");
+        map.insert("anthropic_version".into(), Value::from(version));
+    }
+    if *cloud == Cloud::Bedrock {
+        map.remove("stream");
+        let betas: Vec<Value> = headers
+            .iter()
+            .filter(|(n, _)| n.as_str() == "anthropic-beta")
+            .filter_map(|(_, v)| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|b| Value::from(b.trim()))
+            .collect();
+        if !betas.is_empty() {
+            map.insert("anthropic_beta".into(), Value::Array(betas));
+        }
+    }
+    serde_json::to_vec(&map)
+        .map(bytes::Bytes::from)
+        .map_err(|e| ProviderError::Unsupported { message: format!("cannot encode request: {e}"), param: None })
 }
 
 impl std::fmt::Debug for Anthropic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Anthropic")
             .field("api_base", &self.api_base)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("auth", &self.auth)
+            .field("cloud", &self.cloud)
             .field("default_max_tokens", &self.default_max_tokens)
             .finish_non_exhaustive()
     }

@@ -23,12 +23,14 @@ mod error;
 mod request;
 mod response;
 
+use crate::auth::{Auth, GoogleToken};
 use crate::client::{Call, Endpoint, UpstreamClient};
-use crate::http::{self, ApiKey};
+use crate::http;
 use crate::passthrough::{self, Forwarded, Raw, Wire};
 use crate::{ChatRequest, ChunkStream, ProviderError, Reply, Target};
 use ::http::header::HeaderName;
 use futures::StreamExt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What Gemini's `countTokens` takes of the request `req` becomes (its `generateContentRequest`, less the model).
@@ -38,12 +40,17 @@ pub(crate) fn count_body(req: &ChatRequest) -> Result<serde_json::Map<String, se
     Ok(body)
 }
 
-/// A Gemini API endpoint.
+/// A Gemini API endpoint: Google's Gemini API (a key), or Gemini models on Vertex AI (a service account).
 pub struct Gemini {
     client: UpstreamClient,
     api_base: String,
-    /// `x-goog-api-key`; `Err` when the configured key is not a valid header value.
-    api_key: Option<Result<ApiKey, ()>>,
+    /// `gemini` or `vertex_ai`.
+    name: &'static str,
+    /// The models' URL: `{api_base}/v1beta/models`, or Vertex AI's
+    /// `{api_base}/v1/projects/{project}/locations/{location}/publishers/google/models`.
+    models_url: String,
+    /// `x-goog-api-key`, or Vertex AI's access token.
+    auth: Auth,
 }
 
 /// How long a readiness probe may take.
@@ -64,7 +71,27 @@ impl Gemini {
     pub fn new(client: UpstreamClient, api_base: &str, api_key: Option<&str>) -> Gemini {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1beta").unwrap_or(api_base).to_string();
-        Gemini { client, api_base, api_key: api_key.map(|k| ApiKey::raw(k).ok_or(())) }
+        let models_url = format!("{api_base}/v1beta/models");
+        Gemini { client, api_base, name: "gemini", models_url, auth: Auth::header(KEY_HEADER, api_key) }
+    }
+
+    /// Gemini models of Vertex AI's `project` in `location`, at `api_base` (else the location's own endpoint,
+    /// `https://{location}-aiplatform.googleapis.com`; the global one for `global`), with `token`'s access tokens.
+    pub fn vertex(
+        client: UpstreamClient,
+        api_base: Option<&str>,
+        project: &str,
+        location: &str,
+        token: Arc<GoogleToken>,
+    ) -> Gemini {
+        let api_base = vertex_base(api_base, location);
+        let models_url = format!("{api_base}/v1/projects/{project}/locations/{location}/publishers/google/models");
+        Gemini { client, api_base, name: "vertex_ai", models_url, auth: Auth::Google(token) }
+    }
+
+    /// `gemini` or `vertex_ai`.
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// The base URL.
@@ -72,9 +99,9 @@ impl Gemini {
         &self.api_base
     }
 
-    /// `{api_base}/v1beta/models/{model}:{method}` (the model's characters as they are: model ids are plain).
+    /// `{models_url}/{model}:{method}` (the model's characters as they are: model ids are plain).
     fn url(&self, model: &str, method: &str) -> Result<Endpoint, ProviderError> {
-        let url = format!("{}/v1beta/models/{model}:{method}", self.api_base);
+        let url = format!("{}/{model}:{method}", self.models_url);
         self.client.endpoint(&url).ok_or_else(|| ProviderError::Unsupported {
             message: format!("`{}` with model `{model}` is not a valid URL", self.api_base),
             param: None,
@@ -82,14 +109,15 @@ impl Gemini {
     }
 
     /// A call of `method` (`generateContent`, `streamGenerateContent?alt=sse`, `countTokens`) with the key.
-    fn call(&self, d: &Target<'_>, method: &str, body: impl Into<bytes::Bytes>) -> Result<Call, ProviderError> {
-        let call = Call::post_json(&self.url(d.upstream_model, method)?, body);
-        http::with_key(call, KEY_HEADER, self.api_key.as_ref(), d.id)
+    async fn call(&self, d: &Target<'_>, method: &str, body: impl Into<bytes::Bytes>) -> Result<Call, ProviderError> {
+        let body = body.into();
+        let call = Call::post_json(&self.url(d.upstream_model, method)?, body.clone());
+        self.auth.apply(&self.client, d, call, &body).await
     }
 
     pub(crate) async fn chat(&self, d: &Target<'_>, req: ChatRequest) -> Result<Reply, ProviderError> {
         let body = request::to_gemini_bytes(&req)?;
-        let call = self.call(d, GENERATE, body)?;
+        let call = self.call(d, GENERATE, body).await?;
         let bytes = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
         let bad = |detail: String| ProviderError::BadResponse { deployment: d.id.to_string(), detail };
         let answer: serde_json::Value =
@@ -100,7 +128,7 @@ impl Gemini {
 
     pub(crate) async fn chat_stream(&self, d: &Target<'_>, req: ChatRequest) -> Result<ChunkStream, ProviderError> {
         let body = request::to_gemini_bytes(&req)?;
-        let call = self.call(d, STREAM, body)?;
+        let call = self.call(d, STREAM, body).await?;
         let answer = http::open(&self.client, d, call, |a| error::status_error(d.id, a)).await?;
         let events =
             passthrough::raw_events(d.id.to_string(), answer.into_stream(), d.max_event_bytes, error::stream_error);
@@ -115,28 +143,44 @@ impl Gemini {
             (_, true) => STREAM,
             (_, false) => GENERATE,
         };
-        let call = self.call(d, method, req.body)?;
+        let call = self.call(d, method, req.body).await?;
         passthrough::exchange(&self.client, d, call, req.stream, |a| error::status_error(d.id, a), error::stream_error)
             .await
     }
 
+    /// A free call that proves the endpoint, the credential and the model: the model list of the Gemini API, a
+    /// `countTokens` on Vertex AI (which lists no models per project).
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
+        if self.name == "vertex_ai" {
+            let probe = Target { timeout: PROBE_TIMEOUT, ..*d };
+            let body = r#"{"contents":[{"role":"user","parts":[{"text":"ping"}]}]}"#;
+            let call = self.call(&probe, "countTokens", body).await?;
+            return http::fetch(&self.client, &probe, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a))
+                .await
+                .map(drop);
+        }
         let url = format!("{}/v1beta/models?pageSize=1", self.api_base);
         let endpoint = self.client.endpoint(&url).ok_or_else(|| ProviderError::Unsupported {
             message: format!("`{}` is not a valid api_base", self.api_base),
             param: None,
         })?;
-        let call = http::with_key(Call::get(&endpoint), KEY_HEADER, self.api_key.as_ref(), d.id)?;
+        let call = self.auth.apply(&self.client, d, Call::get(&endpoint), &[]).await?;
         http::fetch(&self.client, d, PROBE_TIMEOUT, call, |a| error::status_error(d.id, a)).await.map(drop)
+    }
+}
+
+/// Vertex AI's endpoint for `location`, unless `api_base` names another.
+pub fn vertex_base(api_base: Option<&str>, location: &str) -> String {
+    match (api_base, location) {
+        (Some(base), _) => base.trim_end_matches('/').to_string(),
+        (None, "global") => "https://aiplatform.googleapis.com".to_string(),
+        (None, location) => format!("https://{location}-aiplatform.googleapis.com"),
     }
 }
 
 impl std::fmt::Debug for Gemini {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gemini")
-            .field("api_base", &self.api_base)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
+        f.debug_struct("Gemini").field("api_base", &self.api_base).field("auth", &self.auth).finish_non_exhaustive()
     }
 }
 
