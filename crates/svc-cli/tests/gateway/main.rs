@@ -9,6 +9,7 @@ mod auth_limits;
 mod bounds;
 mod budgets;
 mod cli;
+mod clouds;
 mod config;
 mod connections;
 mod errors;
