@@ -238,3 +238,121 @@ fn service_account(r: &mut Reader, node: &Node, p: &Fields, text: &str, base: Op
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::tests::load;
+    use crate::{Config, ConfigError};
+
+    fn entry(params: &str) -> String {
+        format!("model_list:\n  - model_name: m\n    params: {{{params}}}\n")
+    }
+
+    fn cloud_of(params: &str, env: &[(&str, &str)]) -> Result<Cloud, Vec<String>> {
+        match load(&entry(params), env) {
+            Ok(Config { models, .. }) => Ok(models[0].cloud.clone()),
+            Err(ConfigError::Invalid { diagnostics }) => Err(diagnostics.iter().map(|d| d.to_string()).collect()),
+            Err(e) => Err(vec![e.to_string()]),
+        }
+    }
+
+    #[test]
+    fn azure_takes_litellm_names_and_the_azure_variables() {
+        let c = cloud_of("model: azure/gpt-4o, api_base: 'https://r.openai.azure.com', api_key: k", &[]);
+        assert!(
+            matches!(c, Ok(Cloud::Azure(Azure { ref api_version, ad_token: None })) if api_version == AZURE_DEFAULT_API_VERSION)
+        );
+        let env = [
+            ("AZURE_API_BASE", "https://r.openai.azure.com"),
+            ("AZURE_AD_TOKEN", "t"),
+            ("AZURE_API_VERSION", "2025-04-01-preview"),
+        ];
+        let c = cloud_of("model: azure/gpt-4o", &env);
+        assert!(
+            matches!(c, Ok(Cloud::Azure(Azure { ref api_version, ad_token: Some(_) })) if api_version == "2025-04-01-preview"),
+            "{c:?}"
+        );
+        let errors = cloud_of("model: azure/gpt-4o", &[]).err().unwrap_or_default().join("\n");
+        assert!(
+            errors.contains("svc.yaml:3:13: model_list[0].params: an azure/ deployment needs `api_key`")
+                && errors.contains("needs `api_base`"),
+            "{errors}"
+        );
+    }
+
+    #[test]
+    fn vertex_reads_the_service_account_from_a_file_or_the_environment() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let account = r#"{"type":"service_account","project_id":"p1","private_key_id":"k","private_key":"-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n","client_email":"a@p1.iam.gserviceaccount.com","token_uri":"https://oauth2.googleapis.com/token"}"#;
+        let file = dir.path().join("sa.json");
+        std::fs::write(&file, account).unwrap_or_else(|e| panic!("{e}"));
+        let path = file.display().to_string();
+        let c = cloud_of(&format!("model: vertex_ai/gemini-2.5-pro, vertex_credentials: '{path}'"), &[]);
+        let Ok(Cloud::Vertex(v)) = c else { panic!("{c:?}") };
+        assert_eq!(
+            (v.project.as_str(), v.location.as_str(), v.account.client_email.as_str()),
+            ("p1", "us-central1", "a@p1.iam.gserviceaccount.com")
+        );
+        assert!(v.account.private_key.expose().starts_with("-----BEGIN PRIVATE KEY-----\n"));
+        let env = [("SA", account), ("VERTEXAI_LOCATION", "global")];
+        let c =
+            cloud_of("model: vertex_ai/claude-sonnet-4, vertex_credentials: os.environ/SA, vertex_project: p2", &env);
+        assert!(
+            matches!(c, Ok(Cloud::Vertex(Vertex { ref project, ref location, .. })) if project == "p2" && location == "global"),
+            "{c:?}"
+        );
+        let c = cloud_of("model: vertex_ai/gemini-2.5-pro", &[("GOOGLE_APPLICATION_CREDENTIALS", &path)]);
+        assert!(matches!(c, Ok(Cloud::Vertex(_))), "{c:?}");
+
+        std::fs::write(&file, r#"{"client_email": "a"}"#).unwrap_or_else(|e| panic!("{e}"));
+        let errors = cloud_of(&format!("model: vertex_ai/g, vertex_credentials: '{path}'"), &[])
+            .err()
+            .unwrap_or_default()
+            .join("\n");
+        assert!(errors.contains("is not a service account's key file"), "{errors}");
+        assert!(!errors.contains("PRIVATE KEY"), "{errors}");
+        let errors =
+            cloud_of("model: vertex_ai/g, vertex_credentials: no-such.json", &[]).err().unwrap_or_default().join("\n");
+        assert!(
+            errors.contains("vertex_credentials: cannot read `") && errors.contains("no-such.json`: No such file"),
+            "{errors}"
+        );
+        let errors = cloud_of("model: vertex_ai/g", &[]).err().unwrap_or_default().join("\n");
+        assert!(errors.contains("needs `vertex_credentials`"), "{errors}");
+    }
+
+    #[test]
+    fn bedrock_signs_with_the_aws_variables_or_takes_an_api_key() {
+        let env = [
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "AKIA1"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_SESSION_TOKEN", "t"),
+        ];
+        let c = cloud_of("model: 'bedrock/meta.llama3-70b-instruct-v1:0'", &env);
+        let Ok(Cloud::Bedrock(b)) = c else { panic!("{c:?}") };
+        assert_eq!((b.region.as_str(), b.runtime_endpoint.as_deref()), ("eu-west-1", None));
+        assert!(
+            matches!(b.auth, AwsAuth::SigV4 { ref access_key_id, session_token: Some(_), .. } if access_key_id == "AKIA1")
+        );
+        let c = cloud_of(
+            "model: bedrock/x, aws_region_name: us-east-1, api_key: ABSK, aws_bedrock_runtime_endpoint: 'http://h:1/'",
+            &[],
+        );
+        let Ok(Cloud::Bedrock(b)) = c else { panic!("{c:?}") };
+        assert!(matches!(b.auth, AwsAuth::ApiKey(_)));
+        assert_eq!(b.runtime_endpoint.as_deref(), Some("http://h:1"));
+        let errors = cloud_of("model: bedrock/x", &[]).err().unwrap_or_default().join("\n");
+        assert!(errors.contains("needs `aws_region_name`"), "{errors}");
+        let errors = cloud_of("model: bedrock/x, aws_region_name: us-east-1", &[]).err().unwrap_or_default().join("\n");
+        assert!(errors.contains("needs `aws_access_key_id`"), "{errors}");
+    }
+
+    #[test]
+    fn cloud_keys_elsewhere_are_warned_about() {
+        let c = load(&entry("model: openai/gpt-4o, api_version: '2024-10-21'"), &[]).unwrap_or_else(|e| panic!("{e}"));
+        let warnings: Vec<String> = c.warnings.iter().map(|d| d.to_string()).collect();
+        assert!(warnings.iter().any(|w| w.contains("`api_version` is for azure/")), "{warnings:?}");
+    }
+}

@@ -403,4 +403,4 @@ fn time(r: &mut Reader, f: &Fields, key: &str) -> Option<chrono::DateTime<chrono
 
 #[cfg(test)]
 #[path = "load_tests.rs"]
-mod tests;
+pub(crate) mod tests;

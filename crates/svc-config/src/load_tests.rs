@@ -3,7 +3,7 @@
 use super::*;
 use svc_budget::Price;
 
-fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(crate) fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     load_str(text, "svc.yaml", ConfigSource::File("svc.yaml".into()), &lookup)

@@ -96,7 +96,11 @@ impl Deployment {
                 | (Upstream::Anthropic(_), Wire::Messages)
                 | (Upstream::Gemini(_), Wire::Gemini | Wire::GeminiCountTokens)
                 | (Upstream::Mock(_), Wire::Embeddings)
-        ) || matches!((&self.upstream, wire), (Upstream::Anthropic(p), Wire::CountTokens) if p.counts_tokens())
+        ) || match (&self.upstream, wire) {
+            (Upstream::Anthropic(p), Wire::CountTokens) => p.counts_tokens(),
+            (Upstream::Gemini(p), Wire::Embeddings) => p.embeds(),
+            _ => false,
+        }
     }
 
     /// A request passed through in the upstream's own API; resolves when the upstream has answered (a whole
@@ -109,7 +113,7 @@ impl Deployment {
             (Upstream::Anthropic(p), Wire::Messages | Wire::CountTokens) => {
                 Box::pin(p.forward(&self.target(), wire, req)).await
             }
-            (Upstream::Gemini(p), Wire::Gemini | Wire::GeminiCountTokens) => {
+            (Upstream::Gemini(p), Wire::Gemini | Wire::GeminiCountTokens | Wire::Embeddings) => {
                 Box::pin(p.forward(&self.target(), wire, req)).await
             }
             (Upstream::Mock(p), Wire::Embeddings) => p.embed(&self.target(), req).await,

@@ -308,3 +308,98 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 1\n  teams
     assert!(records.iter().any(|r| r["deployment"] == "azure-gpt" && r["model"] == "llama"), "{records:?}");
     assert!(!g.log_text().contains(secret) && !g.log_text().contains(api_key));
 }
+
+#[tokio::test]
+async fn gemini_api_deployments_and_the_gemini_front_end() {
+    let gm = FakeVertex::start().await.unwrap();
+    let up = svc_testkit::upstream::Upstream::start().await.unwrap();
+    let (base, openai, gkey) = (&gm.base_url, &up.base_url, vertex::GEMINI_API_KEY);
+    let yaml = format!(
+        "server:\n  host: 127.0.0.1\n  port: 0\nmodel_list:
+  - model_name: gemini-pro
+    params: {{model: gemini/gemini-2.5-pro, api_base: '{base}', api_key: {gkey},
+      input_cost_per_token: 0.00000125, output_cost_per_token: 0.00001}}
+  - model_name: gemini-embed
+    params: {{model: gemini/gemini-embedding-001, api_base: '{base}', api_key: {gkey}}}
+  - model_name: chat-up
+    params: {{model: openai/up-model, api_base: '{openai}', api_key: upstream-secret}}
+gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams:\n    - team_id: cloud\n      budget_limit: 100\n"
+    );
+    let g = Gateway::start(&yaml).await;
+    let key = g.key(json!({"team_id": "cloud", "key_alias": "gemini-user"})).await;
+
+    // The gemini/ provider: a chat completion translated, and a streamed tool call.
+    let (status, _, body) = post_chat(&g, &key, &ask("gemini-pro", false)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "Hello from the cloud.");
+    assert_eq!(
+        (body["usage"]["prompt_tokens"].as_i64(), body["usage"]["completion_tokens"].as_i64()),
+        (Some(10), Some(7))
+    );
+    let sent = gm.requests().pop().unwrap();
+    assert_eq!(sent.path, "/v1beta/models/gemini-2.5-pro:generateContent");
+    assert!(sent.authorized && sent.body["contents"][0]["parts"][0]["text"] == "hi", "{sent:?}");
+    gm.push(Reply::ToolCall { name: "read_file".into(), args: json!({"path": "a.txt"}) });
+    let (status, text) = stream_text(&g, &key, &with_tool(ask("gemini-pro", true))).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(read_stream(&text).1, ["read_file"], "{text}");
+    assert_eq!(gm.requests().pop().unwrap().query, "alt=sse");
+
+    // The Gemini front end translated to an OpenAI-compatible deployment, streamed as Gemini CLI asks.
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"maxOutputTokens": 50}});
+    let r = client()
+        .post(g.path("/v1beta/models/chat-up:streamGenerateContent?alt=sse"))
+        .header("x-goog-api-key", &key)
+        .json(&gemini)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let events: Vec<Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).filter_map(|d| serde_json::from_str(d).ok()).collect();
+    let said: String =
+        events.iter().filter_map(|e| e.pointer("/candidates/0/content/parts/0/text").and_then(Value::as_str)).collect();
+    assert_eq!(said, "Hello from the test upstream.", "{text}");
+    let usage = events.iter().rev().find_map(|e| e.get("usageMetadata")).unwrap();
+    assert_eq!((usage["promptTokenCount"].as_i64(), usage["candidatesTokenCount"].as_i64()), (Some(10), Some(5)));
+    let sent = up.requests().pop().unwrap().body;
+    assert!(sent["max_completion_tokens"] == 50 || sent["max_tokens"] == 50, "the cap goes on: {sent}");
+
+    // countTokens passed through; embeddings from a gemini/ deployment, in both APIs.
+    let r = client().post(g.path("/v1beta/models/gemini-pro:countTokens")).header("x-goog-api-key", &key).json(&gemini);
+    let counted: Value = r.send().await.unwrap().json().await.unwrap();
+    assert_eq!(counted["totalTokens"], 7, "{counted}");
+    let embed = json!({"content": {"parts": [{"text": "embed me"}]}});
+    let r =
+        client().post(g.path("/v1beta/models/gemini-embed:embedContent")).query(&[("key", key.as_str())]).json(&embed);
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let embedded: Value = r.json().await.unwrap();
+    assert_eq!(embedded["embedding"]["values"], json!([0.5, 0.0]), "{embedded}");
+    let openai = json!({"model": "gemini-embed", "input": ["a", "b"]});
+    let r = client().post(g.path("/v1/embeddings")).bearer_auth(&key).json(&openai).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let list: Value = r.json().await.unwrap();
+    assert_eq!(list["data"][1]["embedding"], json!([0.5, 1.0]), "{list}");
+    assert_eq!(gm.requests().pop().unwrap().path, "/v1beta/models/gemini-embedding-001:batchEmbedContents");
+
+    // Google's errors, in Google's shape, to a Gemini client.
+    gm.push(Reply::Error { status: 429, kind: "RESOURCE_EXHAUSTED".into(), message: "Quota exceeded".into() });
+    let r = client()
+        .post(g.path("/v1beta/models/gemini-pro:generateContent"))
+        .header("x-goog-api-key", &key)
+        .json(&gemini)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    let error: Value = r.json().await.unwrap();
+    assert_eq!(
+        (error["error"]["code"].as_i64(), error["error"]["status"].as_str()),
+        (Some(429), Some("RESOURCE_EXHAUSTED")),
+        "{error}"
+    );
+    assert!(!g.log_text().contains(gkey));
+}

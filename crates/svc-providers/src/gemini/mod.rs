@@ -19,6 +19,7 @@
 //! SAFETY and the like → `content_filter`; `usageMetadata` → `usage` (thinking tokens are output, and in
 //! `completion_tokens_details.reasoning_tokens`; cached ones in `prompt_tokens_details.cached_tokens`).
 
+mod embed;
 mod error;
 mod request;
 mod response;
@@ -136,8 +137,20 @@ impl Gemini {
         Ok(Box::pin(events.map(move |ev| ev.and_then(|ev| state.chunk(&ev.data)))))
     }
 
-    /// A Gemini request passed through (`generateContent`, `streamGenerateContent` or `countTokens`).
+    /// Whether it embeds (the Gemini API's `batchEmbedContents`; Vertex AI's embeddings are another API).
+    pub(crate) fn embeds(&self) -> bool {
+        self.name == "gemini"
+    }
+
+    /// A Gemini request passed through (`generateContent`, `streamGenerateContent` or `countTokens`), or an
+    /// OpenAI embeddings request as `batchEmbedContents`.
     pub(crate) async fn forward(&self, d: &Target<'_>, wire: Wire, req: Forwarded) -> Result<Raw, ProviderError> {
+        if wire == Wire::Embeddings {
+            let (inputs, body) = embed::to_batch(&req.body, d.upstream_model)?;
+            let call = self.call(d, "batchEmbedContents", body).await?;
+            let answer = http::fetch(&self.client, d, d.timeout, call, |a| error::status_error(d.id, a)).await?;
+            return embed::from_batch(d.id, &answer, d.upstream_model, &inputs);
+        }
         let method = match (wire, req.stream) {
             (Wire::GeminiCountTokens, _) => "countTokens",
             (_, true) => STREAM,

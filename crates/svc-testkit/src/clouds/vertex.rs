@@ -3,7 +3,8 @@
 //! signature with the service account's public key, its issuer, audience (the endpoint itself), scope and
 //! expiry, answering `{"access_token","expires_in","token_type":"Bearer"}` or 400 `invalid_grant`; every model
 //! call needs `Authorization: Bearer` with a token it issued and that has not expired (else 401
-//! `UNAUTHENTICATED`), for the fake's project and location. Gemini:
+//! `UNAUTHENTICATED`), for the fake's project and location. It also serves the Gemini API (`/v1beta/models/…`,
+//! the key in `x-goog-api-key`, `batchEmbedContents` too). Gemini:
 //! `…/publishers/google/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`, `:countTokens`;
 //! Claude: `…/publishers/anthropic/models/{model}:rawPredict`, `:streamRawPredict` (the body must carry
 //! `anthropic_version: vertex-2023-10-16` and no `model`), `count-tokens:rawPredict`. Errors in Google's shape.
@@ -29,6 +30,8 @@ pub const CLIENT_EMAIL: &str = "svc-test@fake-project.iam.gserviceaccount.com";
 pub const PROJECT: &str = "fake-project";
 /// The location the fake serves.
 pub const LOCATION: &str = "us-east5";
+/// The key of the Gemini API (`x-goog-api-key`) the fake also serves, at `/v1beta/models/…`.
+pub const GEMINI_API_KEY: &str = "AIzaFakeGeminiKey0001";
 
 #[derive(Debug)]
 struct Shared {
@@ -113,6 +116,14 @@ async fn handle(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers:
                 .into_response()
         });
     }
+    if let Some(call) = uri.path().strip_prefix("/v1beta/models/") {
+        let authorized = headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()) == Some(GEMINI_API_KEY);
+        s.common.record(method.as_str(), &uri, &headers, &body, authorized);
+        if !authorized {
+            return google_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.");
+        }
+        return gemini_api(&s, call, &body);
+    }
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let now = Instant::now();
     let authorized = bearer.is_some_and(|t| lock(&s.tokens).iter().any(|(k, until)| k == t && now < *until));
@@ -145,6 +156,23 @@ async fn handle(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers:
             claude(s.common.next(), method == "streamRawPredict")
         }
         _ => google_error(404, "NOT_FOUND", "Publisher model not found."),
+    }
+}
+
+/// The Gemini API's methods (the same answers as Vertex AI's Gemini, and `batchEmbedContents`).
+fn gemini_api(s: &Shared, call: &str, body: &[u8]) -> Response {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    match call.split_once(':') {
+        Some((model, "generateContent")) => gemini(s.common.next(), model, false),
+        Some((model, "streamGenerateContent")) => gemini(s.common.next(), model, true),
+        Some((_, "countTokens")) => axum::Json(json!({"totalTokens": 7})).into_response(),
+        Some((_, "batchEmbedContents")) => {
+            let requests = request.get("requests").and_then(Value::as_array).cloned().unwrap_or_default();
+            let embeddings: Vec<Value> =
+                requests.iter().enumerate().map(|(i, _)| json!({"values": [0.5, i as f64]})).collect();
+            axum::Json(json!({ "embeddings": embeddings })).into_response()
+        }
+        _ => google_error(404, "NOT_FOUND", "models/x is not found for API version v1beta"),
     }
 }
 
