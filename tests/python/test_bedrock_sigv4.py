@@ -222,7 +222,8 @@ class FakeBedrock(http.server.ThreadingHTTPServer):
         with self.lock:
             self.checks.append(check)
         if credentials is None:
-            return self.error(403, "UnrecognizedClientException", "The security token included in the request is invalid.")
+            message = "The security token included in the request is invalid."
+            return self.error(403, "UnrecognizedClientException", message)
         skew = abs(datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
                    - datetime.datetime.now(datetime.timezone.utc))
         if skew > datetime.timedelta(minutes=5):
