@@ -37,23 +37,36 @@ async fn main() -> anyhow::Result<()> {
     let aws = FakeBedrock::start(None).await?;
     let client = svc_providers::UpstreamClient::new().map_err(|e| anyhow::anyhow!(e))?;
     let dep = |name: &'static str, upstream: Upstream| {
-        (name, Deployment {
-            id: "bench".into(),
-            upstream_model: "m".into(),
-            timeout: Duration::from_secs(10),
-            max_event_bytes: 1 << 20,
-            max_response_bytes: 64 << 20,
-            upstream,
-        })
+        (
+            name,
+            Deployment {
+                id: "bench".into(),
+                upstream_model: "m".into(),
+                timeout: Duration::from_secs(10),
+                max_event_bytes: 1 << 20,
+                max_response_bytes: 64 << 20,
+                upstream,
+            },
+        )
     };
     let signer = AwsSigner::new(bedrock::ACCESS_KEY_ID, bedrock::SECRET_ACCESS_KEY, None, bedrock::REGION, "bedrock");
     let deployments = [
         dep("openai", Upstream::OpenAi(Arc::new(OpenAi::new(client.clone(), &openai.base_url, None)))),
-        dep("anthropic", Upstream::Anthropic(Arc::new(Anthropic::new(client.clone(), anthropic.base_url(), Some("k"), 1024)))),
-        dep("gemini", Upstream::Gemini(Arc::new(Gemini::new(client.clone(), &google.base_url, Some(vertex::GEMINI_API_KEY))))),
-        dep("bedrock", Upstream::Bedrock(Arc::new(Bedrock::new(client, &aws.base_url, Auth::SigV4(Arc::new(signer)), 1024)))),
+        dep(
+            "anthropic",
+            Upstream::Anthropic(Arc::new(Anthropic::new(client.clone(), anthropic.base_url(), Some("k"), 1024))),
+        ),
+        dep(
+            "gemini",
+            Upstream::Gemini(Arc::new(Gemini::new(client.clone(), &google.base_url, Some(vertex::GEMINI_API_KEY)))),
+        ),
+        dep(
+            "bedrock",
+            Upstream::Bedrock(Arc::new(Bedrock::new(client, &aws.base_url, Auth::SigV4(Arc::new(signer)), 1024))),
+        ),
     ];
-    let deployments: Vec<_> = deployments.into_iter().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)).collect();
+    let deployments: Vec<_> =
+        deployments.into_iter().filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n)).collect();
     let body = br#"{"model":"m","max_tokens":64,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello to the fleet."}],"tools":[{"type":"function","function":{"name":"lookup","description":"look up","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]}"#;
     let plain = ChatRequest::parse(body)?;
     let mut body = plain.body().clone();
@@ -86,7 +99,8 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("{calls} calls each, alternating; microseconds; added = p50 − OpenAI's p50 (p90 likewise)");
     let (mut base_full, mut base_first) = times[0].clone();
-    let (b50, b90, f50, f90) = (pct(&mut base_full, 0.5), pct(&mut base_full, 0.9), pct(&mut base_first, 0.5), pct(&mut base_first, 0.9));
+    let (b50, b90, f50, f90) =
+        (pct(&mut base_full, 0.5), pct(&mut base_full, 0.9), pct(&mut base_first, 0.5), pct(&mut base_first, 0.9));
     for ((name, _), (full, first)) in deployments.iter().zip(times.iter_mut()) {
         let (p50, p90, t50, t90) = (pct(full, 0.5), pct(full, 0.9), pct(first, 0.5), pct(first, 0.9));
         println!(

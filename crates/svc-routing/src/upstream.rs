@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use svc_config::{AwsAuth, Cloud, ModelEntry, ProviderKind};
+use svc_config::{Bedrock as BedrockSettings, Vertex};
 use svc_providers::auth::{Auth, AwsSigner, GoogleToken};
 use svc_providers::{bedrock, Anthropic, Bedrock, Gemini, Mock, OpenAi, Upstream, UpstreamClient};
 
@@ -36,63 +37,49 @@ pub(crate) fn of(m: &ModelEntry, client: &UpstreamClient, default_max_tokens: u3
             key,
             azure.ad_token.as_ref().map(|t| t.expose()),
         ))),
-        (ProviderKind::Vertex, Cloud::Vertex(v)) => {
-            let a = &v.account;
-            let token = Arc::new(GoogleToken::new(
-                &a.client_email,
-                a.private_key.expose(),
-                a.private_key_id.as_deref(),
-                &a.token_uri,
-            ));
-            if m.upstream_model.starts_with("claude") {
-                let api_base = svc_providers::vertex_base(m.api_base.as_deref(), &v.location);
-                let models = format!(
-                    "{api_base}/v1/projects/{}/locations/{}/publishers/anthropic/models",
-                    v.project, v.location
-                );
-                let cloud = svc_providers::Cloud::Vertex { models };
-                Upstream::Anthropic(Arc::new(Anthropic::on_cloud(
-                    client,
-                    &api_base,
-                    cloud,
-                    Auth::Google(token),
-                    max_tokens,
-                )))
-            } else {
-                Upstream::Gemini(Arc::new(Gemini::vertex(
-                    client,
-                    m.api_base.as_deref(),
-                    &v.project,
-                    &v.location,
-                    token,
-                )))
-            }
-        }
-        (ProviderKind::Bedrock, Cloud::Bedrock(b)) => {
-            let api_base =
-                bedrock::runtime_endpoint(b.runtime_endpoint.as_deref().or(m.api_base.as_deref()), &b.region);
-            let auth = match &b.auth {
-                AwsAuth::ApiKey(key) => Auth::bearer(Some(key.expose())),
-                AwsAuth::SigV4 { access_key_id, secret_access_key, session_token } => {
-                    Auth::SigV4(Arc::new(AwsSigner::new(
-                        access_key_id,
-                        secret_access_key.expose(),
-                        session_token.as_ref().map(|t| t.expose()),
-                        &b.region,
-                        "bedrock",
-                    )))
-                }
-            };
-            if bedrock::is_claude(&m.upstream_model) {
-                let cloud = svc_providers::Cloud::Bedrock;
-                Upstream::Anthropic(Arc::new(Anthropic::on_cloud(client, &api_base, cloud, auth, max_tokens)))
-            } else {
-                Upstream::Bedrock(Arc::new(Bedrock::new(client, &api_base, auth, max_tokens)))
-            }
-        }
+        (ProviderKind::Vertex, Cloud::Vertex(v)) => vertex(m, v, client, max_tokens),
+        (ProviderKind::Bedrock, Cloud::Bedrock(b)) => bedrock(m, b, client, max_tokens),
         // The loader gives every cloud entry its settings; one made otherwise is refused.
         (kind @ (ProviderKind::Azure | ProviderKind::Vertex | ProviderKind::Bedrock), _) => {
             return Err(format!("deployment `{}`: a {} entry without its settings", m.deployment_id, kind.as_str()))
         }
     })
+}
+
+/// A Vertex AI deployment: Claude through the Messages API at Vertex's `rawPredict`, any other model as Gemini.
+fn vertex(m: &ModelEntry, v: &Vertex, client: UpstreamClient, max_tokens: u32) -> Upstream {
+    let a = &v.account;
+    let token =
+        Arc::new(GoogleToken::new(&a.client_email, a.private_key.expose(), a.private_key_id.as_deref(), &a.token_uri));
+    if m.upstream_model.starts_with("claude") {
+        let api_base = svc_providers::vertex_base(m.api_base.as_deref(), &v.location);
+        let models =
+            format!("{api_base}/v1/projects/{}/locations/{}/publishers/anthropic/models", v.project, v.location);
+        let cloud = svc_providers::Cloud::Vertex { models };
+        Upstream::Anthropic(Arc::new(Anthropic::on_cloud(client, &api_base, cloud, Auth::Google(token), max_tokens)))
+    } else {
+        Upstream::Gemini(Arc::new(Gemini::vertex(client, m.api_base.as_deref(), &v.project, &v.location, token)))
+    }
+}
+
+/// A Bedrock deployment: Claude through InvokeModel's Messages body, any other model through Converse; signed with
+/// SigV4, or with a Bedrock API key as a bearer token.
+fn bedrock(m: &ModelEntry, b: &BedrockSettings, client: UpstreamClient, max_tokens: u32) -> Upstream {
+    let api_base = bedrock::runtime_endpoint(b.runtime_endpoint.as_deref().or(m.api_base.as_deref()), &b.region);
+    let auth = match &b.auth {
+        AwsAuth::ApiKey(key) => Auth::bearer(Some(key.expose())),
+        AwsAuth::SigV4 { access_key_id, secret_access_key, session_token } => Auth::SigV4(Arc::new(AwsSigner::new(
+            access_key_id,
+            secret_access_key.expose(),
+            session_token.as_ref().map(|t| t.expose()),
+            &b.region,
+            "bedrock",
+        ))),
+    };
+    if bedrock::is_claude(&m.upstream_model) {
+        let cloud = svc_providers::Cloud::Bedrock;
+        Upstream::Anthropic(Arc::new(Anthropic::on_cloud(client, &api_base, cloud, auth, max_tokens)))
+    } else {
+        Upstream::Bedrock(Arc::new(Bedrock::new(client, &api_base, auth, max_tokens)))
+    }
 }
