@@ -25,6 +25,22 @@ async fn spend(g: &Gateway, n: usize) -> Vec<Value> {
     data
 }
 
+/// The readiness report's provider entries by deployment: (provider, ready).
+async fn readiness(g: &Gateway) -> (u16, Vec<(String, String, bool)>) {
+    let r = client().get(g.path("/health/readiness")).send().await.unwrap();
+    let status = r.status().as_u16();
+    let report: Value = r.json().await.unwrap();
+    let entries = report["providers"].as_array().cloned().unwrap_or_default();
+    let read = |e: &Value| {
+        (
+            e["deployment"].as_str().unwrap_or_default().to_string(),
+            e["provider"].as_str().unwrap_or_default().to_string(),
+            e["ready"] == true,
+        )
+    };
+    (status, entries.iter().map(read).collect())
+}
+
 /// The record of deployment `d` (the newest).
 fn record<'a>(records: &'a [Value], d: &str) -> &'a Value {
     records.iter().find(|r| r["deployment"] == d).unwrap_or_else(|| panic!("no record of {d}: {records:?}"))
@@ -125,6 +141,13 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
     let (status, _, body) = post_chat(&g, &key, &ask("azure-gpt", false)).await;
     assert_eq!(status, 400, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("filtered"), "{body}");
+    // Probes: the model list, with each deployment's credential; the ones Azure refuses are not ready.
+    let (status, providers) = readiness(&g).await;
+    assert_eq!(status, 503, "{providers:?}");
+    for (deployment, provider, ready) in &providers {
+        let want = matches!(deployment.as_str(), "azure-gpt" | "azure-v1");
+        assert_eq!((provider.as_str(), *ready), ("azure", want), "{providers:?}");
+    }
     assert!(!g.log_text().contains("az-key-1") && !g.log_text().contains("entra-token-1"));
 }
 
@@ -219,6 +242,13 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert!(vx.exchanges() >= before + 2, "a token about to expire is replaced");
+    // Probes: free token counts, with the token.
+    let (status, providers) = readiness(&g).await;
+    assert_eq!(status, 200, "{providers:?}");
+    assert!(providers.iter().all(|(_, p, ready)| p == "vertex_ai" && *ready), "{providers:?}");
+    let paths: Vec<String> = vx.requests().into_iter().filter(|r| r.authorized).map(|r| r.path).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/publishers/anthropic/models/count-tokens:rawPredict")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.ends_with("gemini-2.5-pro:countTokens")), "{paths:?}");
     assert!(!g.log_text().contains("PRIVATE KEY") && !g.log_text().contains("ya29."));
 }
 
@@ -306,6 +336,14 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 1\n  teams
     assert_eq!(az.requests().len(), 1, "served by Azure");
     let records = spend(&g, 6).await;
     assert!(records.iter().any(|r| r["deployment"] == "azure-gpt" && r["model"] == "llama"), "{records:?}");
+    // Probes: Bedrock's free CountTokens; the deployment with the wrong secret is the one not ready.
+    let (status, providers) = readiness(&g).await;
+    assert_eq!(status, 503, "{providers:?}");
+    for (deployment, provider, ready) in &providers {
+        let want = if deployment == "azure-gpt" { "azure" } else { "bedrock" };
+        assert_eq!((provider.as_str(), *ready), (want, deployment != "wrong-secret"), "{providers:?}");
+    }
+    assert!(br.requests().iter().any(|r| r.path.ends_with("/count-tokens") && r.authorized));
     assert!(!g.log_text().contains(secret) && !g.log_text().contains(api_key));
 }
 
