@@ -305,7 +305,8 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 1\n  teams
     assert_eq!(sent.body["toolConfig"]["tools"][0]["toolSpec"]["name"], "read_file");
 
     // Claude with a Bedrock API key: InvokeModel's stream of Messages events, passed through to a Messages client.
-    let messages = json!({"model": "claude-bedrock", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let messages = json!({"model": "claude-bedrock", "max_tokens": 100, "stream": true,
+        "metadata": {"user_id": "session_1"}, "messages": [{"role": "user", "content": "hi"}]});
     let r = client().post(g.path("/v1/messages")).header("x-api-key", &key).json(&messages).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let text = r.text().await.unwrap();

@@ -294,8 +294,8 @@ impl Anthropic {
 }
 
 /// A Messages body made a cloud's: no `model` (it is in the URL; kept for Vertex AI's token count, which
-/// names it in the body), the cloud's `anthropic_version`, no `stream` for Bedrock (the path says it), and the
-/// client's `anthropic-beta` values as Bedrock's `anthropic_beta` field (Bedrock takes no such header).
+/// names it in the body), the cloud's `anthropic_version`, none of the fields the cloud refuses, and the client's
+/// `anthropic-beta` values as Bedrock's `anthropic_beta` field (Bedrock takes no such header).
 fn cloud_body(
     body: &[u8],
     cloud: &Cloud,
@@ -314,8 +314,16 @@ fn cloud_body(
         map.remove("model");
         map.insert("anthropic_version".into(), Value::from(version));
     }
+    // Fields the clouds refuse ("extraneous key … is not permitted"), as LiteLLM strips them: Bedrock takes no
+    // `stream` (the path says it), `metadata`, `inference_geo` or `speed`; neither takes `output_format` or
+    // `output_config` yet.
+    for field in ["output_format", "output_config"] {
+        map.remove(field);
+    }
     if *cloud == Cloud::Bedrock {
-        map.remove("stream");
+        for field in ["stream", "metadata", "inference_geo", "speed"] {
+            map.remove(field);
+        }
         let betas: Vec<Value> = headers
             .iter()
             .filter(|(n, _)| n.as_str() == "anthropic-beta")

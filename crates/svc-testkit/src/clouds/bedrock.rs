@@ -117,10 +117,9 @@ async fn handle(State(s): State<Arc<Shared>>, method: Method, uri: Uri, headers:
         }
         ("invoke" | "invoke-with-response-stream", true) => {
             if request.get("anthropic_version").and_then(Value::as_str) != Some("bedrock-2023-05-31")
-                || request.get("model").is_some()
-                || request.get("stream").is_some()
+                || ["model", "stream", "metadata"].iter().any(|k| request.get(k).is_some())
             {
-                let msg = "Malformed input request: anthropic_version bedrock-2023-05-31 is required; extraneous key [model] or [stream] is not permitted";
+                let msg = "Malformed input request: anthropic_version bedrock-2023-05-31 is required; extraneous key [model], [stream] or [metadata] is not permitted";
                 return aws_error(400, "ValidationException", msg);
             }
             match s.common.next() {
