@@ -1,14 +1,15 @@
 //! Added latency of the translations over the OpenAI passthrough (issue 5's benchmark, and issue 31's): the same
 //! chat request through `Deployment::chat` and `chat_stream` against a local OpenAI-compatible test upstream and
 //! against the translated providers' own fakes (svc-testkit servers in this process, recording off where
-//! possible): Anthropic Messages, Google's Gemini API, Bedrock's Converse (SigV4-signed, its stream in AWS's
-//! event-stream frames). Many calls each, alternating. Prints p50/p90 of the whole call and of the time to the
+//! possible): Anthropic Messages, Google's Gemini API, Bedrock's Converse (its stream in AWS's event-stream
+//! frames; with a Bedrock API key, and SigV4-signed). Many calls each, alternating. Prints p50/p90 of the whole call and of the time to the
 //! first chunk, and the difference from OpenAI's. The fake servers do similar work, so the difference is the
 //! translation's cost (request conversion, signing, response or stream-event conversion) plus the small
 //! difference between the servers.
 //!
 //! Run: `cargo run --release -p svc-providers --example translation_overhead [-- CALLS [ONLY]]` (default 5000);
-//! with ONLY (`openai`, `anthropic`, `gemini` or `bedrock`) it makes only that provider's calls, non-streaming and
+//! with ONLY (`openai`, `anthropic`, `gemini`, `bedrock` (a Bedrock API key) or `bedrock-sigv4` (signed; the fake
+//! then checks each signature in this process too)) it makes only that provider's calls, non-streaming and
 //! streamed, and prints nothing: what `bench/translation.sh` counts under callgrind.
 
 use futures::StreamExt;
@@ -62,6 +63,15 @@ async fn main() -> anyhow::Result<()> {
         ),
         dep(
             "bedrock",
+            Upstream::Bedrock(Arc::new(Bedrock::new(
+                client.clone(),
+                &aws.base_url,
+                Auth::bearer(Some(bedrock::API_KEY)),
+                1024,
+            ))),
+        ),
+        dep(
+            "bedrock-sigv4",
             Upstream::Bedrock(Arc::new(Bedrock::new(client, &aws.base_url, Auth::SigV4(Arc::new(signer)), 1024))),
         ),
     ];

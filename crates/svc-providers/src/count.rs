@@ -62,7 +62,7 @@ impl Deployment {
                 self.ask_count(Wire::CountTokens, only(body, &MESSAGES_INPUT), Vec::new()).await.map(Some)
             }
             // Vertex AI counts the request's own fields; the Gemini API wants them as a `generateContentRequest`.
-            Upstream::Gemini(p) if p.name() == "vertex_ai" => {
+            Upstream::Gemini(p) if p.on_vertex() => {
                 self.ask_count(Wire::GeminiCountTokens, crate::gemini::count_body(req)?, Vec::new()).await.map(Some)
             }
             Upstream::Gemini(_) => {

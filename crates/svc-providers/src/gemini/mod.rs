@@ -1,6 +1,9 @@
 //! Google's Gemini API provider (`model: gemini/<id>`): `POST {api_base}/v1beta/models/{model}:generateContent`
 //! (`:streamGenerateContent?alt=sse` for a stream) with the key in `x-goog-api-key`; probes to
-//! `GET {api_base}/v1beta/models`. A Gemini request is passed through (`forward`); any other is translated by
+//! `GET {api_base}/v1beta/models`; OpenAI embeddings as `:batchEmbedContents` (`embed.rs`). The same API serves
+//! Gemini models on Vertex AI (`model: vertex_ai/gemini-…`): at
+//! `…/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:…`, with a service account's
+//! access token, probed by a free `countTokens`. A Gemini request is passed through (`forward`); any other is translated by
 //! direction: `request.rs` (chat → Gemini), `response.rs` (Gemini → chat, a reply and each stream event),
 //! `error.rs` (Google's errors → [`ProviderError::Status`]).
 //!
@@ -41,12 +44,21 @@ pub(crate) fn count_body(req: &ChatRequest) -> Result<serde_json::Map<String, se
     Ok(body)
 }
 
+/// Who serves Gemini's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Host {
+    /// Google's Gemini API, with a key.
+    GeminiApi,
+    /// Vertex AI, with a service account's token.
+    Vertex,
+}
+
 /// A Gemini API endpoint: Google's Gemini API (a key), or Gemini models on Vertex AI (a service account).
 pub struct Gemini {
     client: UpstreamClient,
     api_base: String,
-    /// `gemini` or `vertex_ai`.
-    name: &'static str,
+    /// Google's Gemini API, or Vertex AI.
+    host: Host,
     /// The models' URL: `{api_base}/v1beta/models`, or Vertex AI's
     /// `{api_base}/v1/projects/{project}/locations/{location}/publishers/google/models`.
     models_url: String,
@@ -73,7 +85,7 @@ impl Gemini {
         let api_base = api_base.trim_end_matches('/');
         let api_base = api_base.strip_suffix("/v1beta").unwrap_or(api_base).to_string();
         let models_url = format!("{api_base}/v1beta/models");
-        Gemini { client, api_base, name: "gemini", models_url, auth: Auth::header(KEY_HEADER, api_key) }
+        Gemini { client, api_base, host: Host::GeminiApi, models_url, auth: Auth::header(KEY_HEADER, api_key) }
     }
 
     /// Gemini models of Vertex AI's `project` in `location`, at `api_base` (else the location's own endpoint,
@@ -87,12 +99,21 @@ impl Gemini {
     ) -> Gemini {
         let api_base = vertex_base(api_base, location);
         let models_url = format!("{api_base}/v1/projects/{project}/locations/{location}/publishers/google/models");
-        Gemini { client, api_base, name: "vertex_ai", models_url, auth: Auth::Google(token) }
+        Gemini { client, api_base, host: Host::Vertex, models_url, auth: Auth::Google(token) }
     }
 
     /// `gemini` or `vertex_ai`.
     pub fn name(&self) -> &'static str {
-        self.name
+        match self.host {
+            Host::GeminiApi => "gemini",
+            Host::Vertex => "vertex_ai",
+        }
+    }
+
+    /// Whether it is Vertex AI's (whose `countTokens` takes the request's own fields, not a
+    /// `generateContentRequest`).
+    pub(crate) fn on_vertex(&self) -> bool {
+        self.host == Host::Vertex
     }
 
     /// The base URL.
@@ -139,7 +160,7 @@ impl Gemini {
 
     /// Whether it embeds (the Gemini API's `batchEmbedContents`; Vertex AI's embeddings are another API).
     pub(crate) fn embeds(&self) -> bool {
-        self.name == "gemini"
+        self.host == Host::GeminiApi
     }
 
     /// A Gemini request passed through (`generateContent`, `streamGenerateContent` or `countTokens`), or an
@@ -164,7 +185,7 @@ impl Gemini {
     /// A free call that proves the endpoint, the credential and the model: the model list of the Gemini API, a
     /// `countTokens` on Vertex AI (which lists no models per project).
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
-        if self.name == "vertex_ai" {
+        if self.host == Host::Vertex {
             let probe = Target { timeout: PROBE_TIMEOUT, ..*d };
             let body = r#"{"contents":[{"role":"user","parts":[{"text":"ping"}]}]}"#;
             let call = self.call(&probe, "countTokens", body).await?;
