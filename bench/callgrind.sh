@@ -17,6 +17,10 @@
 # CALLGRIND_PEAK=1 sends the requests over 64 connections at once instead (closed loop, as bench/run.sh's peak):
 # the figure at peak, where the gateway's batching (spend writes, log lines) has company to batch.
 #
+# CALLGRIND_PROVIDER=anthropic|gemini|bedrock|azure puts the benchmark's model on that provider instead of an
+# OpenAI-compatible one (the same chat-completions requests, translated; each fake as its own process on core 1:
+# svc-fake-anthropic, svc-fake-cloud): what a translation costs the gateway per request (issue 31).
+#
 # Environment: CALLGRIND_N (default 500), CALLGRIND_STREAM=1 (streamed requests), CALLGRIND_PEAK=1,
 # BENCH_NO_BUILD=1, CALLGRIND_SVC=/path/to/svc (count that build instead: an experiment against the same upstream),
 # CALLGRIND_NGINX=0 (svc alone, without nginx and svc-floor: their figures barely move between runs).
@@ -32,7 +36,7 @@ done
 if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
     echo "== building release binaries" >&2
     cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench --bin svc --bin svc-fake-upstream --bin svc-bench \
-        --bin svc-floor
+        --bin svc-floor --bin svc-fake-anthropic --bin svc-fake-cloud
 fi
 BIN=$ROOT/target/release
 SVC=${CALLGRIND_SVC:-$BIN/svc}
@@ -54,6 +58,40 @@ taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log
 UP_PID=$!; PIDS+=("$UP_PID")
 UP=$(wait_listening "$WORK/upstream.log" "$UP_PID")
 MASTER="sk-master-bench-$(date +%s%N)"
+PROVIDER=${CALLGRIND_PROVIDER:-openai}
+# The model's params on another provider: its fake started on core 1, and the lines that replace `model:`,
+# `api_base:` and `api_key:` of the benchmark's config.
+PARAMS=""
+case $PROVIDER in
+    openai) ;;
+    anthropic)
+        taskset -c 1 "$BIN/svc-fake-anthropic" --no-record 2>"$WORK/cloud.log" &
+        PIDS+=("$!"); CLOUD=$(wait_listening "$WORK/cloud.log" "$!")
+        PARAMS="      model: anthropic/up-mini\n      api_base: http://$CLOUD" ;;
+    gemini)
+        taskset -c 1 "$BIN/svc-fake-cloud" --cloud gemini 2>"$WORK/cloud.log" &
+        PIDS+=("$!"); CLOUD=$(wait_listening "$WORK/cloud.log" "$!")
+        PARAMS="      model: gemini/up-mini\n      api_base: http://$CLOUD\n      api_key: AIzaFakeGeminiKey0001" ;;
+    bedrock)
+        taskset -c 1 "$BIN/svc-fake-cloud" --cloud bedrock 2>"$WORK/cloud.log" &
+        PIDS+=("$!"); CLOUD=$(wait_listening "$WORK/cloud.log" "$!")
+        PARAMS="      model: 'bedrock/meta.llama3-3-70b-instruct-v1:0'\n      aws_bedrock_runtime_endpoint: http://$CLOUD"
+        PARAMS+="\n      aws_region_name: us-west-2\n      aws_access_key_id: AKIAFAKEBEDROCK00001"
+        PARAMS+="\n      aws_secret_access_key: fake/Secret+Key/for/the/bedrock/fake0001" ;;
+    azure)
+        taskset -c 1 "$BIN/svc-fake-cloud" --cloud azure 2>"$WORK/cloud.log" &
+        PIDS+=("$!"); CLOUD=$(wait_listening "$WORK/cloud.log" "$!")
+        PARAMS="      model: azure/up-mini\n      api_base: http://$CLOUD\n      api_key: az-key" ;;
+    *) echo "bench/callgrind.sh: CALLGRIND_PROVIDER is openai, anthropic, gemini, bedrock or azure" >&2; exit 2 ;;
+esac
+# The benchmark's config, its model on $PROVIDER.
+config_yaml() {
+    if [[ -z $PARAMS ]]; then gateway_yaml "$@"; return; fi
+    gateway_yaml "$@" | awk -v params="$PARAMS" '
+        /^      model: openai\/up-mini$/ { gsub(/\\n/, "\n", params); print params; next }
+        /^      api_base: |^      api_key: / { next }
+        { print }'
+}
 
 # Instructions of a finished callgrind run: its total (the `summary:` line) less what quanta's clock calibration
 # took. governor's clock calibrates itself against the wall clock once, when the first rate limiter is made, for
@@ -92,7 +130,7 @@ svc_run() {
     local n=$1 port
     port=$(free_port)
     rm -f "$WORK/svc.db"* "$WORK"/spend-*
-    gateway_yaml "sqlite://$WORK/svc.db" "$UP" | sed "s/^  port: 0/  port: $port/" >"$WORK/svc.yaml"
+    config_yaml "sqlite://$WORK/svc.db" "$UP" | sed "s/^  port: 0/  port: $port/" >"$WORK/svc.yaml"
     SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind \
         --callgrind-out-file="$OUT/svc-$n.out" "$SVC" serve --config "$WORK/svc.yaml" 2>"$WORK/svc-$n.log" &
     local pid=$!
@@ -142,7 +180,7 @@ RUN_1=$(svc_run "$N"); RUN_5=$(svc_run $((5 * N)))
 read -r SVC_1 STORE_1 <<<"$RUN_1"; read -r SVC_5 STORE_5 <<<"$RUN_5"
 STORE=$(( (STORE_5 - STORE_1) / (4 * N) ))
 if [[ ${CALLGRIND_NGINX:-1} == 0 ]]; then
-    echo "svc: $(( (SVC_5 - SVC_1) / (4 * N) )) instructions per request ($SVC_1 and $SVC_5 in all; $SVC);" \
+    echo "svc ($PROVIDER): $(( (SVC_5 - SVC_1) / (4 * N) )) instructions per request ($SVC_1 and $SVC_5 in all; $SVC);" \
         "without the store's writes ($STORE): $(( (SVC_5 - SVC_1) / (4 * N) - STORE ))" | tee "$OUT/report.txt"
     echo "results in $OUT" >&2
     exit 0
