@@ -125,7 +125,7 @@ bash scripts/image.sh --check --binary target/debug/svc --tag svc:ci
 say "fuzz targets (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-say "openai and anthropic python SDKs, Claude Code, Codex and Gemini CLI against the gateway"
+say "python tests against the gateway: openai and anthropic SDKs, Claude Code, Codex and Gemini CLI, botocore SigV4"
 SVC_BIN="$PWD/target/debug/svc" "$PYTHON" -m pytest -q tests/python
 
 say "dashboard end to end (tests/ui: headless Chromium driven by playwright-core)"

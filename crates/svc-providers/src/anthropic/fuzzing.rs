@@ -1,4 +1,4 @@
-//! The Anthropic translations without HTTP, for the fuzz targets of `fuzz/` (re-exported as
+//! The translations without HTTP (Anthropic's, and Bedrock's stream), for the fuzz targets of `fuzz/` (re-exported as
 //! `svc_providers::fuzzing`): each function is the pure core of one direction, fed exactly what the provider
 //! feeds it. Compiled with the `fuzzing` feature and in this crate's tests only; not a stable API.
 //!
@@ -40,4 +40,27 @@ where
 {
     let state = stream::StreamState::new("fuzz".into(), "fuzz-model".into(), 0, include_usage);
     stream::chunks(state, bytes, max_event)
+}
+
+/// Bedrock's ConverseStream bytes (AWS event-stream frames) → OpenAI chunks, as `Bedrock::chat_stream` reads
+/// them; a frame longer than `max_frame` bytes ends it.
+pub fn bedrock_converse_stream<S, B, E>(bytes: S, max_frame: usize) -> ChunkStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    crate::bedrock::converse_chunks("fuzz", "fuzz-model", bytes, max_frame)
+}
+
+/// Bedrock's InvokeModel stream of Claude (event-stream frames of base64 Messages events) → OpenAI chunks,
+/// through the Messages stream state machine, as Claude on Bedrock is read.
+pub fn bedrock_claude_stream<S, B, E>(bytes: S, max_frame: usize) -> ChunkStream
+where
+    S: Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let state = stream::StreamState::new("fuzz".into(), "fuzz-model".into(), 0, true);
+    stream::chunks(state, crate::bedrock::messages_as_sse(bytes, max_frame), max_frame)
 }

@@ -93,28 +93,40 @@ impl Bedrock {
         let body = converse::to_converse_bytes(&req, self.default_max_tokens)?;
         let call = self.post(d, "converse-stream", body).await?;
         let answer = http::open(&self.client, d, call, |a| status_error(d.id, a)).await?;
-        let deployment = d.id.to_string();
-        let mut state = converse_reply::StreamState::new(d.id, d.upstream_model, chrono::Utc::now().timestamp());
-        let frames = frames::frames(answer.into_stream(), d.max_event_bytes);
-        let chunks = frames.filter_map(move |frame| {
-            let out = match frame {
-                Ok(Frame::Event(kind, payload)) => state.chunk(&kind, &payload).transpose(),
-                Ok(Frame::Exception(kind, payload)) => Some(Err(exception_error(&deployment, &kind, &payload))),
-                Err(e @ FrameError::Transport(_)) => {
-                    Some(Err(ProviderError::Unreachable { deployment: deployment.clone(), detail: e.to_string() }))
-                }
-                Err(e) => {
-                    Some(Err(ProviderError::BadResponse { deployment: deployment.clone(), detail: e.to_string() }))
-                }
-            };
-            std::future::ready(out)
-        });
-        Ok(Box::pin(chunks))
+        Ok(converse_chunks(d.id, d.upstream_model, answer.into_stream(), d.max_event_bytes))
     }
 
     pub(crate) async fn probe(&self, d: &Target<'_>) -> Result<(), ProviderError> {
         probe(&self.client, &self.api_base, &self.auth, d).await
     }
+}
+
+/// ConverseStream's bytes (event-stream frames, each at most `max_frame` bytes) as chat-completion chunks of
+/// `model`; an exception frame, a broken frame or transport ends the stream with its error.
+pub(crate) fn converse_chunks<S, B, E>(deployment: &str, model: &str, bytes: S, max_frame: usize) -> ChunkStream
+where
+    S: futures::Stream<Item = Result<B, E>> + Send + 'static,
+    B: AsRef<[u8]> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let deployment = deployment.to_string();
+    let mut state = converse_reply::StreamState::new(&deployment, model, chrono::Utc::now().timestamp());
+    let mut ended = false;
+    let chunks = frames::frames(bytes, max_frame).filter_map(move |frame| {
+        let out = match frame {
+            // Nothing after an error (a frame stream may go on after an exception frame).
+            _ if ended => None,
+            Ok(Frame::Event(kind, payload)) => state.chunk(&kind, &payload).transpose(),
+            Ok(Frame::Exception(kind, payload)) => Some(Err(exception_error(&deployment, &kind, &payload))),
+            Err(e @ FrameError::Transport(_)) => {
+                Some(Err(ProviderError::Unreachable { deployment: deployment.clone(), detail: e.to_string() }))
+            }
+            Err(e) => Some(Err(ProviderError::BadResponse { deployment: deployment.clone(), detail: e.to_string() })),
+        };
+        ended |= matches!(out, Some(Err(_)));
+        std::future::ready(out)
+    });
+    Box::pin(chunks)
 }
 
 /// Bedrock's free call: `CountTokens` of a one-word Converse input (`POST /model/{id}/count-tokens`). A model

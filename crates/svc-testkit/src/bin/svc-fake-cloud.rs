@@ -37,7 +37,9 @@ fn main() -> anyhow::Result<()> {
         let url = match args.cloud {
             Cloud::Gemini | Cloud::Vertex => Box::leak(Box::new(FakeVertex::start().await?)).base_url.clone(),
             Cloud::Bedrock => Box::leak(Box::new(FakeBedrock::start(None).await?)).base_url.clone(),
-            Cloud::Azure => Box::leak(Box::new(FakeAzure::start("az-key", "az-token", &["up-mini"]).await?)).base_url.clone(),
+            Cloud::Azure => {
+                Box::leak(Box::new(FakeAzure::start("az-key", "az-token", &["up-mini"]).await?)).base_url.clone()
+            }
         };
         eprintln!("svc-fake-cloud listening on {url}");
         std::future::pending::<()>().await;
