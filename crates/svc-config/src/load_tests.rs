@@ -118,7 +118,7 @@ gateway_settings:
             "svc.yaml:2:3: server: unknown field `prot` (did you mean `port`?)",
             "svc.yaml:6:7: model_list[0].params: unknown field `modle` (did you mean `model`?)",
             "svc.yaml:6:7: model_list[0].params: missing `model`",
-            "svc.yaml:9:14: model_list[1].params.model: `nope/x` must be `<provider>/<model id>` with provider openai, anthropic, gemini or mock",
+            "svc.yaml:9:14: model_list[1].params.model: `nope/x` must be `<provider>/<model id>` with provider openai, anthropic, gemini, azure, vertex_ai, bedrock or mock",
             "svc.yaml:10:29: model_list[1].params.input_cost_per_token: `-1` is negative; amounts and prices must be zero or more",
             "svc.yaml:12:20: gateway_settings.budget_duration: `30x` is not a duration; write a positive whole number and a unit: s, m, h, d, w or mo (e.g. `30d`)",
             "svc.yaml:15:21: gateway_settings.teams[0].budget_limit: `lots` is not a decimal number",
@@ -432,7 +432,7 @@ gateway_settings:
     assert_eq!(
         errors(text),
         vec![
-            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic, gemini or mock",
+            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic, gemini, azure, vertex_ai, bedrock or mock",
             "svc.yaml:5:17: model_list[0].params.api_base: `ftp://example.com` must be an http:// or https:// URL",
             "svc.yaml:6:24: model_list[0].params.timeout_seconds: expected a whole number of the right size, found `soon`",
             "svc.yaml:7:29: model_list[0].params.input_cost_per_token: `-0.000001` is negative; amounts and prices must be zero or more",

@@ -196,6 +196,15 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
     let (status, text) = stream_text(&g, &key, &ask("vertex-claude", true)).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(read_stream(&text).0, "Hello from the cloud.", "{text}");
+    // Tool calls both ways: Claude's tool_use and Gemini's functionCall, streamed as chat tool calls.
+    for model in ["vertex-claude", "vertex-gemini"] {
+        vx.push(Reply::ToolCall { name: "read_file".into(), args: json!({"path": "b.txt"}) });
+        let (status, text) = stream_text(&g, &key, &with_tool(ask(model, true))).await;
+        assert_eq!((status, read_stream(&text).1), (200, vec!["read_file".to_string()]), "{model}: {text}");
+        let sent = vx.requests().pop().unwrap().body;
+        let declared = sent.pointer("/tools/0/name").or_else(|| sent.pointer("/tools/0/functionDeclarations/0/name"));
+        assert_eq!(declared, Some(&json!("read_file")), "{model}: {sent}");
+    }
     let messages =
         json!({"model": "vertex-claude", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]});
     let r = client().post(g.path("/v1/messages")).header("x-api-key", &key).json(&messages).send().await.unwrap();

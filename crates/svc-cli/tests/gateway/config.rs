@@ -96,7 +96,7 @@ gateway_settings:
     assert_eq!(
         lines,
         vec![
-            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic, gemini or mock",
+            "svc.yaml:4:14: model_list[0].params.model: `opneai/gpt-4.1-mini` must be `<provider>/<model id>` with provider openai, anthropic, gemini, azure, vertex_ai, bedrock or mock",
             "svc.yaml:5:29: model_list[0].params.input_cost_per_token: `-0.0000004` is negative; amounts and prices must be zero or more",
             "svc.yaml:6:30: model_list[0].params.output_cost_per_token: `lots` is not a decimal number",
             "svc.yaml:7:26: model_list[0].params.max_output_tokens: expected a whole number of the right size, found `many`",
