@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Instructions per request of svc and of LiteLLM-Rust, counted without noise (issue 32):
+#   LITELLM_RUST=/path/to/lite bash bench/peers-callgrind.sh      # about 12 minutes
+#
+# Each gateway under `valgrind --tool=callgrind` (one tokio worker, on core 0; svc with budgets on, as
+# bench/peers.sh), twice: N and 5N sequential requests (svc-bench, closed loop, c=1) to `/v1/responses` and to
+# `/v1/messages`, plain and streamed, the upstreams (svc-fake-upstream, svc-fake-anthropic) outside valgrind on core
+# 1. Per request = (I(5N) − I(N)) / 4N: start-up and shutdown cancel out. svc's figure excludes quanta's clock
+# calibration, as bench/callgrind.sh does (LiteLLM-Rust has none).
+#
+# Environment: LITELLM_RUST (required), CALLGRIND_N (default 400), BENCH_NO_BUILD=1.
+# Output: a table, and everything under target/bench/peers-callgrind-<time>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PEER=${LITELLM_RUST:?bench/peers-callgrind.sh: set LITELLM_RUST to a litellm-rust binary (see bench/peers.sh)}
+N=${CALLGRIND_N:-400}
+for tool in valgrind callgrind_annotate curl timeout; do
+    command -v "$tool" >/dev/null || { echo "bench/peers-callgrind.sh: needs $tool" >&2; exit 1; }
+done
+if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
+    cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench \
+        --bin svc --bin svc-fake-upstream --bin svc-fake-anthropic --bin svc-bench
+fi
+BIN=$ROOT/target/release
+OUT=$ROOT/target/bench/peers-callgrind-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+PIDS=()
+trap stop_children EXIT
+trap 'exit 130' INT TERM
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
+
+taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
+PIDS+=("$!"); UP=$(wait_listening "$WORK/upstream.log" "$!")
+taskset -c 1 "$BIN/svc-fake-anthropic" --no-record 2>"$WORK/anthropic.log" &
+PIDS+=("$!"); ANT=$(wait_listening "$WORK/anthropic.log" "$!")
+MASTER="sk-master-bench-$(date +%s%N)"
+PEER_KEY="sk-peer-bench-$(date +%s%N)"
+RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
+MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
+
+# A finished run's instructions, less quanta's calibration (see bench/callgrind.sh).
+instructions() {
+    local total calibration
+    total=$(awk '/^summary:/ {print $2}' "$1")
+    calibration=$(callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
+        awk '/quanta::Calibration::calibrate \[/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
+    echo $((total - calibration))
+}
+
+# One run: gateway $1 (svc, peer), api $2, mode $3 (plain, stream), $4 requests; prints its instructions.
+run() {
+    local who=$1 api=$2 mode=$3 n=$4 port key out body path done
+    port=$(free_port)
+    out="$OUT/$who-$api-$mode-$n.out"
+    if [[ $who == svc ]]; then
+        rm -f "$WORK/svc.db"*
+        cat >"$WORK/svc.yaml" <<EOF
+server: {host: 127.0.0.1, port: $port, database_url: 'sqlite://$WORK/svc.db'}
+model_list:
+  - {model_name: resp, params: {model: openai/up-resp, api_base: 'http://$UP/v1', input_cost_per_token: 0.0000004, output_cost_per_token: 0.0000016, max_output_tokens: 32768}}
+  - {model_name: msg, params: {model: anthropic/claude-up, api_base: 'http://$ANT', input_cost_per_token: 0.000003, output_cost_per_token: 0.000015, max_output_tokens: 32768}}
+gateway_settings:
+  teams: [{team_id: bench, budget_limit: 1000000}]
+EOF
+        SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$BIN/svc" serve --config "$WORK/svc.yaml" 2>"$WORK/$who.log" &
+    else
+        cat >"$WORK/peer.yaml" <<EOF
+model_list:
+  - model_name: resp
+    litellm_params: {model: openai/up-resp, api_base: 'http://$UP', api_key: upstream-secret}
+  - model_name: msg
+    litellm_params: {model: anthropic/claude-up, api_base: 'http://$ANT', api_key: ant-secret}
+general_settings:
+  master_key: $PEER_KEY
+EOF
+        (cd "$WORK" && RUST_LOG=warn TOKIO_WORKER_THREADS=1 exec taskset -c 0 valgrind --tool=callgrind \
+            --callgrind-out-file="$out" "$PEER" serve --config "$WORK/peer.yaml" --host 127.0.0.1 --port "$port" \
+            >/dev/null 2>"$WORK/$who.log") &
+    fi
+    local pid=$!
+    PIDS+=("$pid")
+    wait_port "$port" "$pid" "$WORK/$who.log"
+    if [[ $who == svc ]]; then
+        key=$(new_key "127.0.0.1:$port" '{"team_id":"bench","key_alias":"bench","max_budget":1000000}')
+    else
+        key=$PEER_KEY
+    fi
+    if [[ $api == responses ]]; then body=$RESP; path=/v1/responses; done=response.completed
+    else body=$MSG; path=/v1/messages; done=message_stop; fi
+    local stream=()
+    [[ $mode == stream ]] && stream=(--stream)
+    SVC_BENCH_KEY=$key timeout 900 taskset -c 1 "$BIN/svc-bench" run --label "$who" --url "http://127.0.0.1:$port$path" \
+        --body "$body" --done "$done" --header "anthropic-version: 2023-06-01" --measure latency --requests "$n" \
+        --duration 3600 --warmup 0 "${stream[@]}" >>"$OUT/load.txt"
+    kill -TERM "$pid"; wait "$pid" || true
+    instructions "$out"
+}
+
+echo "| API, mode | svc | LiteLLM-Rust | svc ÷ LiteLLM-Rust |" | tee "$OUT/report.md"
+echo "|---|---:|---:|---:|" | tee -a "$OUT/report.md"
+for api in responses messages; do
+    for mode in plain stream; do
+        declare -A per=()
+        for who in svc peer; do
+            one=$(run "$who" "$api" "$mode" "$N"); five=$(run "$who" "$api" "$mode" $((5 * N)))
+            per[$who]=$(( (five - one) / (4 * N) ))
+        done
+        ratio=$(python3 -c "print(f'{${per[svc]} / ${per[peer]}:.2f}')")
+        echo "| \`/v1/$api\` $mode | ${per[svc]} | ${per[peer]} | $ratio |" | tee -a "$OUT/report.md"
+    done
+done
+echo "results in $OUT" >&2
