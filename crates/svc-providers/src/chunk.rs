@@ -48,6 +48,21 @@ impl From<Map<String, Value>> for Chunk {
 }
 
 impl Chunk {
+    /// A translated stream's chunk: `chat.completion.chunk` `id` of `model`, made at `created`, with `choices`
+    /// and, when given, `usage`.
+    pub(crate) fn translated(id: &str, created: i64, model: &str, choices: Value, usage: Option<Value>) -> Chunk {
+        let mut m = Map::new();
+        m.insert("id".into(), Value::from(id));
+        m.insert("object".into(), Value::from("chat.completion.chunk"));
+        m.insert("created".into(), Value::from(created));
+        m.insert("model".into(), Value::from(model));
+        m.insert("choices".into(), choices);
+        if let Some(usage) = usage {
+            m.insert("usage".into(), usage);
+        }
+        Chunk::from(m)
+    }
+
     /// A chunk as an upstream wrote it.
     pub fn raw(object: raw::Object) -> Chunk {
         Chunk { raw: Some(object), parsed: OnceLock::new(), count_only: None }

@@ -7,6 +7,7 @@
 mod anthropic;
 pub mod auth;
 pub mod bedrock;
+mod chat_parts;
 pub mod chunk;
 pub mod client;
 mod count;

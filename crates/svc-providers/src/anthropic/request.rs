@@ -8,6 +8,7 @@
 //! What it does not do: HTTP, headers, or any check the upstream makes itself (value ranges such as a
 //! `temperature` above 1 are forwarded and the upstream's 400 comes back to the client).
 
+use crate::chat_parts::{self, part_text, unsupported};
 use crate::{ChatRequest, ProviderError};
 use serde_json::{json, Map, Value};
 
@@ -65,8 +66,9 @@ fn field(out: &mut Map<String, Value>, key: &str, value: &Value) -> Result<(), P
             out.insert(key.to_owned(), value.clone());
         }
         "stop" => {
-            if let Some(stops) = stop_sequences(value)? {
-                out.insert("stop_sequences".into(), stops);
+            let stops = chat_parts::stop_sequences(value)?;
+            if !stops.is_empty() {
+                out.insert("stop_sequences".into(), json!(stops));
             }
         }
         "user" => {
@@ -237,25 +239,8 @@ fn assistant_blocks(m: &Value, i: usize) -> Result<Vec<Value>, ProviderError> {
         }
     };
     for (j, call) in calls.iter().enumerate() {
-        let param = format!("messages[{i}].tool_calls[{j}]");
-        let id = call.get("id").and_then(Value::as_str);
-        let function = call.get("function");
-        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-        let (Some(id), Some(name)) = (id, name) else {
-            let msg = format!("`{param}` needs an `id` and a `function.name`");
-            return Err(unsupported(msg, param));
-        };
-        let input = match function.and_then(|f| f.get("arguments")) {
-            None | Some(Value::Null) => Some(json!({})),
-            Some(Value::String(s)) => tool_arguments_to_input(s),
-            Some(other) => Some(other.clone()).filter(Value::is_object),
-        };
-        let Some(input) = input else {
-            let param = format!("{param}.function.arguments");
-            let msg = format!("`{param}` must be a JSON object encoded as a string");
-            return Err(unsupported(msg, param));
-        };
-        blocks.push(json!({ "type": "tool_use", "id": id, "name": name, "input": input }));
+        let call = chat_parts::tool_call(call, &format!("messages[{i}].tool_calls[{j}]"))?;
+        blocks.push(json!({ "type": "tool_use", "id": call.id, "name": call.name, "input": call.input }));
     }
     Ok(blocks)
 }
@@ -286,13 +271,6 @@ fn tool_result(m: &Value, i: usize) -> Result<Value, ProviderError> {
     Ok(block)
 }
 
-/// The text of a `{"type":"text","text":…}` part.
-fn part_text(part: &Value) -> Option<&str> {
-    (part.get("type").and_then(Value::as_str) == Some("text"))
-        .then(|| part.get("text").and_then(Value::as_str))
-        .flatten()
-}
-
 /// A text block, or none for empty text (the Messages API rejects empty text blocks).
 fn text_block(text: &str) -> Option<Value> {
     (!text.is_empty()).then(|| json!({ "type": "text", "text": text }))
@@ -300,9 +278,7 @@ fn text_block(text: &str) -> Option<Value> {
 
 /// An `image_url` part as an image block; `detail` has no Anthropic form and is dropped.
 fn image_block(part: &Value, param: &str) -> Result<Value, ProviderError> {
-    let image = part.get("image_url");
-    let url = image.and_then(|i| i.get("url")).or(image).and_then(Value::as_str);
-    let Some(url) = url else {
+    let Some(url) = chat_parts::image_url(part) else {
         return Err(unsupported(format!("`{param}.image_url.url` is required"), param));
     };
     match image_source(url) {
@@ -317,69 +293,26 @@ fn image_block(part: &Value, param: &str) -> Result<Value, ProviderError> {
 /// The image `source` for a URL: a base64 source for a `data:<media type>;base64,<data>` URL, a `url` source
 /// otherwise; `None` for a data URL in any other encoding.
 fn image_source(url: &str) -> Option<Value> {
-    let Some(rest) = url.strip_prefix("data:") else {
+    if !url.starts_with("data:") {
         return Some(json!({ "type": "url", "url": url }));
-    };
-    let (meta, data) = rest.split_once(',')?;
-    let media_type = meta.strip_suffix(";base64").filter(|m| !m.is_empty())?;
-    Some(json!({ "type": "base64", "media_type": media_type, "data": data }))
-}
-
-/// Tool-call `arguments` (a JSON string) as a `tool_use` input, which must be an object; empty arguments are
-/// the empty object. `None` when the string is not a JSON object.
-fn tool_arguments_to_input(arguments: &str) -> Option<Value> {
-    if arguments.trim().is_empty() {
-        return Some(json!({}));
     }
-    serde_json::from_str::<Value>(arguments).ok().filter(Value::is_object)
-}
-
-/// `stop` (a string or an array of strings) as `stop_sequences`; `None` when there is none.
-fn stop_sequences(value: &Value) -> Result<Option<Value>, ProviderError> {
-    let stops: Vec<&str> = match value {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(items) => {
-            let strings: Option<Vec<&str>> = items.iter().map(Value::as_str).collect();
-            strings.ok_or_else(|| unsupported("`stop` must be a string or an array of strings", "stop"))?
-        }
-        _ => return Err(unsupported("`stop` must be a string or an array of strings", "stop")),
-    };
-    let stops: Vec<&str> = stops.into_iter().filter(|s| !s.is_empty()).collect();
-    Ok((!stops.is_empty()).then(|| json!(stops)))
+    let (media_type, data) = chat_parts::base64_data_url(url)?;
+    Some(json!({ "type": "base64", "media_type": media_type, "data": data }))
 }
 
 /// Function tools as Anthropic tools; `strict` has no Anthropic form and is dropped.
 fn convert_tools(value: &Value) -> Result<Vec<Value>, ProviderError> {
-    let Some(tools) = value.as_array() else {
-        return Err(unsupported("`tools` must be an array", "tools"));
+    let tools = chat_parts::function_tools(value, "anthropic")?;
+    let tool = |t: chat_parts::FunctionTool<'_>| {
+        let mut out = Map::new();
+        out.insert("name".into(), json!(t.name));
+        if let Some(d) = t.description {
+            out.insert("description".into(), json!(d));
+        }
+        out.insert("input_schema".into(), t.schema);
+        Value::Object(out)
     };
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let param = format!("tools[{i}]");
-        if tool.get("type").and_then(Value::as_str) != Some("function") {
-            let msg = format!("`{param}`: only `function` tools are supported by anthropic deployments");
-            return Err(unsupported(msg, param));
-        }
-        let function = tool.get("function");
-        let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) else {
-            let param = format!("{param}.function.name");
-            return Err(unsupported(format!("`{param}` is required"), param));
-        };
-        let mut t = Map::new();
-        t.insert("name".into(), json!(name));
-        if let Some(d) = function.and_then(|f| f.get("description")).and_then(Value::as_str) {
-            t.insert("description".into(), json!(d));
-        }
-        // A function without `parameters` takes no arguments; `input_schema` is required upstream.
-        let schema = function
-            .and_then(|f| f.get("parameters"))
-            .filter(|p| p.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({ "type": "object", "properties": {} }));
-        t.insert("input_schema".into(), schema);
-        out.push(Value::Object(t));
-    }
-    Ok(out)
+    Ok(tools.into_iter().map(tool).collect())
 }
 
 /// `tool_choice` and `parallel_tool_calls` as Anthropic's `tool_choice`: auto → auto, none → none,
@@ -416,29 +349,10 @@ fn convert_tool_choice(choice: Option<&Value>, parallel: Option<&Value>) -> Resu
     Ok(Some(out))
 }
 
-fn unsupported(message: impl Into<String>, param: impl Into<String>) -> ProviderError {
-    ProviderError::Unsupported { message: message.into(), param: Some(param.into()) }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn tool_arguments_must_be_an_object() {
-        let cases: &[(&str, Option<Value>)] = &[
-            ("", Some(json!({}))),
-            ("  ", Some(json!({}))),
-            (r#"{"city":"Paris"}"#, Some(json!({"city": "Paris"}))),
-            (r#"{"city":"Par"#, None),
-            ("[1,2]", None),
-            ("42", None),
-        ];
-        for (args, want) in cases {
-            assert_eq!(&tool_arguments_to_input(args), want, "{args:?}");
-        }
-    }
 
     #[test]
     fn image_sources() {
@@ -452,15 +366,6 @@ mod tests {
         for (url, want) in cases {
             assert_eq!(&image_source(url), want, "{url}");
         }
-    }
-
-    #[test]
-    fn stops() {
-        assert_eq!(stop_sequences(&json!("END")).unwrap(), Some(json!(["END"])));
-        assert_eq!(stop_sequences(&json!(["a", "", "b"])).unwrap(), Some(json!(["a", "b"])));
-        assert_eq!(stop_sequences(&json!([])).unwrap(), None);
-        assert!(stop_sequences(&json!([1])).is_err());
-        assert!(stop_sequences(&json!(3)).is_err());
     }
 
     #[test]

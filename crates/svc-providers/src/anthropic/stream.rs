@@ -31,7 +31,7 @@ use crate::generated::{self, Rule};
 use crate::sse::SseError;
 use crate::{Chunk, ChunkStream, ProviderError};
 use futures::{Stream, StreamExt};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::VecDeque;
 
 /// Translates an Anthropic SSE body into OpenAI chunks, feeding `state` one event at a time. An event longer
@@ -278,7 +278,7 @@ impl StreamState {
     fn push(&mut self, delta: Value, finish: Value) {
         let choices = json!([{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }]);
         let usage = self.include_usage.then_some(Value::Null);
-        self.out.push_back(Ok(Chunk::from(self.chunk(choices, usage))));
+        self.out.push_back(Ok(self.chunk(choices, usage)));
     }
 
     /// The usage chunk, when asked for and the upstream reported counts (without them the gateway charges its
@@ -287,22 +287,13 @@ impl StreamState {
         if self.include_usage {
             let usage = self.usage.to_openai();
             if !usage.is_null() {
-                self.out.push_back(Ok(Chunk::from(self.chunk(json!([]), Some(usage)))));
+                self.out.push_back(Ok(self.chunk(json!([]), Some(usage))));
             }
         }
     }
 
-    fn chunk(&self, choices: Value, usage: Option<Value>) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("id".into(), json!(self.id));
-        m.insert("object".into(), json!("chat.completion.chunk"));
-        m.insert("created".into(), json!(self.created));
-        m.insert("model".into(), json!(self.model));
-        m.insert("choices".into(), choices);
-        if let Some(usage) = usage {
-            m.insert("usage".into(), usage);
-        }
-        m
+    fn chunk(&self, choices: Value, usage: Option<Value>) -> Chunk {
+        Chunk::translated(&self.id, self.created, &self.model, choices, usage)
     }
 }
 
@@ -317,6 +308,7 @@ fn truncate(s: &str, max: usize) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::Map;
 
     fn feed(include_usage: bool, events: &[(&str, Value)]) -> Vec<Result<Map<String, Value>, ProviderError>> {
         let mut s = StreamState::new("d".into(), "m".into(), 0, include_usage);

@@ -19,6 +19,7 @@
 //! What this file does not do: HTTP, signing, or any check the upstream makes itself (value ranges, the
 //! number of stop sequences: the upstream's 400 comes back to the client).
 
+use crate::chat_parts::{self, part_text, unsupported};
 use crate::{ChatRequest, ProviderError};
 use serde_json::{json, Map, Value};
 
@@ -26,11 +27,6 @@ use serde_json::{json, Map, Value};
 /// any other is dropped.
 const READ: &str =
     "model messages max_tokens max_completion_tokens temperature top_p stop tools tool_choice n stream stream_options";
-
-/// A [`ProviderError::Unsupported`] naming `param`.
-fn unsupported(message: impl Into<String>, param: impl Into<String>) -> ProviderError {
-    ProviderError::Unsupported { message: message.into(), param: Some(param.into()) }
-}
 
 /// The 400 of a message `content` that is neither a string nor an array.
 fn bad_content(i: usize) -> ProviderError {
@@ -191,24 +187,8 @@ fn assistant_blocks(m: &Value, i: usize) -> Result<Vec<Value>, ProviderError> {
 
 /// A tool call as a `toolUse` block; `param` names the call.
 fn tool_use(call: &Value, param: &str) -> Result<Value, ProviderError> {
-    let id = call.get("id").and_then(Value::as_str);
-    let function = call.get("function");
-    let name = function.and_then(|f| f.get("name")).and_then(Value::as_str);
-    let (Some(id), Some(name)) = (id, name) else {
-        return Err(unsupported(format!("`{param}` needs an `id` and a `function.name`"), param));
-    };
-    let input = match function.and_then(|f| f.get("arguments")) {
-        None | Some(Value::Null) => Some(json!({})),
-        // Empty arguments are the empty object.
-        Some(Value::String(s)) if s.trim().is_empty() => Some(json!({})),
-        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok().filter(Value::is_object),
-        Some(other) => Some(other.clone()).filter(Value::is_object),
-    };
-    let Some(input) = input else {
-        let param = format!("{param}.function.arguments");
-        return Err(unsupported(format!("`{param}` must be a JSON object encoded as a string"), param));
-    };
-    Ok(json!({ "toolUse": { "toolUseId": id, "name": name, "input": input } }))
+    let call = chat_parts::tool_call(call, param)?;
+    Ok(json!({ "toolUse": { "toolUseId": call.id, "name": call.name, "input": call.input } }))
 }
 
 /// A `tool` message as a `toolResult` block (for a user turn). Its text becomes text blocks (none when it is
@@ -227,13 +207,6 @@ fn tool_result(m: &Value, i: usize) -> Result<Value, ProviderError> {
     Ok(json!({ "toolResult": { "toolUseId": id, "content": content } }))
 }
 
-/// The text of a `{"type":"text","text":…}` part.
-fn part_text(part: &Value) -> Option<&str> {
-    (part.get("type").and_then(Value::as_str) == Some("text"))
-        .then(|| part.get("text").and_then(Value::as_str))
-        .flatten()
-}
-
 /// A text block, or none for blank text (Converse refuses blank text blocks).
 fn text_block(text: &str) -> Option<Value> {
     (!text.trim().is_empty()).then(|| json!({ "text": text }))
@@ -242,9 +215,7 @@ fn text_block(text: &str) -> Option<Value> {
 /// An `image_url` part as an image block of bytes; `detail` has no Converse form and is dropped. `param`
 /// names the part.
 fn image_block(part: &Value, param: &str) -> Result<Value, ProviderError> {
-    let image = part.get("image_url");
-    let url = image.and_then(|i| i.get("url")).or(image).and_then(Value::as_str);
-    let Some(url) = url else {
+    let Some(url) = chat_parts::image_url(part) else {
         return Err(unsupported(format!("`{param}.image_url.url` is required"), format!("{param}.image_url")));
     };
     let param = format!("{param}.image_url.url");
@@ -264,8 +235,8 @@ fn image_block(part: &Value, param: &str) -> Result<Value, ProviderError> {
 /// The Converse image format and the base64 data of a `data:image/<format>;base64,<data>` URL; `None` for
 /// any other URL, encoding or format.
 fn image_source(url: &str) -> Option<(&'static str, &str)> {
-    let (meta, data) = url.strip_prefix("data:")?.split_once(',')?;
-    let format = match meta.strip_suffix(";base64")?.to_ascii_lowercase().as_str() {
+    let (media_type, data) = chat_parts::base64_data_url(url)?;
+    let format = match media_type.to_ascii_lowercase().as_str() {
         "image/png" => "png",
         "image/jpeg" | "image/jpg" => "jpeg",
         "image/gif" => "gif",
@@ -292,23 +263,12 @@ fn inference_config(req: &ChatRequest, default_max_tokens: u32) -> Result<Map<St
         }
     }
     if let Some(stops) = req.field("stop").filter(|v| !v.is_null()) {
-        if let Some(stops) = stop_sequences(stops)? {
-            config.insert("stopSequences".into(), stops);
+        let stops = chat_parts::stop_sequences(stops)?;
+        if !stops.is_empty() {
+            config.insert("stopSequences".into(), json!(stops));
         }
     }
     Ok(config)
-}
-
-/// `stop` (a string or an array of strings) as `stopSequences`; `None` when there is none.
-fn stop_sequences(value: &Value) -> Result<Option<Value>, ProviderError> {
-    let invalid = || unsupported("`stop` must be a string or an array of strings", "stop");
-    let stops: Vec<&str> = match value {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(items) => items.iter().map(Value::as_str).collect::<Option<_>>().ok_or_else(invalid)?,
-        _ => return Err(invalid()),
-    };
-    let stops: Vec<&str> = stops.into_iter().filter(|s| !s.is_empty()).collect();
-    Ok((!stops.is_empty()).then(|| json!(stops)))
 }
 
 /// What `tool_choice` asks of Converse.
@@ -345,36 +305,17 @@ fn tool_config(req: &ChatRequest, tool_blocks: bool) -> Result<Option<Value>, Pr
 
 /// Function tools as `toolSpec`s; `strict` has no Converse form and is dropped.
 fn convert_tools(value: &Value) -> Result<Vec<Value>, ProviderError> {
-    let Some(tools) = value.as_array() else {
-        return Err(unsupported("`tools` must be an array", "tools"));
-    };
-    let mut out = Vec::with_capacity(tools.len());
-    for (i, tool) in tools.iter().enumerate() {
-        let param = format!("tools[{i}]");
-        if tool.get("type").and_then(Value::as_str) != Some("function") {
-            let msg = format!("`{param}`: only `function` tools are supported by bedrock deployments");
-            return Err(unsupported(msg, param));
-        }
-        let function = tool.get("function");
-        let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) else {
-            let param = format!("{param}.function.name");
-            return Err(unsupported(format!("`{param}` is required"), param));
-        };
+    let tools = chat_parts::function_tools(value, "bedrock")?;
+    let spec = |t: chat_parts::FunctionTool<'_>| {
         let mut spec = Map::new();
-        spec.insert("name".into(), json!(name));
-        if let Some(d) = function.and_then(|f| f.get("description")).and_then(Value::as_str) {
+        spec.insert("name".into(), json!(t.name));
+        if let Some(d) = t.description {
             spec.insert("description".into(), json!(d));
         }
-        // A function without `parameters` takes no arguments; `inputSchema` is required upstream.
-        let schema = function
-            .and_then(|f| f.get("parameters"))
-            .filter(|p| p.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({ "type": "object", "properties": {} }));
-        spec.insert("inputSchema".into(), json!({ "json": schema }));
-        out.push(json!({ "toolSpec": spec }));
-    }
-    Ok(out)
+        spec.insert("inputSchema".into(), json!({ "json": t.schema }));
+        json!({ "toolSpec": spec })
+    };
+    Ok(tools.into_iter().map(spec).collect())
 }
 
 /// `tool_choice` as a Converse choice: auto → auto, required → any, a named function → tool, none →

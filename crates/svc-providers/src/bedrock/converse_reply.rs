@@ -255,16 +255,7 @@ impl StreamState {
 
     /// A chunk of `choices`, with `usage` when given.
     fn chunk_of(&self, choices: Value, usage: Option<Value>) -> Chunk {
-        let mut m = Map::new();
-        m.insert("id".into(), json!(self.id));
-        m.insert("object".into(), json!("chat.completion.chunk"));
-        m.insert("created".into(), json!(self.created));
-        m.insert("model".into(), json!(self.model));
-        m.insert("choices".into(), choices);
-        if let Some(usage) = usage {
-            m.insert("usage".into(), usage);
-        }
-        Chunk::from(m)
+        Chunk::translated(&self.id, self.created, &self.model, choices, usage)
     }
 }
 
