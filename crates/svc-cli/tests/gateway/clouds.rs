@@ -65,6 +65,13 @@ fn read_stream(text: &str) -> (String, Vec<String>, Option<Value>) {
     (content, tools, usage)
 }
 
+/// `POST /v1beta/models/{call}` (the Gemini API) with the key in `x-goog-api-key`: the status and the body.
+async fn gemini_api(g: &Gateway, key: &str, call: &str, body: &Value) -> (u16, String) {
+    let r = client().post(g.path(&format!("/v1beta/models/{call}"))).header("x-goog-api-key", key).json(body);
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
 fn ask(model: &str, stream: bool) -> Value {
     let mut body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": stream});
     if stream {
@@ -220,15 +227,9 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
 
     // A Gemini client passed through to Gemini on Vertex.
     let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
-    let r = client()
-        .post(g.path("/v1beta/models/vertex-gemini:generateContent"))
-        .header("x-goog-api-key", &key)
-        .json(&gemini)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let reply: Value = r.json().await.unwrap();
+    let (status, text) = gemini_api(&g, &key, "vertex-gemini:generateContent", &gemini).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(reply["candidates"][0]["content"]["parts"][0]["text"], "Hello from the cloud.");
     assert_eq!(reply["usageMetadata"]["thoughtsTokenCount"], 2);
 
@@ -396,15 +397,8 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
     // The Gemini front end translated to an OpenAI-compatible deployment, streamed as Gemini CLI asks.
     let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
         "generationConfig": {"maxOutputTokens": 50}});
-    let r = client()
-        .post(g.path("/v1beta/models/chat-up:streamGenerateContent?alt=sse"))
-        .header("x-goog-api-key", &key)
-        .json(&gemini)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let text = r.text().await.unwrap();
+    let (status, text) = gemini_api(&g, &key, "chat-up:streamGenerateContent?alt=sse", &gemini).await;
+    assert_eq!(status, 200, "{text}");
     let events: Vec<Value> =
         text.lines().filter_map(|l| l.strip_prefix("data: ")).filter_map(|d| serde_json::from_str(d).ok()).collect();
     let said: String =
@@ -416,8 +410,9 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
     assert!(sent["max_completion_tokens"] == 50 || sent["max_tokens"] == 50, "the cap goes on: {sent}");
 
     // countTokens passed through; embeddings from a gemini/ deployment, in both APIs.
-    let r = client().post(g.path("/v1beta/models/gemini-pro:countTokens")).header("x-goog-api-key", &key).json(&gemini);
-    let counted: Value = r.send().await.unwrap().json().await.unwrap();
+    let (status, text) = gemini_api(&g, &key, "gemini-pro:countTokens", &gemini).await;
+    assert_eq!(status, 200, "{text}");
+    let counted: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(counted["totalTokens"], 7, "{counted}");
     let embed = json!({"content": {"parts": [{"text": "embed me"}]}});
     let r =
@@ -435,15 +430,9 @@ gateway_settings:\n  health_check_interval_seconds: 0\n  num_retries: 0\n  teams
 
     // Google's errors, in Google's shape, to a Gemini client.
     gm.push(Reply::Error { status: 429, kind: "RESOURCE_EXHAUSTED".into(), message: "Quota exceeded".into() });
-    let r = client()
-        .post(g.path("/v1beta/models/gemini-pro:generateContent"))
-        .header("x-goog-api-key", &key)
-        .json(&gemini)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 429);
-    let error: Value = r.json().await.unwrap();
+    let (status, text) = gemini_api(&g, &key, "gemini-pro:generateContent", &gemini).await;
+    assert_eq!(status, 429, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         (error["error"]["code"].as_i64(), error["error"]["status"].as_str()),
         (Some(429), Some("RESOURCE_EXHAUSTED")),
