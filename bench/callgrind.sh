@@ -93,19 +93,6 @@ config_yaml() {
         { print }'
 }
 
-# Instructions of a finished callgrind run: its total (the `summary:` line) less what quanta's clock calibration
-# took. governor's clock calibrates itself against the wall clock once, when the first rate limiter is made, for
-# as long as the wall clock says, and under valgrind that varies by millions of instructions between runs: left
-# in, it moved the figure per request by up to ±6,000 (quanta::Calibration::calibrate's inclusive cost: the
-# function's own line, `calibrate [binary]`; the lines of code inlined into it from other files are part of it).
-instructions() {
-    local total calibration
-    total=$(awk '/^summary:/ {print $2}' "$1")
-    calibration=$(callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
-        awk '/quanta::Calibration::calibrate \[/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
-    echo $((total - calibration))
-}
-
 # The store's writes in a finished run of svc: SQLite's worker thread (sqlx runs each connection on a thread of
 # its own) and the spend writer's calls into the store. Printed apart: under valgrind their cost per request
 # depends on how many records a batch gathers in its 50 ms, so a change elsewhere is easier to see without them.
@@ -141,7 +128,7 @@ svc_run() {
     [[ $key == sk-* ]] || { echo "bench/callgrind.sh: no key" >&2; cat "$WORK/svc-$n.log" >&2; exit 1; }
     load "http://127.0.0.1:$port/v1/chat/completions" "$key" "$n"
     kill -TERM "$pid"; wait "$pid" || true
-    echo "$(instructions "$OUT/svc-$n.out") $(store_writes "$OUT/svc-$n.out")"
+    echo "$(callgrind_instructions "$OUT/svc-$n.out") $(store_writes "$OUT/svc-$n.out")"
 }
 
 # One run under callgrind of a proxy in the gateway's place, named $1 (its output: $OUT/$1-$2.out), with $2
@@ -155,7 +142,7 @@ proxy_run() {
     wait_port "$port" "$pid" "$WORK/$name-$n.log"
     load "http://127.0.0.1:$port/v1/chat/completions" "" "$n"
     kill "-$signal" "$pid"; wait "$pid" || true
-    instructions "$OUT/$name-$n.out"
+    callgrind_instructions "$OUT/$name-$n.out"
 }
 
 # nginx with $1 requests (`master_process off`: one process; QUIT stops it gracefully).

@@ -118,3 +118,42 @@ need_nginx() {
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+
+# The peers benchmarks' svc config (bench/peers.sh, bench/peers-callgrind.sh): store $1, listening on port $2, the
+# Responses upstream at $3 and the Messages upstream at $4; budgets on (a team budget).
+peers_svc_yaml() {
+    cat <<EOF
+server: {host: 127.0.0.1, port: $2, database_url: 'sqlite://$1'}
+model_list:
+  - {model_name: resp, params: {model: openai/up-resp, api_base: 'http://$3/v1', input_cost_per_token: 0.0000004, output_cost_per_token: 0.0000016, max_output_tokens: 32768}}
+  - {model_name: msg, params: {model: anthropic/claude-up, api_base: 'http://$4', input_cost_per_token: 0.000003, output_cost_per_token: 0.000015, max_output_tokens: 32768}}
+gateway_settings:
+  teams: [{team_id: bench, budget_limit: 1000000}]
+EOF
+}
+
+# LiteLLM-Rust's config for the same two models: the Responses upstream at $1, the Messages one at $2, master key $3.
+peers_litellm_yaml() {
+    cat <<EOF
+model_list:
+  - model_name: resp
+    litellm_params: {model: openai/up-resp, api_base: 'http://$1', api_key: upstream-secret}
+  - model_name: msg
+    litellm_params: {model: anthropic/claude-up, api_base: 'http://$2', api_key: ant-secret}
+general_settings:
+  master_key: $3
+EOF
+}
+
+# Instructions of a finished callgrind run: its total (the `summary:` line) less what quanta's clock calibration
+# took. governor's clock calibrates itself against the wall clock once, when the first rate limiter is made, for
+# as long as the wall clock says, and under valgrind that varies by millions of instructions between runs: left
+# in, it moved the figure per request by up to ±6,000 (quanta::Calibration::calibrate's inclusive cost: the
+# function's own line, `calibrate [binary]`; the lines of code inlined into it from other files are part of it).
+callgrind_instructions() {
+    local total calibration
+    total=$(awk '/^summary:/ {print $2}' "$1")
+    calibration=$(callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
+        awk '/quanta::Calibration::calibrate \[/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
+    echo $((total - calibration))
+}

@@ -41,15 +41,6 @@ PEER_KEY="sk-peer-bench-$(date +%s%N)"
 RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
 MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
 
-# A finished run's instructions, less quanta's calibration (see bench/callgrind.sh).
-instructions() {
-    local total calibration
-    total=$(awk '/^summary:/ {print $2}' "$1")
-    calibration=$(callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
-        awk '/quanta::Calibration::calibrate \[/ && !/[<>*]/ {gsub(",", "", $1); sum += $1} END {print sum + 0}')
-    echo $((total - calibration))
-}
-
 # One run: gateway $1 (svc, peer), api $2, mode $3 (plain, stream), $4 requests; prints its instructions.
 run() {
     local who=$1 api=$2 mode=$3 n=$4 port key out body path done
@@ -57,26 +48,11 @@ run() {
     out="$OUT/$who-$api-$mode-$n.out"
     if [[ $who == svc ]]; then
         rm -f "$WORK/svc.db"*
-        cat >"$WORK/svc.yaml" <<EOF
-server: {host: 127.0.0.1, port: $port, database_url: 'sqlite://$WORK/svc.db'}
-model_list:
-  - {model_name: resp, params: {model: openai/up-resp, api_base: 'http://$UP/v1', input_cost_per_token: 0.0000004, output_cost_per_token: 0.0000016, max_output_tokens: 32768}}
-  - {model_name: msg, params: {model: anthropic/claude-up, api_base: 'http://$ANT', input_cost_per_token: 0.000003, output_cost_per_token: 0.000015, max_output_tokens: 32768}}
-gateway_settings:
-  teams: [{team_id: bench, budget_limit: 1000000}]
-EOF
+        peers_svc_yaml "$WORK/svc.db" "$port" "$UP" "$ANT" >"$WORK/svc.yaml"
         SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
             "$BIN/svc" serve --config "$WORK/svc.yaml" 2>"$WORK/$who.log" &
     else
-        cat >"$WORK/peer.yaml" <<EOF
-model_list:
-  - model_name: resp
-    litellm_params: {model: openai/up-resp, api_base: 'http://$UP', api_key: upstream-secret}
-  - model_name: msg
-    litellm_params: {model: anthropic/claude-up, api_base: 'http://$ANT', api_key: ant-secret}
-general_settings:
-  master_key: $PEER_KEY
-EOF
+        peers_litellm_yaml "$UP" "$ANT" "$PEER_KEY" >"$WORK/peer.yaml"
         (cd "$WORK" && RUST_LOG=warn TOKIO_WORKER_THREADS=1 exec taskset -c 0 valgrind --tool=callgrind \
             --callgrind-out-file="$out" "$PEER" serve --config "$WORK/peer.yaml" --host 127.0.0.1 --port "$port" \
             >/dev/null 2>"$WORK/$who.log") &
@@ -97,7 +73,7 @@ EOF
         --body "$body" --done "$done" --header "anthropic-version: 2023-06-01" --measure latency --requests "$n" \
         --duration 3600 --warmup 0 "${stream[@]}" >>"$OUT/load.txt"
     kill -TERM "$pid"; wait "$pid" || true
-    instructions "$out"
+    callgrind_instructions "$out"
 }
 
 echo "| API, mode | svc | LiteLLM-Rust | svc ÷ LiteLLM-Rust |" | tee "$OUT/report.md"

@@ -52,14 +52,7 @@ ANT=$(wait_listening "$WORK/anthropic.log" "$ANT_PID")
 
 # svc, budgets on.
 MASTER="sk-master-bench-$(date +%s%N)"
-cat >"$WORK/svc.yaml" <<EOF
-server: {host: 127.0.0.1, port: 0, database_url: 'sqlite://$WORK/svc.db'}
-model_list:
-  - {model_name: resp, params: {model: openai/up-resp, api_base: 'http://$UP/v1', input_cost_per_token: 0.0000004, output_cost_per_token: 0.0000016, max_output_tokens: 32768}}
-  - {model_name: msg, params: {model: anthropic/claude-up, api_base: 'http://$ANT', input_cost_per_token: 0.000003, output_cost_per_token: 0.000015, max_output_tokens: 32768}}
-gateway_settings:
-  teams: [{team_id: bench, budget_limit: 1000000}]
-EOF
+peers_svc_yaml "$WORK/svc.db" 0 "$UP" "$ANT" >"$WORK/svc.yaml"
 SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc" serve --config "$WORK/svc.yaml" \
     >/dev/null 2>"$WORK/svc.log" &
 SVC_PID=$!; PIDS+=("$SVC_PID")
@@ -70,15 +63,7 @@ SVC_KEY=$(new_key "$SVC" '{"team_id":"bench","key_alias":"bench","max_budget":10
 # LiteLLM-Rust: the same two models, its master key.
 PEER_PORT=$(free_port)
 PEER_KEY="sk-peer-bench-$(date +%s%N)"
-cat >"$WORK/peer.yaml" <<EOF
-model_list:
-  - model_name: resp
-    litellm_params: {model: openai/up-resp, api_base: 'http://$UP', api_key: upstream-secret}
-  - model_name: msg
-    litellm_params: {model: anthropic/claude-up, api_base: 'http://$ANT', api_key: ant-secret}
-general_settings:
-  master_key: $PEER_KEY
-EOF
+peers_litellm_yaml "$UP" "$ANT" "$PEER_KEY" >"$WORK/peer.yaml"
 # (From its own folder: it reads a `.env` there, of which there is none.)
 (cd "$WORK" && RUST_LOG=warn TOKIO_WORKER_THREADS=1 exec taskset -c 0 "$PEER" serve --config "$WORK/peer.yaml" \
     --host 127.0.0.1 --port "$PEER_PORT" >"$WORK/peer.out" 2>"$WORK/peer.log") &
