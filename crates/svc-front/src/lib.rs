@@ -14,6 +14,7 @@ pub mod embeddings;
 pub mod gemini;
 pub mod gemini_pass;
 pub mod gemini_stream;
+mod lifecycle;
 pub mod messages;
 pub mod messages_stream;
 pub mod passthrough;

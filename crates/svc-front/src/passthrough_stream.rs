@@ -13,7 +13,8 @@
 //! stream that sends its output by one kind of event only is counted all the same. Events that carry no
 //! output (`ping`, lifecycle, progress such as `response.web_search_call.searching`) are not read for it.
 
-use super::passthrough::{count, messages_usage, reply_usage, write_fields, Fields};
+use super::lifecycle::Inner;
+use super::passthrough::{count, messages_usage, reply_usage};
 use super::responses::{new_id, response, usage};
 use super::{sse, Api};
 use bytes::Bytes;
@@ -150,7 +151,7 @@ impl PassStream {
         let mut generated = 0u64;
         let rewritten = match kind.as_ref() {
             "message_start" => self.nested(&ev.data, "message", |s, inner| {
-                s.prompt = Some(messages_usage(field(inner, "usage").as_ref(), 0));
+                s.prompt = Some(messages_usage(inner.usage().as_ref(), 0));
             }),
             "message_delta" => {
                 self.reported = Some(self.final_counts(&ev.data));
@@ -183,13 +184,10 @@ impl PassStream {
                 let ends = k == "response.completed" || k == "response.incomplete";
                 self.nested(&ev.data, "response", |s, inner| {
                     if record && s.api == Api::Responses {
-                        if let Some(Value::String(id)) = field(inner, "id") {
-                            s.response_id = Some(id);
-                        }
+                        s.response_id = inner.id();
                     }
                     if ends {
-                        let output = inner.iter().find(|(k, _)| k == "output").map(|(_, v)| v.get());
-                        s.reported = Some(reply_usage(s.api, field(inner, "usage").as_ref(), output));
+                        s.reported = Some(reply_usage(s.api, inner.usage().as_ref(), inner.output()));
                     }
                 })
             }
@@ -236,19 +234,10 @@ impl PassStream {
 
     /// `data` with the client's name as `<outer>.model`, after `look` has seen `<outer>`'s fields; `None` when
     /// `data` is not an object holding an `outer` object (it is then forwarded as it is).
-    fn nested(
-        &mut self,
-        data: &str,
-        outer: &str,
-        look: impl FnOnce(&mut Self, &[(Cow<'_, str>, &serde_json::value::RawValue)]),
-    ) -> Option<Vec<u8>> {
-        let Fields(top) = serde_json::from_str(data).ok()?;
-        let raw = top.iter().find(|(k, _)| k == outer)?.1;
-        let Fields(inner) = serde_json::from_str(raw.get()).ok()?;
+    fn nested(&mut self, data: &str, outer: &str, look: impl FnOnce(&mut Self, &Inner<'_>)) -> Option<Vec<u8>> {
+        let inner = Inner::read(data, outer)?;
         look(self, &inner);
-        let alias = &self.alias_json;
-        let rewritten = write_fields(&inner, |k| (k == "model").then_some(Cow::Borrowed(&alias[..])));
-        Some(write_fields(&top, |k| (k == outer).then_some(Cow::Borrowed(&rewritten[..]))))
+        Some(inner.renamed(data, &self.alias_json))
     }
 
     /// The end of a stream cut at its completion cap (the upstream's own end was not forwarded).
@@ -298,11 +287,6 @@ impl PassStream {
 /// The generated tokens of a delta event's `delta`; of the whole text when it does not read.
 fn delta_tokens(data: &str) -> u64 {
     serde_json::from_str::<Delta>(data).map_or_else(|_| text_tokens(data), |d| d.delta.0)
-}
-
-/// One field of raw fields, parsed.
-fn field(fields: &[(Cow<'_, str>, &serde_json::value::RawValue)], key: &str) -> Option<Value> {
-    fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str(v.get()).ok())
 }
 
 /// The `type` of an event's data (for streams that name no events).
