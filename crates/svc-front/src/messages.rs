@@ -83,7 +83,7 @@ pub fn to_chat(body: &[u8]) -> Result<(Map<String, Value>, super::Unseen), Reque
             tracing::debug!(field = dropped, "a Messages field with no chat-completions counterpart was dropped");
         }
     }
-    Ok((out, super::Unseen::of(&req)))
+    Ok((out, super::Unseen::of(&req, body)))
 }
 
 /// The text of a `system` value or a message's content: a string, or its text blocks joined by blank lines.

@@ -83,7 +83,7 @@ pub fn to_chat(body: &[u8]) -> Result<Read, RequestError> {
         }
     }
     let continues = req.get("previous_response_id").and_then(Value::as_str).filter(|id| !id.is_empty());
-    Ok(Read { chat: out, continues: continues.map(String::from), unseen: super::Unseen::of(&req) })
+    Ok(Read { chat: out, continues: continues.map(String::from), unseen: super::Unseen::of(&req, body) })
 }
 
 /// One `input` item as chat messages.

@@ -33,8 +33,9 @@ pub struct Unseen {
 const DOCUMENT_PARTS: [&str; 3] = ["document", "file", "input_file"];
 
 impl Unseen {
-    /// What a Messages or Responses request (`req`, the client's object) makes the provider bill beyond it.
-    pub fn of(req: &Map<String, Value>) -> Unseen {
+    /// What a Messages or Responses request (`req`, the client's object read from `body`) makes the provider
+    /// bill beyond it.
+    pub fn of(req: &Map<String, Value>, body: &[u8]) -> Unseen {
         let mut uncounted = None;
         if req.get("conversation").is_some_and(|c| !c.is_null()) {
             uncounted = Some("a `conversation` the provider keeps");
@@ -42,7 +43,9 @@ impl Unseen {
             uncounted = Some("a stored `prompt`");
         } else if req.get("mcp_servers").is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty())) {
             uncounted = Some("MCP servers' tool results");
-        } else if ["messages", "input"].iter().any(|k| req.get(*k).is_some_and(has_document)) {
+        } else if may_name_a_document(body)
+            && ["messages", "input"].iter().any(|k| req.get(*k).is_some_and(has_document))
+        {
             uncounted = Some("a file or document part");
         }
         let mut searches = Searches::None;
@@ -77,6 +80,17 @@ impl Unseen {
     }
 }
 
+/// Whether the JSON text `body` may hold a content part of a document type: the end of one of
+/// [`DOCUMENT_PARTS`] as a string (`document"`, `file"`), or an escape, which could spell one. Most bodies hold
+/// neither, and are not walked part by part (one pass of `memmem` over the bytes instead).
+fn may_name_a_document(body: &[u8]) -> bool {
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    static ENDS: LazyLock<[Finder<'static>; 3]> =
+        LazyLock::new(|| [Finder::new(b"document\""), Finder::new(b"file\""), Finder::new(b"\\u")]);
+    ENDS.iter().any(|f| f.find(body).is_some())
+}
+
 /// Whether `v` (a message list or an input) holds a content part of a document type, at any depth.
 fn has_document(v: &Value) -> bool {
     match v {
@@ -97,7 +111,7 @@ mod tests {
     use serde_json::json;
 
     fn of(v: Value) -> Unseen {
-        Unseen::of(v.as_object().cloned().as_ref().unwrap_or(&Map::new()))
+        Unseen::of(v.as_object().cloned().as_ref().unwrap_or(&Map::new()), v.to_string().as_bytes())
     }
 
     #[test]
@@ -113,6 +127,12 @@ mod tests {
         let plain = json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "file"}]}]});
         assert_eq!(of(plain).uncounted, None, "a word in a text is no file");
         assert_eq!(Unseen::of_chat(1).uncounted, Some("a file part"));
+        // A type spelled with an escape is the same type: the byte check lets it through to the walk.
+        let escaped = r#"{"input": [{"role": "user", "content": [{"type": "input_fil\u0065", "file_id": "f"}]}]}"#;
+        let req: Map<String, Value> = serde_json::from_str(escaped).unwrap_or_default();
+        assert!(Unseen::of(&req, escaped.as_bytes()).uncounted.is_some(), "{escaped}");
+        assert!(may_name_a_document(br#"{"type" : "document" }"#));
+        assert!(!may_name_a_document(br#"{"type": "text", "text": "a file or a document here"}"#));
     }
 
     #[test]
