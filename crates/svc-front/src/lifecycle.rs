@@ -4,9 +4,9 @@
 //! checked and skipped, and the client's name is spliced in place of each inner `model`, every other byte
 //! copied as the upstream wrote it.
 //!
-//! A key given twice in the inner object: the first `id`, `usage` and `output` are read (as a parsed map
-//! would not keep them, but as the gateway did before), every `model` is renamed; of the outer field, the first
-//! is read.
+//! A key given twice: the first `id`, `usage` and `output` of the inner object are read, and every `model` is
+//! renamed, in every object the outer field holds when it too is given twice (a client's parser may keep the
+//! last of them: none may show the upstream's name).
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -86,12 +86,21 @@ impl<'de> Visitor<'de> for Outer<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut inner = None;
+        let mut inner: Option<Inner<'de>> = None;
         while let Some(Key(key)) = map.next_key()? {
-            if inner.is_none() && key == self.outer {
-                inner = Some(map.next_value_seed(Fields { text: self.text })?);
-            } else {
+            if key != self.outer {
                 map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let Some(first) = inner.as_mut() else {
+                inner = Some(map.next_value_seed(Fields { text: self.text })?);
+                continue;
+            };
+            // Given again: only its models are read, and only when it is an object.
+            let raw: &'de RawValue = map.next_value()?;
+            let mut again = serde_json::Deserializer::from_str(raw.get());
+            if let Ok(more) = (Fields { text: self.text }).deserialize(&mut again) {
+                first.models.extend(more.models);
             }
         }
         Ok(inner)
@@ -162,12 +171,16 @@ mod tests {
     }
 
     #[test]
-    fn the_first_outer_and_first_inner_fields_are_read() {
-        let data = r#"{"response":{"usage":{"a":1},"usage":{"a":2},"output":[1]},"response":{"model":"m"}}"#;
+    fn the_first_fields_are_read_and_every_model_renamed() {
+        let data =
+            r#"{"response":{"usage":{"a":1},"usage":{"a":2},"output":[1]},"response":{"model":"m","usage":{"a":3}}}"#;
         let inner = Inner::read(data, "response").unwrap_or_default();
         assert_eq!(inner.usage(), Some(serde_json::json!({"a": 1})));
         assert_eq!(inner.output(), Some("[1]"));
-        assert_eq!(renamed(data, "response").as_deref(), Some(data), "the second `response` is not read");
+        let want = r#"{"response":{"usage":{"a":1},"usage":{"a":2},"output":[1]},"response":{"model":"alias","usage":{"a":3}}}"#;
+        assert_eq!(renamed(data, "response").as_deref(), Some(want), "a second `response` is renamed too");
+        let other = r#"{"response":{"model":"m"},"response":null}"#;
+        assert_eq!(renamed(other, "response").as_deref(), Some(r#"{"response":{"model":"alias"},"response":null}"#));
     }
 
     #[test]
