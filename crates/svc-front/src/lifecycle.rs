@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn events_that_do_not_read_are_left_alone() {
-        for data in [r#"{"response":null}"#, r#"{"response":{"model":"m"}"#, "[1]", "", r#"{"message":{}} x"#] {
+        for data in [r#"{"response":null}"#, r#"{"response":{"model":"m"}"#, "[1]", "", r#"{"response":{}} x"#] {
             assert_eq!(renamed(data, "response"), None, "{data}");
         }
         assert_eq!(renamed(r#"{"other":{"model":"m"}}"#, "response"), None, "no inner object");
