@@ -32,14 +32,9 @@ trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
 
-taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
-PIDS+=("$!"); UP=$(wait_listening "$WORK/upstream.log" "$!")
-taskset -c 1 "$BIN/svc-fake-anthropic" --no-record 2>"$WORK/anthropic.log" &
-PIDS+=("$!"); ANT=$(wait_listening "$WORK/anthropic.log" "$!")
+start_peer_upstreams
 MASTER="sk-master-bench-$(date +%s%N)"
 PEER_KEY="sk-peer-bench-$(date +%s%N)"
-RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
-MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
 
 # One run: gateway $1 (svc, peer), api $2, mode $3 (plain, stream), $4 requests; prints its instructions.
 run() {
@@ -65,8 +60,8 @@ run() {
     else
         key=$PEER_KEY
     fi
-    if [[ $api == responses ]]; then body=$RESP; path=/v1/responses; done=response.completed
-    else body=$MSG; path=/v1/messages; done=message_stop; fi
+    if [[ $api == responses ]]; then body=$PEERS_RESP; path=/v1/responses; done=response.completed
+    else body=$PEERS_MSG; path=/v1/messages; done=message_stop; fi
     local stream=()
     [[ $mode == stream ]] && stream=(--stream)
     SVC_BENCH_KEY=$key timeout 900 taskset -c 1 "$BIN/svc-bench" run --label "$who" --url "http://127.0.0.1:$port$path" \

@@ -43,12 +43,7 @@ trap 'exit 130' INT TERM
 source "$ROOT/bench/common.sh"
 NGINX=$(need_nginx)
 
-taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
-UP_PID=$!; PIDS+=("$UP_PID")
-UP=$(wait_listening "$WORK/upstream.log" "$UP_PID")
-taskset -c 1 "$BIN/svc-fake-anthropic" --no-record 2>"$WORK/anthropic.log" &
-ANT_PID=$!; PIDS+=("$ANT_PID")
-ANT=$(wait_listening "$WORK/anthropic.log" "$ANT_PID")
+start_peer_upstreams
 
 # svc, budgets on.
 MASTER="sk-master-bench-$(date +%s%N)"
@@ -108,8 +103,6 @@ wait_port "$NGINX_PORT" "$NGINX_PID" "$WORK/nginx.log"
     echo "rounds: $ROUNDS; ${DURATION}s per measurement after ${WARMUP}s of warm-up; c=1 and c=64 closed loops"
 } | tee "$OUT/machine.txt"
 
-RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
-MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
 
 # One measurement: target $1 (direct, svc, peer, nginx), api $2 (responses, messages), mode $3 (plain, stream),
 # measure $4 (latency, peak). Run again when the outside load passed 0.2 cores.
@@ -121,8 +114,8 @@ measure() {
         peer) base=127.0.0.1:$PEER_PORT; key=$PEER_KEY; pid=$PEER_PID ;;
         nginx) base=127.0.0.1:$NGINX_PORT; pid=$NGINX_PID ;;
     esac
-    if [[ $api == responses ]]; then path=/v1/responses; body=$RESP; done=response.completed
-    else path=/v1/messages; body=$MSG; done=message_stop; fi
+    if [[ $api == responses ]]; then path=/v1/responses; body=$PEERS_RESP; done=response.completed
+    else path=/v1/messages; body=$PEERS_MSG; done=message_stop; fi
     [[ $target == direct && $api == responses ]] && body=${body//\"resp\"/\"up-resp\"}
     [[ $target == direct && $api == messages ]] && body=${body//\"msg\"/\"claude-up\"}
     local args=(--label "$target" --url "http://$base$path" --body "$body" --measure "$what" --done "$done"
