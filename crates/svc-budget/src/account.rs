@@ -139,6 +139,13 @@ impl Notice {
             Notice::Exceeded { .. } => NoticeKind::Exceeded,
         }
     }
+
+    /// The budget period it belongs to.
+    pub fn period(&self) -> &Period {
+        match self {
+            Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period,
+        }
+    }
 }
 
 impl Account {

@@ -5,7 +5,7 @@
 use crate::group_commit::{Batches, GroupCommit, Options};
 use crate::{
     Deliverer, EmitError, Emitter, EventSink, GatewayEvent, HookFile, HookRunner, NewOutboxEvent, Observer, Origin,
-    OutboxItem, OutboxStore, OutboxWorker, PushOverrides, RetryPolicy, Source, Transient, WorkerOptions,
+    OutboxItem, OutboxStore, OutboxWorker, PushOverrides, RetryPolicy, Source, Stored, Transient, WorkerOptions,
 };
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -209,12 +209,14 @@ impl OutboxSink {
     /// Stores `event` in a tracked task, after the events emitted before it; with `judged` (a health transition
     /// in fleet mode: the deployment and this node's new state), only when the store says this node announces
     /// the fleet's transition, and without an event only records the judgement.
-    fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) {
+    fn store_later(&self, event: Option<GatewayEvent>, judged: Option<(String, &'static str)>) -> Stored {
         let kind = event.as_ref().map(|e| e.kind);
         let gate = judged.and_then(|j| self.health.clone().map(|store| (store, j)));
         if kind.is_none() && gate.is_none() {
-            return;
+            return Stored(None);
         }
+        // Dropped when the task ends, which completes the caller's `Stored`.
+        let (stored, answer) = tokio::sync::oneshot::channel::<()>();
         let (node, fleet_name) = (self.fleet.node.clone(), self.fleet.name.clone());
         let emitter = self.emitter.clone();
         let source = event.as_ref().map(|e| Source::from_config(&self.fleet, Some(&e.agent), "gateway"));
@@ -227,6 +229,7 @@ impl OutboxSink {
             // Wait for the events emitted before this one to be stored (or given up).
             let _ = turns.wait_for(|d| *d >= turn).await;
             let _turn = Turn { done, next: turn + 1 };
+            let _stored = stored;
             if let Some((store, (deployment, state))) = gate {
                 match store.health_judged(&fleet_name, &node, &deployment, state).await {
                     Ok(true) => {}
@@ -253,16 +256,21 @@ impl OutboxSink {
                 tracing::error!(error = %f.error, kind = event.kind.as_str(), "event could not be stored in the outbox");
             }
         });
+        Stored(Some(answer))
     }
 }
 
 impl EventSink for OutboxSink {
     fn emit(&self, event: GatewayEvent) {
-        self.store_later(Some(event), None);
+        let _ = self.store_later(Some(event), None);
+    }
+
+    fn emit_stored(&self, event: GatewayEvent) -> Stored {
+        self.store_later(Some(event), None)
     }
 
     fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
-        self.store_later(event, Some((deployment.to_string(), state)));
+        let _ = self.store_later(event, Some((deployment.to_string(), state)));
     }
 }
 

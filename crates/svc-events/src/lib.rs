@@ -32,4 +32,4 @@ pub use retry::{RetryPolicy, Transient};
 pub use senders::hooks::{HookFile, HookRunner};
 pub use senders::ntfy::{NtfySender, PushError, PushOverrides};
 pub use senders::webhook::{WebhookError, WebhookSender};
-pub use source::{EventSink, GatewayEvent, LogSink, MemorySink, SwappableSink};
+pub use source::{EventSink, GatewayEvent, LogSink, MemorySink, Stored, SwappableSink};

@@ -21,6 +21,14 @@ pub trait EventSink: Send + Sync + 'static {
     /// Hands an event over; must not block.
     fn emit(&self, event: GatewayEvent);
 
+    /// Hands an event over, as [`EventSink::emit`]; the answer completes once the event is where it goes (the
+    /// outbox: stored, or given up), so a caller can order what it does next after it. A sink that keeps events
+    /// at once completes at once.
+    fn emit_stored(&self, event: GatewayEvent) -> Stored {
+        self.emit(event);
+        Stored(None)
+    }
+
     /// A deployment's health changed on this node to `state` (every transition, recoveries too), with the
     /// event it calls for, if any. In fleet mode the gateway's sink lets the fleet announce each of its own
     /// transitions once; elsewhere the event is emitted as it is.
@@ -28,6 +36,24 @@ pub trait EventSink: Send + Sync + 'static {
         if let Some(e) = event {
             self.emit(e);
         }
+    }
+}
+
+/// Completes once an event handed to [`EventSink::emit_stored`] is where it goes.
+#[must_use = "awaiting it is the point"]
+pub struct Stored(pub(crate) Option<tokio::sync::oneshot::Receiver<()>>);
+
+impl std::future::IntoFuture for Stored {
+    type Output = ();
+    type IntoFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            if let Some(done) = self.0 {
+                // The sender is dropped when the event's task ends, whatever happened to the event.
+                let _ = done.await;
+            }
+        })
     }
 }
 
@@ -52,6 +78,10 @@ impl SwappableSink {
 impl EventSink for SwappableSink {
     fn emit(&self, event: GatewayEvent) {
         self.current.load().emit(event);
+    }
+
+    fn emit_stored(&self, event: GatewayEvent) -> Stored {
+        self.current.load().emit_stored(event)
     }
 
     fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {

@@ -46,6 +46,33 @@ impl Store {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Records that a notice's event is stored (in the outbox): a node waiting to announce `exceeded` after it
+    /// may go on.
+    pub async fn notice_emitted(&self, scope: &str, period_start_ms: i64, notice: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE budget_notices SET emitted_ms = $4 WHERE scope = $1 AND period_start_ms = $2 AND notice = $3",
+        )
+        .bind(scope)
+        .bind(period_start_ms)
+        .bind(notice)
+        .bind(crate::now_ms())
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The notices of a scope's period recorded by their announcer but whose events are not stored yet.
+    pub async fn notices_unemitted(&self, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2 AND emitted_ms IS NULL",
+        )
+        .bind(scope)
+        .bind(period_start_ms)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get::<String, _>(0)?)).collect()
+    }
+
     /// The notices already announced for a scope's period.
     pub async fn notices(&self, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2")

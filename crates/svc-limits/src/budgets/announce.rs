@@ -33,7 +33,8 @@ pub(super) async fn announcer(
 /// "exceeded", every alert threshold that what the budget holds has crossed and that was not announced yet is
 /// announced (a burst refused before its spend is settled crosses them all at once): each `budget.alert` comes
 /// before `budget.exceeded`, none after it (the accounts raise none then), across the fleet and restarts (each
-/// is recorded in the store before it is emitted).
+/// is recorded in the store before it is emitted; `exceeded` is stored only after the alerts other nodes
+/// recorded before it, and an alert recorded after it is left out).
 async fn announce(
     store: &Store,
     events: &dyn EventSink,
@@ -45,17 +46,24 @@ async fn announce(
     let (thresholds, currency) = (&settings.budget_alert_thresholds_permille, settings.currency.as_deref());
     let label = scope.label();
     let Notice::Exceeded { spent, limit, period, requested, remaining } = notice else {
-        // An alert after "exceeded" (announced by another node, whose budget held less then) is noise.
-        let period_ms = match &notice {
-            Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period.start.timestamp_millis(),
-        };
-        match store.notices(&label, period_ms).await {
-            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway"),
+        if !first(store, &label, &notice).await {
+            return;
         }
-        if first(store, &label, &notice).await {
-            emit(events, &scope, &who, &notice, currency);
+        // An alert after "exceeded" (announced by another node, whose budget held less then) is noise. Read
+        // after this alert is recorded: a node that records "exceeded" later waits for this alert to be stored.
+        let kind = notice.kind().label();
+        let period_ms = notice.period().start.timestamp_millis();
+        match store.notices(&label, period_ms).await {
+            Ok(done) if done.iter().any(|n| NoticeKind::parse(n) == Some(NoticeKind::Exceeded)) => {
+                if let Err(e) = store.notice_emitted(&label, period_ms, &kind).await {
+                    tracing::warn!(error = %e, "cannot record that a budget notice was left out");
+                }
+            }
+            Ok(_) => emit(store, events, &label, &scope, &who, &notice, currency).await,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the budget notices; announcing anyway");
+                emit(store, events, &label, &scope, &who, &notice, currency).await;
+            }
         }
         return;
     };
@@ -69,22 +77,53 @@ async fn announce(
     for threshold_permille in below {
         let alert = Notice::Alert { threshold_permille, spent, limit, period };
         if first(store, &label, &alert).await {
-            emit(events, &scope, &who, &alert, currency);
+            emit(store, events, &label, &scope, &who, &alert, currency).await;
         }
     }
     let exceeded = Notice::Exceeded { spent, limit, period, requested, remaining };
     if first(store, &label, &exceeded).await {
-        emit(events, &scope, &who, &exceeded, currency);
+        // Alerts another node recorded before now: their events are stored before this one's, so delivered
+        // first (one recorded after now sees "exceeded" and is left out).
+        alerts_stored(store, &label, period.start.timestamp_millis()).await;
+        emit(store, events, &label, &scope, &who, &exceeded, currency).await;
+    }
+}
+
+/// How long a node announcing `exceeded` waits for the alerts another node recorded to be stored (that node may
+/// have stopped between recording one and storing it: then `exceeded` goes out after this wait).
+pub(super) const ALERTS_STORED_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits until every alert of the budget's period recorded in the store has its event stored, or
+/// [`ALERTS_STORED_WITHIN`] has passed.
+async fn alerts_stored(store: &Store, label: &str, period_ms: i64) {
+    let deadline = tokio::time::Instant::now() + ALERTS_STORED_WITHIN;
+    loop {
+        match store.notices_unemitted(label, period_ms).await {
+            Ok(pending) if !pending.iter().any(|n| NoticeKind::parse(n).is_some_and(|k| k != NoticeKind::Exceeded)) => {
+                return;
+            }
+            Ok(_) if tokio::time::Instant::now() < deadline => {}
+            Ok(pending) => {
+                tracing::warn!(
+                    budget = label,
+                    ?pending,
+                    "alerts another node recorded are not stored yet; announcing exceeded"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the budget notices; announcing exceeded");
+                return;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
 /// Whether this is the first of its kind in its budget and period (recorded now); on a store failure, yes (a
 /// notice announced twice beats one never announced).
 async fn first(store: &Store, label: &str, notice: &Notice) -> bool {
-    let period = match notice {
-        Notice::Alert { period, .. } | Notice::Exceeded { period, .. } => period,
-    };
-    match store.notice_once(label, period.start.timestamp_millis(), &notice.kind().label()).await {
+    match store.notice_once(label, notice.period().start.timestamp_millis(), &notice.kind().label()).await {
         Ok(first) => first,
         Err(e) => {
             tracing::warn!(error = %e, "cannot record a budget notice; announcing anyway");
@@ -93,7 +132,24 @@ async fn first(store: &Store, label: &str, notice: &Notice) -> bool {
     }
 }
 
-fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice, currency: Option<&str>) {
+/// Emits a notice's event and, once it is stored, says so in the store (see [`alerts_stored`]).
+async fn emit(
+    store: &Store,
+    events: &dyn EventSink,
+    label: &str,
+    scope: &Scope,
+    who: &Who,
+    notice: &Notice,
+    currency: Option<&str>,
+) {
+    events.emit_stored(event(scope, who, notice, currency)).await;
+    if let Err(e) = store.notice_emitted(label, notice.period().start.timestamp_millis(), &notice.kind().label()).await
+    {
+        tracing::warn!(error = %e, "cannot record that a budget notice was stored");
+    }
+}
+
+fn event(scope: &Scope, who: &Who, notice: &Notice, currency: Option<&str>) -> GatewayEvent {
     let (event, period, spent, limit, threshold) = match notice {
         Notice::Alert { threshold_permille, spent, limit, period } => {
             (EventKind::BudgetAlert, period, spent, limit, Some(*threshold_permille))
@@ -111,5 +167,5 @@ fn emit(events: &dyn EventSink, scope: &Scope, who: &Who, notice: &Notice, curre
         data.insert("requested".into(), json!(requested.map(Money::as_f64)));
         data.insert("remaining".into(), json!(remaining.map(Money::as_f64)));
     }
-    events.emit(GatewayEvent { kind: event, agent: who.agent().to_string(), data: Value::Object(data) });
+    GatewayEvent { kind: event, agent: who.agent().to_string(), data: Value::Object(data) }
 }

@@ -192,6 +192,36 @@ async fn budget_events_are_announced_once_per_period() {
     assert!(sink.events().is_empty(), "{:?}", sink.events());
 }
 
+/// Alerts another node recorded but has not stored yet (it is between the two steps) hold this node's
+/// `budget.exceeded` back until they are stored, so no receiver gets `exceeded` before them; once they are, it
+/// goes out (before the wait's bound, which is for a node that stopped in between).
+#[tokio::test]
+async fn exceeded_waits_for_the_alerts_another_node_recorded_to_be_stored() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let period = at(2026, 1, 31, 0).timestamp_millis();
+    for notice in ["alert:500", "alert:800"] {
+        assert!(r.store.notice_once("team:t", period, notice).await.unwrap());
+    }
+    let held = r.budgets.admit(&principal(), &nanos(900_000_000)).await.unwrap();
+    assert!(r.budgets.admit(&principal(), &nanos(200_000_000)).await.is_err());
+    let refused = std::time::Instant::now();
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(r.events.events().is_empty(), "{:?}", r.events.events());
+    }
+    r.store.notice_emitted("team:t", period, "alert:500").await.unwrap();
+    r.store.notice_emitted("team:t", period, "alert:800").await.unwrap();
+    let deadline = refused + super::announce::ALERTS_STORED_WITHIN;
+    while r.events.events().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "exceeded went out only at the wait's bound");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let kinds: Vec<&str> = r.events.events().iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["budget.exceeded"]);
+    assert_eq!(r.store.notices_unemitted("team:t", period).await.unwrap(), Vec::<String>::new());
+    drop(held);
+}
+
 /// An agent's worst case (prompt plus 128,000 completion tokens at 1,000 nano-units each) on a team budget
 /// of 1.00 that has 0.05 left.
 fn agent_ask() -> Ask {
