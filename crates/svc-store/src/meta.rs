@@ -33,53 +33,45 @@ impl Store {
     /// Records that a budget notice (`alert:800`, `exceeded`) was announced for a scope's period; returns
     /// true only for the first caller, so a notice is announced once per period even across restarts.
     pub async fn notice_once(&self, scope: &str, period_start_ms: i64, notice: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO budget_notices (scope, period_start_ms, notice, created_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (scope, period_start_ms, notice) DO NOTHING",
-        )
-        .bind(scope)
-        .bind(period_start_ms)
-        .bind(notice)
-        .bind(crate::now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() > 0)
+        let sql = "INSERT INTO budget_notices (scope, period_start_ms, notice, created_ms) VALUES ($1, $2, $3, $4) \
+                   ON CONFLICT (scope, period_start_ms, notice) DO NOTHING";
+        Ok(self.on_notice(sql, scope, period_start_ms, notice).await? > 0)
     }
 
     /// Records that a notice's event is stored (in the outbox): a node waiting to announce `exceeded` after it
     /// may go on.
     pub async fn notice_emitted(&self, scope: &str, period_start_ms: i64, notice: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE budget_notices SET emitted_ms = $4 WHERE scope = $1 AND period_start_ms = $2 AND notice = $3",
-        )
-        .bind(scope)
-        .bind(period_start_ms)
-        .bind(notice)
-        .bind(crate::now_ms())
-        .execute(self.pool())
-        .await?;
-        Ok(())
-    }
-
-    /// The notices of a scope's period recorded by their announcer but whose events are not stored yet.
-    pub async fn notices_unemitted(&self, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2 AND emitted_ms IS NULL",
-        )
-        .bind(scope)
-        .bind(period_start_ms)
-        .fetch_all(self.pool())
-        .await?;
-        rows.iter().map(|r| Ok(r.try_get::<String, _>(0)?)).collect()
+        let sql = "UPDATE budget_notices SET emitted_ms = $4 WHERE scope = $1 AND period_start_ms = $2 AND notice = $3";
+        self.on_notice(sql, scope, period_start_ms, notice).await.map(drop)
     }
 
     /// The notices already announced for a scope's period.
     pub async fn notices(&self, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query("SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2")
+        let sql = "SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2";
+        self.notice_labels(sql, scope, period_start_ms).await
+    }
+
+    /// The notices of a scope's period recorded by their announcer but whose events are not stored yet.
+    pub async fn notices_unemitted(&self, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
+        let sql = "SELECT notice FROM budget_notices WHERE scope = $1 AND period_start_ms = $2 AND emitted_ms IS NULL";
+        self.notice_labels(sql, scope, period_start_ms).await
+    }
+
+    /// Runs `sql` over one notice (`$1` scope, `$2` period start, `$3` notice, `$4` now); the rows it changed.
+    async fn on_notice(&self, sql: &str, scope: &str, period_start_ms: i64, notice: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query(sql)
             .bind(scope)
             .bind(period_start_ms)
-            .fetch_all(self.pool())
+            .bind(notice)
+            .bind(crate::now_ms())
+            .execute(self.pool())
             .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// The notices `sql` selects of a scope's period (`$1` scope, `$2` period start).
+    async fn notice_labels(&self, sql: &str, scope: &str, period_start_ms: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(sql).bind(scope).bind(period_start_ms).fetch_all(self.pool()).await?;
         rows.iter().map(|r| Ok(r.try_get::<String, _>(0)?)).collect()
     }
 }

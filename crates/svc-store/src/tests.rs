@@ -245,6 +245,19 @@ async fn meta(s: &Store) {
     assert_eq!(s.meta_get("x").await.unwrap(), None);
     assert_eq!(s.meta_get_or_insert("x", "1").await.unwrap(), "1");
     assert_eq!(s.meta_get_or_insert("x", "2").await.unwrap(), "1");
+    // Budget notices: recorded once, unstored until marked, per scope and period.
+    assert!(s.notice_once("team:t", 1, "alert:800").await.unwrap());
+    assert!(!s.notice_once("team:t", 1, "alert:800").await.unwrap());
+    assert!(s.notice_once("team:t", 1, "exceeded").await.unwrap());
+    assert!(s.notice_once("team:t", 2, "alert:800").await.unwrap());
+    s.notice_emitted("team:t", 1, "exceeded").await.unwrap();
+    assert_eq!(s.notices_unemitted("team:t", 1).await.unwrap(), ["alert:800"]);
+    s.notice_emitted("team:t", 1, "alert:800").await.unwrap();
+    assert!(s.notices_unemitted("team:t", 1).await.unwrap().is_empty());
+    assert_eq!(s.notices_unemitted("team:t", 2).await.unwrap(), ["alert:800"]);
+    let mut done = s.notices("team:t", 1).await.unwrap();
+    done.sort();
+    assert_eq!(done, ["alert:800", "exceeded"]);
 }
 
 /// A stored response's owner is read back from the spend record that names it: the first such record when an
