@@ -40,12 +40,7 @@ trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
 
-taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
-UP_PID=$!; PIDS+=("$UP_PID")
-UP=$(wait_listening "$WORK/upstream.log" "$UP_PID")
-taskset -c 1 "$BIN/svc-fake-anthropic" --no-record 2>"$WORK/anthropic.log" &
-ANT_PID=$!; PIDS+=("$ANT_PID")
-ANT=$(wait_listening "$WORK/anthropic.log" "$ANT_PID")
+start_agent_upstreams
 
 MASTER="sk-master-bench-$(date +%s%N)"
 cat >"$WORK/svc.yaml" <<EOF

@@ -162,9 +162,10 @@ callgrind_instructions() {
 PEERS_RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
 PEERS_MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
 
-# The peers benchmarks' upstreams on core 1: svc-fake-upstream (Responses; its address in UP) and
-# svc-fake-anthropic (Messages; in ANT), their PIDs in UP_PID and ANT_PID and added to PIDS.
-start_peer_upstreams() {
+# The upstreams of the agent-API benchmarks (bench/agents.sh, bench/peers.sh, bench/peers-callgrind.sh) on core 1:
+# svc-fake-upstream (chat completions and Responses; its address in UP) and svc-fake-anthropic (Messages; in ANT),
+# their PIDs in UP_PID and ANT_PID and added to PIDS.
+start_agent_upstreams() {
     taskset -c 1 "$BIN/svc-fake-upstream" --port 0 --threads 1 2>"$WORK/upstream.log" &
     UP_PID=$!; PIDS+=("$UP_PID")
     UP=$(wait_listening "$WORK/upstream.log" "$UP_PID")

@@ -32,7 +32,7 @@ trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
 
-start_peer_upstreams
+start_agent_upstreams
 MASTER="sk-master-bench-$(date +%s%N)"
 PEER_KEY="sk-peer-bench-$(date +%s%N)"
 

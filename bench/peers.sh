@@ -43,7 +43,7 @@ trap 'exit 130' INT TERM
 source "$ROOT/bench/common.sh"
 NGINX=$(need_nginx)
 
-start_peer_upstreams
+start_agent_upstreams
 
 # svc, budgets on.
 MASTER="sk-master-bench-$(date +%s%N)"
