@@ -43,17 +43,15 @@ pub trait EventSink: Send + Sync + 'static {
 #[must_use = "awaiting it is the point"]
 pub struct Stored(pub(crate) Option<tokio::sync::oneshot::Receiver<()>>);
 
-impl std::future::IntoFuture for Stored {
+impl std::future::Future for Stored {
     type Output = ();
-    type IntoFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            if let Some(done) = self.0 {
-                // The sender is dropped when the event's task ends, whatever happened to the event.
-                let _ = done.await;
-            }
-        })
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.0.as_mut() {
+            None => std::task::Poll::Ready(()),
+            // The sender is dropped when the event's task ends, whatever happened to the event.
+            Some(done) => std::pin::Pin::new(done).poll(cx).map(|_| ()),
+        }
     }
 }
 

@@ -301,6 +301,27 @@ async fn a_request_too_dear_for_a_budget_that_holds_little_announces_no_alert() 
     assert!(sink.events().is_empty(), "{:?}", sink.events());
 }
 
+/// An alert this node raises after another node recorded "exceeded" is left out, and recorded as done, so that
+/// no node announcing "exceeded" waits for it to be stored.
+#[tokio::test]
+async fn an_alert_after_another_nodes_exceeded_is_left_out_and_recorded_done() {
+    let r = rig(None, at(2026, 2, 10, 0)).await;
+    let period = at(2026, 1, 31, 0).timestamp_millis();
+    // This node's account is loaded before the other node records "exceeded" (an account loaded after it raises
+    // no alerts at all).
+    r.budgets.admit(&principal(), &nanos(1_000)).await.unwrap().reservation.settle(m(1_000));
+    assert!(r.store.notice_once("team:t", period, "exceeded").await.unwrap());
+    r.budgets.admit(&principal(), &nanos(600_000_000)).await.unwrap().reservation.settle(m(600_000_000));
+    let store = r.store.clone();
+    let (sink, _dir) = r.quiet().await;
+    assert!(sink.events().is_empty(), "{:?}", sink.events());
+    let mut done = store.notices("team:t", period).await.unwrap();
+    done.sort();
+    assert_eq!(done, ["alert:500", "exceeded"]);
+    // Only the other node's own "exceeded" (never stored here) is left unstored.
+    assert_eq!(store.notices_unemitted("team:t", period).await.unwrap(), ["exceeded"]);
+}
+
 #[tokio::test]
 async fn a_burst_announces_each_alert_before_exceeded_once() {
     // With a currency label, which every announcement carries.
