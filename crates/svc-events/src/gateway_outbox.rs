@@ -262,7 +262,8 @@ impl OutboxSink {
 
 impl EventSink for OutboxSink {
     fn emit(&self, event: GatewayEvent) {
-        let _ = self.store_later(Some(event), None);
+        // Not awaited: `emit` hands over and returns.
+        drop(self.store_later(Some(event), None));
     }
 
     fn emit_stored(&self, event: GatewayEvent) -> Stored {
@@ -270,7 +271,7 @@ impl EventSink for OutboxSink {
     }
 
     fn health_changed(&self, deployment: &str, state: &'static str, event: Option<GatewayEvent>) {
-        let _ = self.store_later(event, Some((deployment.to_string(), state)));
+        drop(self.store_later(event, Some((deployment.to_string(), state))));
     }
 }
 
