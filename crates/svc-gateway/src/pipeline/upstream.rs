@@ -22,7 +22,7 @@ use crate::pipeline::meter::{Meter, Metered};
 use crate::pipeline::settlement::Settle;
 use axum::body::Body;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::pin::Pin;
@@ -35,6 +35,9 @@ use svc_providers::passthrough::{EventStream, RawEvent};
 use svc_providers::raw::Object;
 use svc_providers::{estimate, usage, Chunk, ChunkStream, Reply, UsageEdit};
 use tokio::time::{Instant, Sleep};
+
+/// The most bytes of upstream events that are ready at once sent to the client as one frame.
+const BATCH_BYTES: usize = 64 * 1024;
 
 /// The OpenAI `usage` object of `u`.
 fn usage_json(u: Usage) -> Value {
@@ -317,6 +320,37 @@ impl Forward {
         }
     }
 
+    /// One item of the upstream (`None`: its end) handled: the bytes for the client, if any. After the stream's
+    /// end, a cut or a failure, `finished` is set and these are its last bytes.
+    async fn step(&mut self, item: Option<Result<Item, ApiError>>) -> Option<Bytes> {
+        match item {
+            Some(Ok(chunk)) => {
+                let bytes = self.rewrite(chunk);
+                if self.meter.cut_after().is_some_and(|cut| self.generated > cut) {
+                    // Whatever this chunk held past the cap is not sent.
+                    return Some(self.stop(Stop::Cut).await);
+                }
+                if bytes.is_some() && !self.sent_first {
+                    self.sent_first = true;
+                    if let Some(settle) = self.settle.as_mut() {
+                        settle.first_byte = Some(settle.started.elapsed());
+                    }
+                }
+                bytes
+            }
+            Some(Err(err)) => Some(self.stop(Stop::Failed(err)).await),
+            None => {
+                self.finished = true;
+                let metered = self.metered();
+                if let Some(settle) = self.settle.take() {
+                    log_fault(&settle, &metered);
+                    settle.finish(&metered, 200).await;
+                }
+                Some(self.done(metered.usage))
+            }
+        }
+    }
+
     /// Ends the stream early: settles and returns the last bytes for the client.
     async fn stop(&mut self, why: Stop) -> Bytes {
         self.finished = true;
@@ -406,41 +440,24 @@ pub fn stream_body(
             st.flushed_first = true;
             tokio::task::yield_now().await;
         }
-        loop {
-            match st.next().await {
-                Some(Ok(chunk)) => {
-                    let bytes = st.rewrite(chunk);
-                    if st.meter.cut_after().is_some_and(|cut| st.generated > cut) {
-                        // Whatever this chunk held past the cap is not sent.
-                        let last = st.stop(Stop::Cut).await;
-                        return Some((Ok::<Bytes, std::io::Error>(last), st));
-                    }
-                    if let Some(bytes) = bytes {
-                        if !st.sent_first {
-                            st.sent_first = true;
-                            if let Some(settle) = st.settle.as_mut() {
-                                settle.first_byte = Some(settle.started.elapsed());
-                            }
-                        }
-                        return Some((Ok(bytes), st));
-                    }
-                }
-                Some(Err(err)) => {
-                    let last = st.stop(Stop::Failed(err)).await;
-                    return Some((Ok(last), st));
-                }
-                None => {
-                    st.finished = true;
-                    let metered = st.metered();
-                    if let Some(settle) = st.settle.take() {
-                        log_fault(&settle, &metered);
-                        settle.finish(&metered, 200).await;
-                    }
-                    let done = st.done(metered.usage);
-                    return Some((Ok(done), st));
-                }
+        let first = loop {
+            let item = st.next().await;
+            if let Some(bytes) = st.step(item).await {
+                break bytes;
+            }
+        };
+        if !st.flushed_first {
+            return Some((Ok::<Bytes, std::io::Error>(first), st));
+        }
+        // What the upstream sent in the same breath goes out with it, in one frame (up to BATCH_BYTES).
+        let mut batch: Option<Vec<u8>> = None;
+        while !st.finished && batch.as_ref().map_or(first.len(), Vec::len) < BATCH_BYTES {
+            let Some(item) = st.next().now_or_never() else { break };
+            if let Some(more) = st.step(item).await {
+                batch.get_or_insert_with(|| first.to_vec()).extend_from_slice(&more);
             }
         }
+        Some((Ok(batch.map_or(first, Bytes::from)), st))
     });
     Body::from_stream(stream)
 }
