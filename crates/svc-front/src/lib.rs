@@ -98,27 +98,27 @@ impl Api {
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
     pub fn to_chat(self, body: &[u8]) -> Result<Translated, RequestError> {
-        let (chat, continues, unseen) = match self {
+        let (chat, continues, stored, unseen) = match self {
             Api::Chat => {
                 let chat = ChatRequest::parse(body)?;
                 let unseen = Unseen::of_chat(chat.prompt_parts().documents);
-                return Ok(Translated { chat, continues: None, unseen });
+                return Ok(Translated { chat, continues: None, stored: false, unseen });
             }
-            Api::Embeddings => (embeddings::to_chat(body)?, None, Unseen::default()),
+            Api::Embeddings => (embeddings::to_chat(body)?, None, false, Unseen::default()),
             Api::Messages => {
                 let (chat, unseen) = messages::to_chat(body)?;
-                (chat, None, unseen)
+                (chat, None, false, unseen)
             }
             Api::Gemini => {
                 let (chat, unseen) = gemini::to_chat(body)?;
-                (chat, None, unseen)
+                (chat, None, false, unseen)
             }
             Api::Responses => {
                 let read = responses::to_chat(body)?;
-                (read.chat, read.continues, read.unseen)
+                (read.chat, read.continues, read.stored, read.unseen)
             }
         };
-        Ok(Translated { chat: ChatRequest::check(chat)?, continues, unseen })
+        Ok(Translated { chat: ChatRequest::check(chat)?, continues, stored, unseen })
     }
 
     /// A completion (metered, `model` the alias) in this API's shape.
@@ -172,6 +172,9 @@ pub struct Translated {
     /// The stored response a Responses request continues (`previous_response_id`): only a deployment that
     /// speaks Responses can serve it, preferably the one that stored it.
     pub continues: Option<String>,
+    /// Whether the upstream keeps its answer for later requests (a Responses request without `store: false`):
+    /// only then does the gateway remember where the answer is kept.
+    pub stored: bool,
     /// What it makes the provider bill beyond its body.
     pub unseen: Unseen,
 }

@@ -25,6 +25,8 @@ pub struct Read {
     pub chat: Map<String, Value>,
     /// The stored response it continues, if any.
     pub continues: Option<String>,
+    /// Whether the upstream keeps the answer (`store` is not `false`: OpenAI keeps it by default).
+    pub stored: bool,
     /// What it makes the provider bill beyond its body.
     pub unseen: super::Unseen,
 }
@@ -83,7 +85,8 @@ pub fn to_chat(body: &[u8]) -> Result<Read, RequestError> {
         }
     }
     let continues = req.get("previous_response_id").and_then(Value::as_str).filter(|id| !id.is_empty());
-    Ok(Read { chat: out, continues: continues.map(String::from), unseen: super::Unseen::of(&req, body) })
+    let stored = req.get("store") != Some(&Value::Bool(false));
+    Ok(Read { chat: out, continues: continues.map(String::from), stored, unseen: super::Unseen::of(&req, body) })
 }
 
 /// One `input` item as chat messages.
@@ -279,6 +282,20 @@ mod tests {
         assert_eq!(out["tools"].as_array().map(Vec::len), Some(1));
         assert_eq!((out["stream"].clone(), out["tool_choice"].clone()), (json!(true), json!("auto")));
         assert!(out.get("store").is_none() && out.get("reasoning").is_none());
+    }
+
+    #[test]
+    fn only_store_false_says_the_answer_is_kept_nowhere() {
+        let stored = |extra: Value| {
+            let mut body = json!({"model": "m", "input": "hi"});
+            if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
+                b.extend(e);
+            }
+            to_chat(body.to_string().as_bytes()).map(|r| r.stored).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert!(stored(json!({})), "OpenAI keeps an answer by default");
+        assert!(stored(json!({"store": true})) && stored(json!({"store": null})));
+        assert!(!stored(json!({"store": false})));
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub(super) struct Call<'a> {
     pub(super) inbound: &'a Inbound,
     /// Whether the request continues a stored response (`previous_response_id`).
     pub(super) continues: bool,
+    /// Whether the upstream keeps the answer (a Responses request without `store: false`).
+    pub(super) stored: bool,
     /// The built-in tool calls (web searches) the budgets pay for, when lower than the client's.
     pub(super) tool_calls: Option<u64>,
 }
@@ -305,6 +307,7 @@ impl Call<'_> {
             attempts: Attempts { count: tries, fallback, waited },
             first_byte: None,
             response_id: None,
+            stored: self.stored,
         }
     }
 

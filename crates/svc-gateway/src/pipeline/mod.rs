@@ -115,7 +115,7 @@ pub async fn handle(
     alias: &mut String,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.answering, state.config.server.max_in_flight)?;
-    let Translated { chat: mut req, continues, unseen } = inbound.api.to_chat(body)?;
+    let Translated { chat: mut req, continues, stored, unseen } = inbound.api.to_chat(body)?;
     let facts = Facts::of(&mut req);
     *alias = facts.alias;
     let alias: &str = alias;
@@ -146,6 +146,7 @@ pub async fn handle(
         api: inbound.api,
         inbound,
         continues: continues.is_some(),
+        stored,
         tool_calls,
     };
     let outcome = call.attempts(plan, req, first).await;

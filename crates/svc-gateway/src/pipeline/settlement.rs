@@ -43,19 +43,25 @@ pub struct Settle {
     pub first_byte: Option<Duration>,
     /// The stored response the call created upstream (Responses), recorded with its spend.
     pub response_id: Option<String>,
+    /// Whether the upstream keeps the answer (a Responses request without `store: false`): only then is its id
+    /// remembered as a stored response's home.
+    pub stored: bool,
 }
 
 impl Settle {
-    /// The call created the stored response `id` upstream: this node remembers it as the caller's at once (a
-    /// stream's id comes with its first event), and its spend record will name it for every node.
+    /// The call's answer is the response `id`: its spend record will name it for every node and, when the upstream
+    /// keeps it ([`Settle::stored`]), this node remembers it as the caller's at once (a stream's id comes with its
+    /// first event). An answer sent with `store: false` is kept nowhere: remembering it would only fill memory.
     pub fn stored_response(&mut self, id: &str) {
         if self.response_id.is_some() || !svc_routing::homes::is_id(id) {
             return;
         }
-        let owner = stored::owner_of(&self.principal);
-        let home =
-            svc_routing::Home { route: self.route.clone(), alias: self.route.alias.clone(), owner, tokens: None };
-        self.state.models.homes.record(id, home);
+        if self.stored {
+            let owner = stored::owner_of(&self.principal);
+            let home =
+                svc_routing::Home { route: self.route.clone(), alias: self.route.alias.clone(), owner, tokens: None };
+            self.state.models.homes.record(id, home);
+        }
         self.response_id = Some(id.to_string());
     }
 
@@ -236,6 +242,7 @@ gateway_settings:
             attempts: Attempts::default(),
             first_byte: None,
             response_id: None,
+            stored: true,
         }
     }
 
@@ -279,6 +286,18 @@ gateway_settings:
         let home = p.models.homes.get("resp_1").unwrap();
         assert_eq!((home.alias.as_str(), home.tokens), ("m", Some(150)), "the response's history as billed");
         assert_eq!(places(), (0, free), "both places are given back");
+    }
+
+    #[tokio::test]
+    async fn an_answer_sent_with_store_false_is_named_in_its_spend_but_not_remembered() {
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        let mut s = settle(&r).await;
+        s.stored = false;
+        s.stored_response("resp_2");
+        s.finish(&billed(100, 50), 200).await;
+        assert_eq!(record(&p).await.response_id.as_deref(), Some("resp_2"), "its spend still names it");
+        assert!(p.models.homes.get("resp_2").is_none(), "kept nowhere upstream: no home is remembered");
     }
 
     #[tokio::test]
