@@ -458,6 +458,7 @@ gateway_settings:
             api: Api::Chat,
             inbound: &inbound,
             continues,
+            stored: false,
             tool_calls: None,
         };
         let plan = p.models.plan("a", p.events.as_ref()).unwrap();
