@@ -1,0 +1,35 @@
+//! Release builds of `svc` on x86-64 Linux place the functions `svc serve` runs together (`hot-symbols.txt`,
+//! made by `bench/hot-symbols.sh`), by lld's `--symbol-ordering-file` (lld is Rust's linker there): the kernel
+//! maps code in 64 KiB windows around each page that runs, so code that runs scattered through the binary keeps
+//! nearly all of it resident, and placed together only what runs is (BENCHMARKS.md, peak RSS). The order changes
+//! where code lies, never what it does; a listed name the binary lacks is skipped. Applied only when the
+//! toolchain carries its own lld (`rust-lld`, the linker Rust uses on x86-64 Linux since 1.90);
+//! `SVC_NO_SYMBOL_ORDER=1` turns it off (a build that links with another linker).
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether the toolchain has its own lld (`<sysroot>/lib/rustlib/<target>/bin/gcc-ld/ld.lld`).
+fn has_rust_lld(target: &str) -> bool {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else { return false };
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    sysroot.join("lib/rustlib").join(target).join("bin/gcc-ld/ld.lld").is_file()
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=hot-symbols.txt");
+    println!("cargo:rerun-if-env-changed=SVC_NO_SYMBOL_ORDER");
+    let target = |key: &str| env::var(key).unwrap_or_default();
+    let applies = target("PROFILE") == "release"
+        && target("CARGO_CFG_TARGET_OS") == "linux"
+        && target("CARGO_CFG_TARGET_ARCH") == "x86_64"
+        && target("CARGO_CFG_TARGET_ENV") == "gnu"
+        && env::var_os("SVC_NO_SYMBOL_ORDER").is_none_or(|v| v.is_empty() || v == "0");
+    let list = Path::new(&target("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
+    if applies && list.is_file() && has_rust_lld(&target("TARGET")) {
+        println!("cargo:rustc-link-arg-bin=svc=-Wl,--symbol-ordering-file={}", list.display());
+        println!("cargo:rustc-link-arg-bin=svc=-Wl,--no-warn-symbol-ordering");
+    }
+}
