@@ -33,16 +33,9 @@ fi
 BIN=$ROOT/target/release
 OUT=$ROOT/target/bench/agents-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
-WORK=$(mktemp -d)
-PIDS=()
-trap stop_children EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
-
-start_agent_upstreams
-
-MASTER="sk-master-bench-$(date +%s%N)"
+begin_agent_bench
 cat >"$WORK/svc.yaml" <<EOF
 server: {host: 127.0.0.1, port: 0, database_url: 'sqlite://$WORK/svc.db'}
 model_list:

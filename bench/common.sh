@@ -162,6 +162,18 @@ callgrind_instructions() {
 PEERS_RESP='{"model":"resp","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a terse assistant."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello in five words."}]}],"max_output_tokens":64,"store":false}'
 PEERS_MSG='{"model":"msg","max_tokens":64,"system":[{"type":"text","text":"You are a terse assistant."}],"messages":[{"role":"user","content":[{"type":"text","text":"Say hello in five words."}]}]}'
 
+# The start of the agent-API benchmarks (bench/agents.sh, bench/peers.sh, bench/peers-callgrind.sh,
+# bench/hot-symbols.sh): a scratch folder in WORK, the children in PIDS stopped at exit, the two upstreams started
+# (start_agent_upstreams) and a master key in MASTER.
+begin_agent_bench() {
+    WORK=$(mktemp -d)
+    PIDS=()
+    trap stop_children EXIT
+    trap 'exit 130' INT TERM
+    start_agent_upstreams
+    MASTER="sk-master-bench-$(date +%s%N)"
+}
+
 # The upstreams of the agent-API benchmarks (bench/agents.sh, bench/peers.sh, bench/peers-callgrind.sh) on core 1:
 # svc-fake-upstream (chat completions and Responses; its address in UP) and svc-fake-anthropic (Messages; in ANT),
 # their PIDs in UP_PID and ANT_PID and added to PIDS.

@@ -21,15 +21,9 @@ done
 cargo build --release --quiet -p svc-cli -p svc-testkit -p svc-bench \
     --bin svc --bin svc-fake-upstream --bin svc-fake-anthropic --bin svc-bench
 BIN=$ROOT/target/release
-WORK=$(mktemp -d)
-PIDS=()
-trap stop_children EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
-
-start_agent_upstreams
-MASTER="sk-master-bench-$(date +%s%N)"
+begin_agent_bench
 CHAT='{"model":"resp","messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Say hello in five words."}],"max_tokens":64}'
 
 for api in chat responses messages; do

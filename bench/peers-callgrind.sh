@@ -25,15 +25,9 @@ fi
 BIN=$ROOT/target/release
 OUT=$ROOT/target/bench/peers-callgrind-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
-WORK=$(mktemp -d)
-PIDS=()
-trap stop_children EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
-
-start_agent_upstreams
-MASTER="sk-master-bench-$(date +%s%N)"
+begin_agent_bench
 PEER_KEY="sk-peer-bench-$(date +%s%N)"
 
 # One run: gateway $1 (svc, peer), api $2, mode $3 (plain, stream), $4 requests; prints its instructions.

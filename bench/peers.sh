@@ -35,18 +35,11 @@ fi
 BIN=$ROOT/target/release
 OUT=$ROOT/target/bench/peers-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
-WORK=$(mktemp -d)
-PIDS=()
-trap stop_children EXIT
-trap 'exit 130' INT TERM
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
+begin_agent_bench
 NGINX=$(need_nginx)
-
-start_agent_upstreams
-
 # svc, budgets on.
-MASTER="sk-master-bench-$(date +%s%N)"
 peers_svc_yaml "$WORK/svc.db" 0 "$UP" "$ANT" >"$WORK/svc.yaml"
 SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc" serve --config "$WORK/svc.yaml" \
     >/dev/null 2>"$WORK/svc.log" &
