@@ -301,6 +301,60 @@ gateway_settings:
     }
 
     #[tokio::test]
+    async fn a_streams_events_sent_together_go_out_as_one_frame_the_first_alone() {
+        use http_body_util::BodyExt;
+        use serde_json::json;
+        use svc_providers::passthrough::RawEvent;
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        let s = settle(&r).await;
+        let ev = |kind: &str, data: serde_json::Value| Ok(RawEvent { event: kind.into(), data: data.to_string() });
+        let delta = |text: &str| json!({"type": "response.output_text.delta", "delta": text});
+        let events = vec![
+            ev("response.created", json!({"type": "response.created", "response": {"id": "resp_9", "model": "up"}})),
+            ev("response.output_text.delta", delta("abcd")),
+            ev("response.output_text.delta", delta("efgh")),
+            ev(
+                "response.completed",
+                json!({"type": "response.completed", "response": {"id": "resp_9", "model": "up",
+                "usage": {"input_tokens": 3, "output_tokens": 2}}}),
+            ),
+        ];
+        // Every event is ready at once, as when they come in one read of the upstream's connection.
+        let upstream = super::super::upstream::Source::Events(Box::pin(futures::stream::iter(events)));
+        let meter = crate::pipeline::meter::Meter {
+            prompt_estimate: 100,
+            input_bound: 1_000_000,
+            completion_cap: 1_000,
+            upstream_cap: None,
+            model_cap: None,
+            choices: 1,
+            budgeted: true,
+        };
+        let limits = svc_config::StreamSettings {
+            total: Duration::from_secs(60),
+            idle: Duration::from_secs(60),
+            max_event_bytes: 1 << 20,
+            max_response_bytes: 1 << 20,
+        };
+        let encoder =
+            Some(svc_front::Encoder::Pass(svc_front::passthrough_stream::PassStream::new(Api::Responses, "m")));
+        let mut body =
+            super::super::upstream::stream_body(s, upstream, false, meter, limits, std::time::Instant::now(), encoder);
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            frames.push(String::from_utf8(frame.unwrap().into_data().unwrap().to_vec()).unwrap());
+        }
+        assert_eq!(frames.len(), 2, "the first event alone, then the rest together: {frames:?}");
+        assert!(frames[0].starts_with("event: response.created\n") && frames[0].matches("event: ").count() == 1);
+        let kinds: Vec<&str> = frames[1].lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+        assert_eq!(kinds, ["response.output_text.delta", "response.output_text.delta", "response.completed"]);
+        assert!(frames[1].contains(r#""delta":"efgh""#) && frames[1].contains(r#""model":"m""#), "{}", frames[1]);
+        let rec = record(&p).await;
+        assert_eq!((rec.prompt_tokens, rec.completion_tokens, rec.response_id.as_deref()), (3, 2, Some("resp_9")));
+    }
+
+    #[tokio::test]
     async fn a_bill_above_the_hold_is_charged_as_billed_and_flagged() {
         let r = rig().await;
         let p = r.pipeline.clone();
