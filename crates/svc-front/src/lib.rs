@@ -17,6 +17,7 @@ pub mod gemini_stream;
 mod lifecycle;
 pub mod messages;
 pub mod messages_stream;
+mod native;
 pub mod passthrough;
 pub mod passthrough_stream;
 pub mod responses;
@@ -31,6 +32,7 @@ use bytes::Bytes;
 use gemini_stream::GeminiStream;
 use http::{HeaderMap, HeaderName};
 use messages_stream::MessagesStream;
+pub use native::Reading;
 use passthrough_stream::PassStream;
 use responses_stream::ResponsesStream;
 use serde_json::{Map, Value};
@@ -96,13 +98,30 @@ impl Api {
         }
     }
 
+    /// A body of this API read for the pipeline, checked (400 naming the field): a Messages or Responses body
+    /// as it is (`native.rs`; its chat form is made when a deployment needs it), any other as its chat form.
+    pub fn read(self, body: &[u8]) -> Result<Translated, RequestError> {
+        if let Some(n) = matches!(self, Api::Messages | Api::Responses).then(|| native::read(self, body)).flatten() {
+            let native::Native { reading, continues, stored, unseen } = n;
+            return Ok(Translated { chat: None, reading, continues, stored, unseen });
+        }
+        let t = self.translate(body)?;
+        let reading = Reading::of_chat(&t.chat);
+        Ok(Translated { chat: Some(t.chat), reading, continues: t.continues, stored: t.stored, unseen: t.unseen })
+    }
+
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
-    pub fn to_chat(self, body: &[u8]) -> Result<Translated, RequestError> {
+    pub fn to_chat(self, body: &[u8]) -> Result<ChatRequest, RequestError> {
+        self.translate(body).map(|t| t.chat)
+    }
+
+    /// The chat-completions form of a body of this API, and what the pipeline needs of the rest.
+    fn translate(self, body: &[u8]) -> Result<Chat, RequestError> {
         let (chat, continues, stored, unseen) = match self {
             Api::Chat => {
                 let chat = ChatRequest::parse(body)?;
                 let unseen = Unseen::of_chat(chat.prompt_parts().documents);
-                return Ok(Translated { chat, continues: None, stored: false, unseen });
+                return Ok(Chat { chat, continues: None, stored: false, unseen });
             }
             Api::Embeddings => (embeddings::to_chat(body)?, None, false, Unseen::default()),
             Api::Messages => {
@@ -118,7 +137,7 @@ impl Api {
                 (read.chat, read.continues, read.stored, read.unseen)
             }
         };
-        Ok(Translated { chat: ChatRequest::check(chat)?, continues, stored, unseen })
+        Ok(Chat { chat: ChatRequest::check(chat)?, continues, stored, unseen })
     }
 
     /// A completion (metered, `model` the alias) in this API's shape.
@@ -167,8 +186,11 @@ pub struct AnswerFields {
 /// A request as the pipeline takes it.
 #[derive(Debug)]
 pub struct Translated {
-    /// The chat-completions form.
-    pub chat: ChatRequest,
+    /// The chat-completions form, when it was made (a Messages or Responses body is read as it is:
+    /// [`Api::to_chat`] makes it for a deployment that does not speak the client's API).
+    pub chat: Option<ChatRequest>,
+    /// What the pipeline acts on.
+    pub reading: Reading,
     /// The stored response a Responses request continues (`previous_response_id`): only a deployment that
     /// speaks Responses can serve it, preferably the one that stored it.
     pub continues: Option<String>,
@@ -177,6 +199,14 @@ pub struct Translated {
     pub stored: bool,
     /// What it makes the provider bill beyond its body.
     pub unseen: Unseen,
+}
+
+/// A request's chat-completions form, and what the pipeline needs of the rest.
+struct Chat {
+    chat: ChatRequest,
+    continues: Option<String>,
+    stored: bool,
+    unseen: Unseen,
 }
 
 /// A client body that must be a JSON object with a `model` the pipeline takes (a non-empty string of at most

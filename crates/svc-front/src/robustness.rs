@@ -56,6 +56,9 @@ const KEYS: &[&str] = &[
     "max_output_tokens",
     "parameters",
     "previous_response_id",
+    "store",
+    "max_tool_calls",
+    "conversation",
 ];
 /// Strings the translations compare against.
 const WORDS: &[&str] = &[
@@ -100,6 +103,10 @@ const WORDS: &[&str] = &[
     "response.completed",
     "response.output_text.delta",
     "error",
+    "document",
+    "input_file",
+    "file_search",
+    "web_search_20250305",
 ];
 
 fn json() -> impl Strategy<Value = Value> {
@@ -120,6 +127,49 @@ fn json() -> impl Strategy<Value = Value> {
     })
 }
 
+/// A word the translations compare against (mostly), or any JSON.
+fn word_or_any() -> impl Strategy<Value = Value> {
+    prop_oneof![3 => prop::sample::select(WORDS).prop_map(|w| Value::String(w.to_string())), 1 => json()]
+}
+
+fn object_of(fields: Vec<(&str, Value)>) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// A content block: `type`, `text` and the like, given or not, each maybe twice.
+fn block() -> impl Strategy<Value = Value> {
+    let key = prop::sample::select(&["type", "text", "role", "content", "source"][..]);
+    prop::collection::vec((key, word_or_any()), 0..4).prop_map(object_of)
+}
+
+/// An item of `input` or a turn of `messages`: `type`, `role` and `content` (text or blocks), given or not.
+fn item() -> impl Strategy<Value = Value> {
+    let content = prop_oneof![word_or_any(), prop::collection::vec(block(), 0..3).prop_map(Value::Array)];
+    let field = prop_oneof![
+        (prop::sample::select(&["type", "role", "text", "call_id"][..]), word_or_any()),
+        (Just("content"), content),
+    ];
+    prop::collection::vec(field, 0..5).prop_map(object_of)
+}
+
+/// A Messages or Responses body much as agents send them: a model, a prompt of items (or not an array), a
+/// `system` or `instructions`, and other fields the readings look at.
+fn agent_body() -> impl Strategy<Value = Value> {
+    let prompt = prop_oneof![8 => prop::collection::vec(item(), 0..4).prop_map(Value::Array), 1 => word_or_any()];
+    let extra = prop::collection::vec((prop::sample::select(KEYS), word_or_any()), 0..4);
+    let lead =
+        prop::option::of(prop_oneof![word_or_any(), prop::collection::vec(block(), 0..3).prop_map(Value::Array)]);
+    (prompt, extra, lead, any::<bool>()).prop_map(|(prompt, extra, lead, messages)| {
+        let mut fields = vec![("model", Value::String("m".into()))];
+        fields.extend(extra);
+        fields.push((if messages { "messages" } else { "input" }, prompt));
+        if let Some(lead) = lead {
+            fields.push((if messages { "system" } else { "instructions" }, lead));
+        }
+        object_of(fields)
+    })
+}
+
 fn object(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
@@ -136,6 +186,22 @@ proptest! {
         for api in [Api::Chat, Api::Messages, Api::Responses, Api::Embeddings] {
             let _ = api.to_chat(&bytes);
             let _ = prepare(api, &bytes, "up", Some(10));
+        }
+    }
+
+    /// What the native reading accepts, the translation accepts, and the two agree on what the pipeline acts on.
+    #[test]
+    fn the_native_reading_accepts_only_what_the_translation_accepts(body in agent_body()) {
+        let bytes = body.to_string().into_bytes();
+        for api in [Api::Messages, Api::Responses] {
+            let Some(native) = crate::native::read(api, &bytes) else { continue };
+            let chat = api.translate(&bytes);
+            prop_assert!(chat.is_ok(), "{api:?} read natively, refused translated: {body}");
+            let Ok(chat) = chat else { continue };
+            let (n, t) = (&native.reading, crate::Reading::of_chat(&chat.chat));
+            prop_assert_eq!((&n.model, n.stream, n.max_tokens), (&t.model, t.stream, t.max_tokens));
+            prop_assert_eq!((&native.continues, native.stored), (&chat.continues, chat.stored));
+            prop_assert_eq!(native.unseen, chat.unseen);
         }
     }
 

@@ -83,7 +83,7 @@ impl Unseen {
 /// Whether the JSON text `body` may hold a content part of a document type: the end of one of
 /// [`DOCUMENT_PARTS`] as a string (`document"`, `file"`), or an escape, which could spell one. Most bodies hold
 /// neither, and are not walked part by part (one pass of `memmem` over the bytes instead).
-fn may_name_a_document(body: &[u8]) -> bool {
+pub(crate) fn may_name_a_document(body: &[u8]) -> bool {
     use memchr::memmem::Finder;
     use std::sync::LazyLock;
     static ENDS: LazyLock<[Finder<'static>; 3]> =

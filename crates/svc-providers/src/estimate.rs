@@ -10,7 +10,7 @@
 
 pub use crate::generated::is_not_generated;
 pub use crate::tokens::{conservative, text_tokens};
-use crate::ChatRequest;
+use crate::{ChatRequest, PromptParts};
 use serde_json::Value;
 
 /// Tokens an estimate allows for one media part (about the most a high-detail image costs).
@@ -31,8 +31,21 @@ pub fn prompt_tokens_plain(req: &ChatRequest) -> u64 {
     prompt_by(req, 1)
 }
 
+/// The conservative estimate of a prompt read as `parts` (a chat request's, or a request read in its own API).
+pub fn prompt_tokens_of(parts: PromptParts) -> u64 {
+    prompt_of(parts, 2)
+}
+
+/// [`text_tokens`] of the JSON text `raw` (valid JSON) as serde_json writes it again: compact, its escapes.
+pub fn json_text_tokens(raw: &str) -> u64 {
+    crate::request::json_text_tokens(raw)
+}
+
 fn prompt_by(req: &ChatRequest, factor: u64) -> u64 {
-    let parts = req.prompt_parts();
+    prompt_of(req.prompt_parts(), factor)
+}
+
+fn prompt_of(parts: PromptParts, factor: u64) -> u64 {
     FRAMING
         .saturating_add(PER_MESSAGE.saturating_mul(parts.messages))
         .saturating_add(parts.json_tokens.saturating_mul(factor))

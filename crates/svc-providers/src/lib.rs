@@ -42,5 +42,8 @@ pub use mock::Mock;
 pub use openai::OpenAi;
 pub use provider::{Deployment, Upstream};
 pub use reply::{ChunkStream, Reply};
-pub use request::{model_name, ChatRequest, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS, MAX_MODEL_BYTES};
+pub use request::{
+    json_parses, model_name, ChatRequest, PromptParts, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS,
+    MAX_MODEL_BYTES,
+};
 pub use target::Target;

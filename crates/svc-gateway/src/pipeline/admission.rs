@@ -7,11 +7,11 @@ use crate::error::ApiError;
 use std::sync::Arc;
 use svc_budget::{Money, Price};
 use svc_config::Config;
+use svc_front::Reading;
 use svc_front::{Searches, Unseen};
 use svc_keys::Principal;
 use svc_limits::budgets::Ask;
 use svc_limits::rate::RateLimits;
-use svc_providers::ChatRequest;
 use svc_routing::{Route, DEFAULT_MAX_OUTPUT_TOKENS};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -148,12 +148,12 @@ pub fn check_betas(candidates: &[Arc<Route>], betas: &str, allowed: Option<&[Str
 /// reserved.
 pub fn ask(
     candidates: &[Arc<Route>],
-    req: &ChatRequest,
+    reading: &Reading,
     prompt_estimate: u64,
     beyond: Beyond,
     hour_cache: bool,
 ) -> Ask {
-    let asked = req.max_tokens();
+    let asked = reading.max_tokens;
     let mut prompt_tokens = prompt_estimate.saturating_add(beyond.input_tokens);
     if let Some(window) = beyond.window {
         prompt_tokens = if beyond.uncounted { window } else { prompt_tokens.min(window) };
@@ -162,7 +162,7 @@ pub fn ask(
     let mut ask = Ask {
         prompt_tokens,
         completion_tokens: 0,
-        choices: req.choices(),
+        choices: reading.choices,
         input: Price::ZERO,
         output: Price::ZERO,
         fixed: Money::from_nanos_i128(i128::from(per_search.nanos()).saturating_mul(i128::from(beyond.searches))),
@@ -238,8 +238,8 @@ mod tests {
     #[test]
     fn the_ask_holds_the_window_for_uncounted_input_and_each_search_at_its_dearest_price() {
         let r = routes(TWO);
-        let req =
-            svc_providers::ChatRequest::parse(br#"{"model":"a","messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        let req = svc_providers::ChatRequest::parse(br#"{"model":"a","messages":[{"role":"user","content":"hi"}]}"#);
+        let req = Reading::of_chat(&req.unwrap());
         let counted = Beyond { input_tokens: 100_000, results: 0, window: Some(3000), uncounted: false, searches: 2 };
         let a = ask(&r, &req, 20, counted, false);
         assert_eq!(a.prompt_tokens, 3000, "never more than the window");

@@ -90,11 +90,10 @@ impl Call<'_> {
     pub(super) async fn attempts(
         &self,
         mut plan: Plan,
-        first: ChatRequest,
+        mut first: Option<ChatRequest>,
         first_route: Arc<Route>,
     ) -> Result<Done, Failed> {
         let deadline = self.started + first_route.deployment.timeout;
-        let mut first = Some(first);
         let mut waited = Duration::ZERO;
         let mut last: Option<(Arc<Route>, ProviderError)> = None;
         let mut tries = 0u32;
@@ -162,8 +161,8 @@ impl Call<'_> {
     }
 
     /// One attempt on `route` within `within`: passed through when the deployment speaks the client's API, else as
-    /// a chat completion (the parsed body `first` is used once; a retry parses the client's bytes again). `None`
-    /// when the body cannot be read again.
+    /// a chat completion (the chat form `first`, when the request was read as one, is used once; else, and on a
+    /// retry, it is made from the client's bytes). `None` when the body cannot be read again.
     async fn try_once(
         &self,
         route: &Arc<Route>,
@@ -188,7 +187,8 @@ impl Call<'_> {
                 param: Some("previous_response_id".into()),
             }),
             None => {
-                // The parsed body is used once; a retry parses the client's bytes again (only retries pay).
+                // The chat form read is used once; else it is made from the client's bytes (a retry, or a
+                // Messages or Responses request read as it is, on a deployment that does not speak its API).
                 let mut req = match first.take() {
                     Some(r) => r,
                     None => self.reparse().ok()?,
@@ -243,9 +243,9 @@ impl Call<'_> {
         }
     }
 
-    /// The client's body again, for a retry.
+    /// The chat form of the client's body.
     fn reparse(&self) -> Result<ChatRequest, ApiError> {
-        let mut req = self.api.to_chat(self.body)?.chat;
+        let mut req = self.api.to_chat(self.body)?;
         if self.stream {
             req.force_stream_usage();
         }
@@ -463,7 +463,7 @@ gateway_settings:
         };
         let plan = p.models.plan("a", p.events.as_ref()).unwrap();
         let first_route = plan.candidates()[0].clone();
-        call.attempts(plan, ChatRequest::parse(&body).unwrap(), first_route).await
+        call.attempts(plan, Some(ChatRequest::parse(&body).unwrap()), first_route).await
     }
 
     fn failures(p: &super::super::Pipeline, id: &str) -> u32 {

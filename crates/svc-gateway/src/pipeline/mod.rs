@@ -3,8 +3,10 @@
 //!
 //! 1. `auth` (middleware, before this): the key → a `Principal`, or 401.
 //! 2. [`admission::enter`]: a place among `max_in_flight` requests, or 503 + `Retry-After`.
-//! 3. The front end (`svc_front::Api::to_chat`): the client's body as the pipeline's chat-completions
-//!    request, checked (400 naming the field; bounds on `max_tokens` and `n` included).
+//! 3. The front end (`svc_front::Api::read`): what the pipeline acts on of the client's body (a `Reading`), and
+//!    a chat body as the pipeline's chat-completions request, checked (400 naming the field; bounds on
+//!    `max_tokens` and `n` included). A Messages or Responses body is read as it is: its chat form is made by
+//!    `attempts` only for a deployment that does not speak its API.
 //! 4. [`access::check`]: the alias exists, as written or matched by a wildcard alias (404), and the caller may
 //!    use it (403).
 //! 5. The plan (svc-routing's `ModelTable::plan`): the alias's deployments in rotation, fewest in flight
@@ -40,7 +42,7 @@ use meter::Meter;
 use std::sync::Arc;
 use std::time::Instant;
 use svc_events::EventSink;
-use svc_front::{Api, Caller, Translated, Unseen};
+use svc_front::{Api, Caller, Reading, Translated, Unseen};
 use svc_keys::Principal;
 use svc_limits::budgets::Grant;
 use svc_providers::{estimate, ChatRequest};
@@ -84,8 +86,8 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 /// Time in the gateway minus time waiting for the upstream.
 pub const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-svc-overhead-duration-ms");
 
-/// How a request came in: its client API (the body handed to [`handle`] is already in the pipeline's
-/// chat-completions form), the client's own body and API headers for a pass-through, and who called.
+/// How a request came in: its client API (in which [`handle`] reads the body), the client's API headers for a
+/// pass-through, and who called.
 #[derive(Debug, Clone)]
 pub struct Inbound {
     /// The client API, in whose shape the answer is written.
@@ -115,8 +117,8 @@ pub async fn handle(
     alias: &mut String,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.answering, state.config.server.max_in_flight)?;
-    let Translated { chat: mut req, continues, stored, unseen } = inbound.api.to_chat(body)?;
-    let facts = Facts::of(&mut req);
+    let Translated { mut chat, mut reading, continues, stored, unseen } = inbound.api.read(body)?;
+    let facts = Facts::of(std::mem::take(&mut reading.model), &reading, chat.as_mut());
     *alias = facts.alias;
     let alias: &str = alias;
     access::check(&state.models, &state.config, &principal, alias)?;
@@ -129,7 +131,7 @@ pub async fn handle(
         admission::check_betas(plan.candidates(), betas, state.config.gateway.anthropic_beta_allowed.as_deref())?;
     }
     let history = home.as_ref().map(|h| h.tokens);
-    let asked = Asked { req: &req, body, inbound, alias };
+    let asked = Asked { reading: &reading, body, inbound, alias };
     let Admitted { grant, meter, tool_calls } = admit(state, &principal, &mut plan, asked, unseen, history).await?;
     let call = Call {
         state,
@@ -149,7 +151,7 @@ pub async fn handle(
         stored,
         tool_calls,
     };
-    let outcome = call.attempts(plan, req, first).await;
+    let outcome = call.attempts(plan, chat, first).await;
     call.respond(outcome, ticket, grant.reservation).await
 }
 
@@ -163,13 +165,13 @@ struct Facts {
 }
 
 impl Facts {
-    fn of(req: &mut ChatRequest) -> Facts {
-        let stream = req.stream();
-        let client_wants_usage = req.wants_stream_usage();
-        if stream {
-            req.force_stream_usage();
+    /// The facts of `reading` (its `model` given as `alias`); a stream's chat form, when made, asks for usage.
+    fn of(alias: String, reading: &Reading, chat: Option<&mut ChatRequest>) -> Facts {
+        if let Some(chat) = chat.filter(|_| reading.stream) {
+            chat.force_stream_usage();
         }
-        Facts { alias: req.model().to_string(), stream, client_wants_usage, asked: req.max_tokens() }
+        let (stream, client_wants_usage) = (reading.stream, reading.wants_stream_usage);
+        Facts { alias, stream, client_wants_usage, asked: reading.max_tokens }
     }
 }
 
@@ -200,10 +202,10 @@ fn plan(
     Ok((plan, first))
 }
 
-/// What the admission reads of the request: its chat form, the client's body, how it came in and its alias.
+/// What the admission reads of the request: its reading, the client's body, how it came in and its alias.
 #[derive(Clone, Copy)]
 struct Asked<'a> {
-    req: &'a ChatRequest,
+    reading: &'a Reading,
     body: &'a [u8],
     inbound: &'a Inbound,
     alias: &'a str,
@@ -230,8 +232,8 @@ async fn last_part(
     beyond: admission::Beyond,
     hour_cache: bool,
 ) -> Result<LastPart, ApiError> {
-    let Asked { req, body, inbound, alias } = asked;
-    let Some(tight) = tighten::tightened(plan, inbound, alias, body, req, beyond, hour_cache).await else {
+    let Asked { reading, body, inbound, alias } = asked;
+    let Some(tight) = tighten::tightened(plan, inbound, alias, body, reading, beyond, hour_cache).await else {
         let grant = state.budgets.admit(principal, &loose).await?;
         return Ok(LastPart { grant, ask: loose, prompt_estimate, tool_calls: None });
     };
@@ -265,8 +267,8 @@ async fn admit(
     unseen: Unseen,
     history: Option<Option<u64>>,
 ) -> Result<Admitted, ApiError> {
-    let Asked { req, body, .. } = asked;
-    let mut prompt_estimate = estimate::prompt_tokens(req);
+    let Asked { reading, body, .. } = asked;
+    let mut prompt_estimate = estimate::prompt_tokens_of(reading.parts);
     // Most requests hold all they are billed for: only the others pay for finding out who is budgeted.
     let budgeted = (unseen.uncounted.is_some() || matches!(history, Some(None))) && state.budgets.apply_to(principal);
     let beyond = admission::beyond(plan.candidates(), unseen, history, budgeted, &state.config.gateway.admission)?;
@@ -274,7 +276,7 @@ async fn admit(
     static TTL: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"ttl\""));
     let hour_cache = TTL.find(body).is_some();
-    let mut ask = admission::ask(plan.candidates(), req, prompt_estimate, beyond, hour_cache);
+    let mut ask = admission::ask(plan.candidates(), reading, prompt_estimate, beyond, hour_cache);
     admission::rate(&state.rates, &state.config, principal, ask.prompt_tokens).await?;
     let (grant, tool_calls) = match state.budgets.admit_whole(principal, &ask).await? {
         Some(grant) => (grant, None),

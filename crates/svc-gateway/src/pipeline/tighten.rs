@@ -9,9 +9,9 @@ use super::admission::{self, Beyond};
 use super::Inbound;
 use std::time::Duration;
 use svc_front::passthrough;
+use svc_front::Reading;
 use svc_limits::budgets::Ask;
 use svc_providers::passthrough::Wire;
-use svc_providers::ChatRequest;
 use svc_routing::{Plan, Route};
 
 /// The longest a count may take (it is on the request's path).
@@ -40,7 +40,7 @@ pub async fn tightened(
     inbound: &Inbound,
     alias: &str,
     body: &[u8],
-    req: &ChatRequest,
+    reading: &Reading,
     beyond: Beyond,
     hour_cache: bool,
 ) -> Option<Tight> {
@@ -49,7 +49,7 @@ pub async fn tightened(
     }
     let first = plan.candidates().first()?.clone();
     let native = inbound.api.wire().filter(|w| first.deployment.speaks(*w));
-    let counted = match tokio::time::timeout(COUNT_TIMEOUT, count(&first, native, inbound, alias, body, req)).await {
+    let counted = match tokio::time::timeout(COUNT_TIMEOUT, count(&first, native, inbound, alias, body)).await {
         Ok(Ok(Some(counted))) => counted,
         Ok(Ok(None)) => return None,
         Ok(Err(why)) => {
@@ -70,23 +70,22 @@ pub async fn tightened(
     plan.keep_like_first();
     let input_tokens = if holds_history { beyond.results } else { beyond.input_tokens };
     let exact = Beyond { input_tokens, ..beyond };
-    let ask = admission::ask(plan.candidates(), req, counted, exact, hour_cache);
+    let ask = admission::ask(plan.candidates(), reading, counted, exact, hour_cache);
     let without_searches = (native == Some(Wire::Responses) && beyond.searches > 0).then(|| {
         let bare = Beyond { input_tokens: input_tokens - beyond.results, results: 0, searches: 0, ..beyond };
-        admission::ask(plan.candidates(), req, counted, bare, hour_cache)
+        admission::ask(plan.candidates(), reading, counted, bare, hour_cache)
     });
     Some(Tight { ask, counted, without_searches })
 }
 
 /// The exact input of the request on `first`: of the client's body as passed through (`native`), else of the
-/// chat request as it would be sent. `None` when the deployment offers no count.
+/// chat request as it would be sent (made from the body here). `None` when the deployment offers no count.
 async fn count(
     first: &Route,
     native: Option<Wire>,
     inbound: &Inbound,
     alias: &str,
     body: &[u8],
-    req: &ChatRequest,
 ) -> Result<Option<u64>, String> {
     let model = first.upstream_model(alias);
     match native {
@@ -94,6 +93,9 @@ async fn count(
             let body = passthrough::prepare(inbound.api, body, &model, None).map_err(|e| e.message)?;
             first.deployment.count_native(wire, &body, inbound.headers.clone()).await.map_err(|e| e.to_string())
         }
-        None => first.deployment.count_chat(req, &model).await.map_err(|e| e.to_string()),
+        None => {
+            let req = inbound.api.to_chat(body).map_err(|e| e.message)?;
+            first.deployment.count_chat(&req, &model).await.map_err(|e| e.to_string())
+        }
     }
 }

@@ -35,6 +35,18 @@ pub fn model_name(model: Option<&Value>) -> Result<&str, RequestError> {
     }
 }
 
+/// Whether the full parse (`serde_json::Value`) accepts the JSON text `bytes`, checked without building
+/// anything: by the raw reading's own checks when they are as strict ([`scan::plain`]), else by the full parse's
+/// checks with nothing kept. A reader of the raw text (jiter's) accepts what this refuses.
+pub fn json_parses(bytes: &[u8]) -> bool {
+    scan::plain(bytes) || serde_json::from_slice::<scan::Valid>(bytes).is_ok()
+}
+
+/// [`crate::estimate::text_tokens`] of the JSON text `raw` (valid JSON) as serde_json writes it again.
+pub(crate) fn json_text_tokens(raw: &str) -> u64 {
+    scan::json_tokens(raw)
+}
+
 /// A validated chat-completions request body.
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
