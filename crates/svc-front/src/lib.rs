@@ -102,12 +102,12 @@ impl Api {
     /// as it is (`native.rs`; its chat form is made when a deployment needs it), any other as its chat form.
     pub fn read(self, body: &[u8]) -> Result<Translated, RequestError> {
         if let Some(n) = matches!(self, Api::Messages | Api::Responses).then(|| native::read(self, body)).flatten() {
-            let native::Native { reading, continues, stored, unseen } = n;
-            return Ok(Translated { chat: None, reading, continues, stored, unseen });
+            let native::Native { reading, continues, stored, unseen, fields } = n;
+            return Ok(Translated { chat: None, reading, continues, stored, unseen, fields: Some(fields) });
         }
-        let t = self.translate(body)?;
-        let reading = Reading::of_chat(&t.chat);
-        Ok(Translated { chat: Some(t.chat), reading, continues: t.continues, stored: t.stored, unseen: t.unseen })
+        let Chat { chat, continues, stored, unseen } = self.translate(body)?;
+        let reading = Reading::of_chat(&chat);
+        Ok(Translated { chat: Some(chat), reading, continues, stored, unseen, fields: None })
     }
 
     /// The pipeline's chat-completions request of a body of this API, checked (400 naming the field).
@@ -199,6 +199,9 @@ pub struct Translated {
     pub stored: bool,
     /// What it makes the provider bill beyond its body.
     pub unseen: Unseen,
+    /// The body read as top-level fields, when it was read as it is: a pass-through writes it again from these
+    /// ([`passthrough::prepare_read`]).
+    pub fields: Option<svc_providers::raw::Object>,
 }
 
 /// A request's chat-completions form, and what the pipeline needs of the rest.

@@ -57,6 +57,8 @@ pub(crate) struct Native {
     pub(crate) continues: Option<String>,
     pub(crate) stored: bool,
     pub(crate) unseen: Unseen,
+    /// The body's top-level fields.
+    pub(crate) fields: Object,
 }
 
 /// Reads a Messages or Responses body (`api`); `None` when the translation must decide.
@@ -111,7 +113,8 @@ pub(crate) fn read(api: Api, bytes: &[u8]) -> Option<Native> {
         _ => None,
     };
     let stored = responses && object.value("store") != Some(Value::Bool(false));
-    Some(Native { reading, continues, stored, unseen: unseen(&object, bytes) })
+    let unseen = unseen(&object, bytes);
+    Some(Native { reading, continues, stored, unseen, fields: object })
 }
 
 /// The completion cap in `field`: `Some(None)` when absent or null, `None` when it is not one the translation

@@ -46,8 +46,10 @@ pub fn prepare_with(
     let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());
     let tool_calls = tool_calls.filter(|_| api == Api::Responses);
     let (mut capped, mut tools_bounded) = (false, false);
+    // A repeated field is read as its last occurrence (as a parsed map keeps it), and every occurrence is set.
     let lowered = |key: &str, to: u64| {
-        let asked = fields.iter().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
+        let asked =
+            fields.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
         asked.is_none_or(|a| a > to).then(|| Cow::Owned(to.to_string().into_bytes()))
     };
     let mut out = write_fields(&fields, |key| {
@@ -69,6 +71,33 @@ pub fn prepare_with(
         append(&mut out, "max_tool_calls", t.to_string().as_bytes());
     }
     Ok(Bytes::from(out))
+}
+
+/// [`prepare_with`] of a Messages or Responses body already read as top-level fields (`Api::read`'s), written
+/// again from them without reading the body again (its whitespace kept).
+pub fn prepare_read(
+    api: Api,
+    fields: &svc_providers::raw::Object,
+    upstream_model: &str,
+    cap: Option<u64>,
+    tool_calls: Option<u64>,
+) -> Bytes {
+    let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());
+    let lowered = |key: &str, to: Option<u64>| {
+        let asked = fields.get(key).and_then(|t| serde_json::from_str::<u64>(t).ok());
+        to.filter(|to| asked.is_none_or(|a| a > *to)).map(|to| to.to_string())
+    };
+    let field = if api == Api::Responses { "max_output_tokens" } else { "max_tokens" };
+    let cap = lowered(field, cap);
+    let tool_calls = lowered("max_tool_calls", tool_calls.filter(|_| api == Api::Responses));
+    let mut set: Vec<(&str, &[u8])> = vec![("model", &model)];
+    if let Some(c) = &cap {
+        set.push((field, c.as_bytes()));
+    }
+    if let Some(t) = &tool_calls {
+        set.push(("max_tool_calls", t.as_bytes()));
+    }
+    Bytes::from(fields.write_with(&set))
 }
 
 /// A whole number of `obj[key]`, when it is one.
@@ -158,6 +187,34 @@ mod tests {
         assert_eq!(&bounded(br#"{"model":"m"}"#)[..], br#"{"model":"up","max_tool_calls":0}"#);
         assert_eq!(&out[..], &br#"{"model":"up","max_tokens":7}"#[..]);
         assert!(prepare(Api::Messages, b"[1]", "up", None).is_err());
+    }
+
+    #[test]
+    fn a_body_read_as_it_is_is_prepared_as_its_bytes_are() {
+        let bodies = [
+            (Api::Responses, r#"{"model":"m","input":"hi","max_output_tokens":10}"#),
+            (Api::Responses, r#"{ "model" : "m", "input":"hi", "max_output_tokens": 900, "max_tool_calls": 5 }"#),
+            (Api::Responses, r#"{"model":"m","input":"hi","max_output_tokens":null}"#),
+            (Api::Responses, r#"{"model":"m","input":"hi","max_output_tokens":10,"max_output_tokens":900}"#),
+            (Api::Messages, r#"{"model":"m","max_tokens":128000,"messages":[{"role":"user","content":"hi"}]}"#),
+            (Api::Messages, r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"model":"n"}"#),
+        ];
+        for (api, body) in bodies {
+            let fields = api.read(body.as_bytes()).ok().and_then(|t| t.fields);
+            let fields = fields.unwrap_or_else(|| panic!("read as it is: {body}"));
+            for (cap, calls) in [(None, None), (Some(100), None), (Some(100), Some(0)), (Some(5000), Some(9))] {
+                let read = prepare_read(api, &fields, "up", cap, calls);
+                let bytes = prepare_with(api, body.as_bytes(), "up", cap, calls).unwrap_or_default();
+                let fields = |b: &[u8]| {
+                    let Fields(f) = serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}"));
+                    f.into_iter().map(|(k, v)| (k.into_owned(), v.get().replace(' ', ""))).collect::<Vec<_>>()
+                };
+                assert_eq!(fields(&read), fields(&bytes), "{body} {cap:?} {calls:?}");
+            }
+        }
+        // The last of a repeated cap is the one asked (and every occurrence is lowered).
+        let out = prepare_with(Api::Responses, bodies[3].1.as_bytes(), "up", Some(100), None).unwrap_or_default();
+        assert_eq!(&out[..], br#"{"model":"up","input":"hi","max_output_tokens":100,"max_output_tokens":100}"#);
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub(super) struct Call<'a> {
     pub(super) stored: bool,
     /// The built-in tool calls (web searches) the budgets pay for, when lower than the client's.
     pub(super) tool_calls: Option<u64>,
+    /// The client's body read as top-level fields (a Messages or Responses body read as it is): a pass-through
+    /// writes it again from these.
+    pub(super) fields: Option<&'a svc_providers::raw::Object>,
 }
 
 /// A failed call: the deployment that gave the last error (or, when the time was up before any attempt, the
@@ -228,8 +231,13 @@ impl Call<'_> {
         within: Duration,
     ) -> Result<Answer, ProviderError> {
         let upstream_model = route.upstream_model(self.alias);
-        let body = svc_front::passthrough::prepare_with(self.api, self.body, &upstream_model, told, self.tool_calls)
-            .map_err(|e| ProviderError::Unsupported { message: e.message, param: None })?;
+        let body = match self.fields {
+            Some(fields) => {
+                svc_front::passthrough::prepare_read(self.api, fields, &upstream_model, told, self.tool_calls)
+            }
+            None => svc_front::passthrough::prepare_with(self.api, self.body, &upstream_model, told, self.tool_calls)
+                .map_err(|e| ProviderError::Unsupported { message: e.message, param: None })?,
+        };
         let req = Forwarded { body, stream: self.stream, headers: self.inbound.headers.clone() };
         let open = async {
             match route.deployment.forward(wire, req).await? {
@@ -460,6 +468,7 @@ gateway_settings:
             continues,
             stored: false,
             tool_calls: None,
+            fields: None,
         };
         let plan = p.models.plan("a", p.events.as_ref()).unwrap();
         let first_route = plan.candidates()[0].clone();

@@ -117,7 +117,7 @@ pub async fn handle(
     alias: &mut String,
 ) -> Result<Response, ApiError> {
     let ticket = admission::enter(&state.answering, state.config.server.max_in_flight)?;
-    let Translated { mut chat, mut reading, continues, stored, unseen } = inbound.api.read(body)?;
+    let Translated { mut chat, mut reading, continues, stored, unseen, fields } = inbound.api.read(body)?;
     let facts = Facts::of(std::mem::take(&mut reading.model), &reading, chat.as_mut());
     *alias = facts.alias;
     let alias: &str = alias;
@@ -150,6 +150,7 @@ pub async fn handle(
         continues: continues.is_some(),
         stored,
         tool_calls,
+        fields: fields.as_ref(),
     };
     let outcome = call.attempts(plan, chat, first).await;
     call.respond(outcome, ticket, grant.reservation).await
