@@ -16,8 +16,8 @@
 use crate::{Api, Unseen};
 use serde_json::{Map, Value};
 use svc_providers::estimate::json_text_tokens;
-use svc_providers::raw::{Jiter, Name, Object, Peek};
-use svc_providers::{PromptParts, MAX_COMPLETION_TOKENS};
+use svc_providers::raw::{next_key, Jiter, Object, Peek};
+use svc_providers::{Media, PromptParts, MAX_COMPLETION_TOKENS};
 
 /// What the pipeline acts on of a request, in whichever form it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -343,9 +343,9 @@ impl Blocks {
                     blocks.loose_text |= text_of == Some(true);
                     blocks.text_block |= text_of.is_some() && kind == Some(Kind::Text);
                     blocks.tool_result |= kind == Some(Kind::ToolResult);
-                    if let Some(Kind::Media { document }) = kind {
+                    if let Some(Kind::Media(media)) = kind {
                         blocks.media.0 += 1;
-                        blocks.media.1 += u64::from(document);
+                        blocks.media.1 += u64::from(media == Media::Document);
                     }
                 }
                 _ => json.known_skip(peek).ok()?,
@@ -391,11 +391,8 @@ enum Kind {
     FunctionCall,
     Text,
     ToolResult,
-    /// A part that carries media (Messages', Responses' and chat's types); a `document` is input read from a
-    /// file or a URL, which cannot be counted from the request.
-    Media {
-        document: bool,
-    },
+    /// A part that carries media (Messages', Responses' and chat's types).
+    Media(Media),
     Other,
 }
 
@@ -406,9 +403,7 @@ impl Kind {
             "function_call" | "function_call_output" => Kind::FunctionCall,
             "text" => Kind::Text,
             "tool_result" => Kind::ToolResult,
-            "image" | "input_image" | "input_audio" | "image_url" => Kind::Media { document: false },
-            "document" | "input_file" | "file" => Kind::Media { document: true },
-            _ => Kind::Other,
+            _ => Media::of(kind).map_or(Kind::Other, Kind::Media),
         }
     }
 }
@@ -440,16 +435,6 @@ fn word<'j, T>(json: &mut Jiter<'j>, peek: Peek, of: fn(&str) -> T) -> Option<Op
     }
     json.known_skip(peek).ok()?;
     Some(None)
-}
-
-/// The next key of the object at `json` (in `text`); `first` for its first. `None` when the JSON is bad;
-/// `Some(None)` at the object's end.
-fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Option<Name>> {
-    let key = if first { json.next_object_bytes() } else { json.next_key_bytes() };
-    match key.ok()? {
-        Some(k) => Name::of(text, svc_providers::raw::within(text.as_bytes(), k)).map(Some),
-        None => Some(None),
-    }
 }
 
 #[cfg(test)]

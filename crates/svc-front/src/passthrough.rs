@@ -14,9 +14,7 @@ use svc_budget::Usage;
 use svc_providers::usage::Reported;
 use svc_providers::RequestError;
 
-use std::borrow::Cow;
-use svc_providers::raw::append;
-pub(crate) use svc_providers::raw::{write_fields, Fields};
+use svc_providers::raw::Object;
 
 /// The body to send upstream: the client's bytes with `model` set to `upstream_model` and the output cap
 /// lowered to `cap` when the client asked for more (or set to it when the client asked for none). Every other
@@ -34,50 +32,20 @@ pub fn prepare_with(
     cap: Option<u64>,
     tool_calls: Option<u64>,
 ) -> Result<Bytes, RequestError> {
-    // The field holding the output cap (Gemini's is nested in `generationConfig`).
-    let field = match api {
-        Api::Gemini => return super::gemini_pass::prepare(raw, cap),
-        Api::Responses => "max_output_tokens",
-        Api::Chat | Api::Messages | Api::Embeddings => "max_tokens",
-    };
-    let Fields(fields) =
-        serde_json::from_slice(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
-    let cap = cap.filter(|_| api != Api::Embeddings);
-    let model = serde_json::to_vec(upstream_model).unwrap_or_else(|_| b"null".to_vec());
-    let tool_calls = tool_calls.filter(|_| api == Api::Responses);
-    let (mut capped, mut tools_bounded) = (false, false);
-    // A repeated field is read as its last occurrence (as a parsed map keeps it), and every occurrence is set.
-    let lowered = |key: &str, to: u64| {
-        let asked =
-            fields.iter().rev().find(|(k, _)| k == key).and_then(|(_, v)| serde_json::from_str::<u64>(v.get()).ok());
-        asked.is_none_or(|a| a > to).then(|| Cow::Owned(to.to_string().into_bytes()))
-    };
-    let mut out = write_fields(&fields, |key| {
-        if key == "model" {
-            return Some(Cow::Borrowed(&model[..]));
-        }
-        if let Some(t) = tool_calls.filter(|_| key == "max_tool_calls") {
-            tools_bounded = true;
-            return lowered(key, t);
-        }
-        let c = cap.filter(|_| key == field)?;
-        capped = true;
-        lowered(key, c)
-    });
-    if let (Some(c), false) = (cap, capped) {
-        append(&mut out, field, c.to_string().as_bytes());
+    if api == Api::Gemini {
+        // Its cap is nested in `generationConfig`.
+        return super::gemini_pass::prepare(raw, cap);
     }
-    if let (Some(t), false) = (tool_calls, tools_bounded) {
-        append(&mut out, "max_tool_calls", t.to_string().as_bytes());
-    }
-    Ok(Bytes::from(out))
+    let fields = Object::parse(raw).map_err(|e| crate::bad(format!("request body is not a JSON object: {e}"), None))?;
+    Ok(prepare_read(api, &fields, upstream_model, cap, tool_calls))
 }
 
-/// [`prepare_with`] of a Messages or Responses body already read as top-level fields (`Api::read`'s), written
-/// again from them without reading the body again (its whitespace kept).
+/// [`prepare_with`] of a body already read as top-level fields (`Api::read`'s), written again from them without
+/// reading the body again (its whitespace kept). A repeated field is read as its last occurrence (as a parsed map
+/// keeps it), and every occurrence is set.
 pub fn prepare_read(
     api: Api,
-    fields: &svc_providers::raw::Object,
+    fields: &Object,
     upstream_model: &str,
     cap: Option<u64>,
     tool_calls: Option<u64>,
@@ -88,7 +56,7 @@ pub fn prepare_read(
         to.filter(|to| asked.is_none_or(|a| a > *to)).map(|to| to.to_string())
     };
     let field = if api == Api::Responses { "max_output_tokens" } else { "max_tokens" };
-    let cap = lowered(field, cap);
+    let cap = lowered(field, cap.filter(|_| api != Api::Embeddings));
     let tool_calls = lowered("max_tool_calls", tool_calls.filter(|_| api == Api::Responses));
     let mut set: Vec<(&str, &[u8])> = vec![("model", &model)];
     if let Some(c) = &cap {
@@ -180,7 +148,7 @@ mod tests {
         // Every other field byte for byte, in order; a missing cap is added; a smaller one stays.
         let raw = br#"{ "input" : [1, 2.50, "\u00e9"], "model":"m", "max_output_tokens": 10 }"#;
         let out = prepare(Api::Responses, raw, "up", Some(100)).unwrap_or_default();
-        assert_eq!(&out[..], &br#"{"input":[1, 2.50, "\u00e9"],"model":"up","max_output_tokens":10}"#[..]);
+        assert_eq!(&out[..], &br#"{ "input" : [1, 2.50, "\u00e9"], "model":"up", "max_output_tokens": 10 }"#[..]);
         let out = prepare(Api::Messages, br#"{"model":"m"}"#, "up", Some(7)).unwrap_or_default();
         let bounded = |raw: &[u8]| prepare_with(Api::Responses, raw, "up", None, Some(0)).unwrap_or_default();
         assert_eq!(&bounded(br#"{"model":"m","max_tool_calls":3}"#)[..], br#"{"model":"up","max_tool_calls":0}"#);
@@ -206,7 +174,7 @@ mod tests {
                 let read = prepare_read(api, &fields, "up", cap, calls);
                 let bytes = prepare_with(api, body.as_bytes(), "up", cap, calls).unwrap_or_default();
                 let fields = |b: &[u8]| {
-                    let Fields(f) = serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}"));
+                    let svc_providers::raw::Fields(f) = serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}"));
                     f.into_iter().map(|(k, v)| (k.into_owned(), v.get().replace(' ', ""))).collect::<Vec<_>>()
                 };
                 assert_eq!(fields(&read), fields(&bytes), "{body} {cap:?} {calls:?}");

@@ -350,6 +350,16 @@ fn not_utf8() -> serde_json::Error {
     serde::de::Error::custom("the text is not UTF-8")
 }
 
+/// The next key of the object at `json` (reading `text`); `first` for its first. `None` when the JSON is bad or
+/// a key's escapes do not decode; `Some(None)` at the object's end.
+pub fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Option<Name>> {
+    let key = if first { json.next_object_bytes() } else { json.next_key_bytes() };
+    match key.ok()? {
+        Some(k) => Name::of(text, within(text.as_bytes(), k)).map(Some),
+        None => Some(None),
+    }
+}
+
 /// Where `part`, a slice of `whole`, lies in it.
 pub fn within(whole: &[u8], part: &[u8]) -> Range<usize> {
     let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);

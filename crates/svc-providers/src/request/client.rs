@@ -49,14 +49,24 @@ pub struct PromptParts {
     pub documents: u64,
 }
 
-/// The content part types that carry media.
-pub(super) fn is_media(kind: &str) -> bool {
-    matches!(kind, "image_url" | "input_audio" | "file" | "image" | "document")
+/// A content part that carries media, in any client API's words (chat's, Messages', Responses').
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Media {
+    /// An image or audio clip, counted by the estimate's media allowance.
+    Inline,
+    /// A file or a document: input read from it cannot be counted from the request.
+    Document,
 }
 
-/// The media part types whose input cannot be counted from the request: files and documents.
-pub(super) fn is_document(kind: &str) -> bool {
-    matches!(kind, "file" | "document")
+impl Media {
+    /// The media a content part of type `kind` carries, if any.
+    pub fn of(kind: &str) -> Option<Media> {
+        match kind {
+            "image_url" | "input_audio" | "image" | "input_image" => Some(Media::Inline),
+            "file" | "document" | "input_file" => Some(Media::Document),
+            _ => None,
+        }
+    }
 }
 
 /// What the checks and the estimate read of `messages`, in the same pass as the body's top-level fields: the
@@ -113,9 +123,7 @@ enum Field {
 /// The next key of the object at `json` (in `text`); `first` for its first. `None` when the JSON is bad;
 /// `Some(None)` at the object's end.
 fn next_key<'j>(text: &'j str, json: &mut Jiter<'j>, first: bool) -> Option<Option<Field>> {
-    let key = if first { json.next_object_bytes() } else { json.next_key_bytes() };
-    let Some(at) = key.ok()?.map(|k| raw::within(text.as_bytes(), k)) else { return Some(None) };
-    let name = raw::Name::of(text, at)?;
+    let Some(name) = raw::next_key(text, json, first)? else { return Some(None) };
     let field = if name.is(text, "role") {
         Field::Role
     } else if name.is(text, "content") {
@@ -167,7 +175,8 @@ fn media_parts<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<(u64, u64)> {
                 match json.peek().ok()? {
                     Peek::String if field == Field::Type => {
                         let t = json.known_str().ok()?;
-                        (kind, document) = (is_media(t), is_document(t));
+                        let media = Media::of(t);
+                        (kind, document) = (media.is_some(), media == Some(Media::Document));
                     }
                     peek => {
                         kind &= field != Field::Type;

@@ -5,8 +5,7 @@
 mod client;
 mod scan;
 
-pub use client::PromptParts;
-use client::{is_document, is_media};
+pub use client::{Media, PromptParts};
 
 use client::ClientBody;
 use serde_json::{Map, Value};
@@ -313,12 +312,12 @@ fn prompt_parts(body: &Map<String, Value>) -> PromptParts {
     let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
     let json = messages.iter().chain(fields).map(crate::tokens::json_value_tokens);
     let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
-    let kinds: Vec<&str> = parts.filter_map(|p| p.get("type").and_then(Value::as_str)).collect();
+    let media: Vec<Media> = parts.filter_map(|p| p.get("type").and_then(Value::as_str).and_then(Media::of)).collect();
     PromptParts {
         messages: messages.len() as u64,
         json_tokens: json.fold(0, u64::saturating_add),
-        media: kinds.iter().filter(|k| is_media(k)).count() as u64,
-        documents: kinds.iter().filter(|k| is_document(k)).count() as u64,
+        media: media.len() as u64,
+        documents: media.iter().filter(|m| **m == Media::Document).count() as u64,
     }
 }
 
