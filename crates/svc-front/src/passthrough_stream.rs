@@ -12,6 +12,12 @@
 //! holds the same output once, so the stream's count is its largest level: nothing is counted twice, and a
 //! stream that sends its output by one kind of event only is counted all the same. Events that carry no
 //! output (`ping`, lifecycle, progress such as `response.web_search_call.searching`) are not read for it.
+//!
+//! An event that gives output whole is read only when it could matter ([`Output::hold`]): it is kept unread
+//! with a bound on its count (its whole text's estimate, which the estimate of the strings in it never
+//! exceeds), and the events kept are read when the bounds could pass the stream's cut, when they hold more
+//! than [`HELD_BYTES`], or when the stream's count is asked for ([`PassStream::generated`]). An honest stream
+//! that reports its usage is never read for them.
 
 use super::lifecycle::Inner;
 use super::passthrough::{count, messages_usage, reply_usage};
@@ -43,6 +49,8 @@ pub struct PassStream {
     response_id: Option<String>,
     /// The generated tokens counted so far, by level.
     output: Output,
+    /// The count past which the stream is cut (`None`: never cut).
+    cut: Option<u64>,
 }
 
 /// The kinds of event that carry output, each holding all of it once in an honest stream.
@@ -77,21 +85,82 @@ impl Level {
     }
 }
 
+/// The most bytes of events giving output whole that a stream keeps unread (then they are read).
+const HELD_BYTES: usize = 64 * 1024;
+
 /// The generated tokens of a stream, one count per [`Level`]; the stream's count is the largest.
 #[derive(Debug, Default)]
-struct Output([u64; 5]);
+struct Output {
+    /// The tokens counted, by level.
+    counted: [u64; 5],
+    /// Events giving output whole, not read yet (see the file's head).
+    held: Vec<(Level, String)>,
+    /// The most tokens the held events can hold, by level.
+    held_bound: [u64; 5],
+    held_bytes: usize,
+}
 
 impl Output {
-    /// Adds `tokens` at `level`; what the stream's count grew by.
-    fn add(&mut self, level: Level, tokens: u64) -> u64 {
-        let before = self.count();
-        let at = &mut self.0[level as usize];
+    /// Adds `tokens` at `level`; what the known count grew by. The held events are read when the stream
+    /// could now pass `cut`.
+    fn add(&mut self, level: Level, tokens: u64, cut: Option<u64>) -> u64 {
+        let before = self.known();
+        let at = &mut self.counted[level as usize];
         *at = at.saturating_add(tokens);
-        self.count() - before
+        self.read_if_near(cut);
+        self.known() - before
     }
 
+    /// Keeps `data`, an event giving output whole at `level`, unread while it cannot matter; what the known
+    /// count grew by.
+    fn hold(&mut self, level: Level, data: String, cut: Option<u64>) -> u64 {
+        let before = self.known();
+        let at = &mut self.held_bound[level as usize];
+        // Each string of the event counts at most its bytes (with its quotes and the byte before it) do.
+        *at = at.saturating_add(text_tokens(&data));
+        self.held_bytes = self.held_bytes.saturating_add(data.len());
+        self.held.push((level, data));
+        if self.held_bytes > HELD_BYTES {
+            self.read_held();
+        }
+        self.read_if_near(cut);
+        self.known() - before
+    }
+
+    fn read_if_near(&mut self, cut: Option<u64>) {
+        if !self.held.is_empty() && cut.is_some_and(|cut| self.bound() > cut) {
+            self.read_held();
+        }
+    }
+
+    /// Reads the held events into the counts.
+    fn read_held(&mut self) {
+        for (level, data) in self.held.drain(..) {
+            let at = &mut self.counted[level as usize];
+            *at = at.saturating_add(generated::json_tokens(&data, Rule::Whole));
+        }
+        self.held_bound = [0; 5];
+        self.held_bytes = 0;
+    }
+
+    /// The largest level as far as it is read (the held events left out).
+    fn known(&self) -> u64 {
+        self.counted.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The most the count can be: the held events at their bounds.
+    fn bound(&self) -> u64 {
+        self.counted.iter().zip(self.held_bound).map(|(c, h)| c.saturating_add(h)).max().unwrap_or(0)
+    }
+
+    /// The count, the held events read (without keeping what they counted).
     fn count(&self) -> u64 {
-        self.0.iter().copied().max().unwrap_or(0)
+        let mut levels = self.counted;
+        for (level, data) in &self.held {
+            let at = &mut levels[*level as usize];
+            *at = at.saturating_add(generated::json_tokens(data, Rule::Whole));
+        }
+        levels.into_iter().max().unwrap_or(0)
     }
 }
 
@@ -123,7 +192,20 @@ impl PassStream {
             open_block: None,
             response_id: None,
             output: Output::default(),
+            cut: None,
         }
+    }
+
+    /// The stream cut once its count passes `cut` (what the caller compares the counts [`PassStream::event`]
+    /// returns with): held events are read before the count could pass it.
+    pub fn with_cut(mut self, cut: Option<u64>) -> PassStream {
+        self.cut = cut;
+        self
+    }
+
+    /// The generated tokens of the stream so far (plain estimate), every event read.
+    pub fn generated(&self) -> u64 {
+        self.output.count()
     }
 
     /// A Responses stream's id, once `response.created` gave it (then `None` again): the response it stores.
@@ -136,12 +218,13 @@ impl PassStream {
         self.reported.clone()
     }
 
-    /// One event: the bytes for the client and the generated tokens it carries (plain estimate).
+    /// One event: the bytes for the client and what the stream's known count grew by (plain estimate; it reaches
+    /// the whole count before it could pass the cut, see [`PassStream::generated`]).
     pub fn event(&mut self, ev: RawEvent) -> (Option<Bytes>, u64) {
         if self.api == Api::Gemini {
             let (rewritten, reported, generated) = super::gemini_pass::event(&ev.data, &self.alias_json);
             self.reported = reported.or(self.reported.take());
-            let generated = self.output.add(Level::Pieces, generated);
+            let generated = self.output.add(Level::Pieces, generated, self.cut);
             let mut out = Vec::new();
             sse::write(&mut out, "", rewritten.as_deref().unwrap_or(ev.data.as_bytes()));
             return (Some(Bytes::from(out)), generated);
@@ -149,6 +232,7 @@ impl PassStream {
         let kind: Cow<'_, str> =
             if ev.event.is_empty() { Cow::Owned(type_of(&ev.data)) } else { Cow::Borrowed(&ev.event) };
         let mut generated = 0u64;
+        let mut whole = None;
         let rewritten = match kind.as_ref() {
             "message_start" => self.nested(&ev.data, "message", |s, inner| {
                 s.prompt = Some(messages_usage(inner.usage().as_ref(), 0));
@@ -164,7 +248,7 @@ impl PassStream {
                     Err(_) => (None, text_tokens(&ev.data)),
                 };
                 self.open_block = index;
-                generated = self.output.add(Level::Pieces, tokens);
+                generated = self.output.add(Level::Pieces, tokens, self.cut);
                 None
             }
             "content_block_stop" => {
@@ -172,7 +256,8 @@ impl PassStream {
                 None
             }
             "content_block_delta" => {
-                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data));
+                let tokens = generated::text_delta_as_written(&ev.data).unwrap_or_else(|| delta_tokens(&ev.data));
+                generated = self.output.add(Level::Pieces, tokens, self.cut);
                 None
             }
             k @ ("response.created"
@@ -192,20 +277,21 @@ impl PassStream {
                 })
             }
             k if k.ends_with(".delta") => {
-                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data));
+                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data), self.cut);
                 None
             }
             k => {
-                // Only a few of these a stream (per item and part, not per token): read whole, counted once.
-                if let Some(level) = Level::of_whole(k) {
-                    generated = self.output.add(level, generated::json_tokens(&ev.data, Rule::Whole));
-                }
+                // Only a few of these a stream (per item and part, not per token), each held until it matters.
+                whole = Level::of_whole(k);
                 None
             }
         };
         let data = rewritten.as_deref().unwrap_or(ev.data.as_bytes());
         let mut out = Vec::with_capacity(data.len() + ev.event.len() + 16);
         sse::write(&mut out, &ev.event, data);
+        if let Some(level) = whole {
+            generated = self.output.hold(level, ev.data, self.cut);
+        }
         (Some(Bytes::from(out)), generated)
     }
 
@@ -285,7 +371,7 @@ impl PassStream {
 }
 
 /// The generated tokens of a delta event's `delta`; of the whole text when it does not read.
-fn delta_tokens(data: &str) -> u64 {
+pub(crate) fn delta_tokens(data: &str) -> u64 {
     serde_json::from_str::<Delta>(data).map_or_else(|_| text_tokens(data), |d| d.delta.0)
 }
 
@@ -429,6 +515,7 @@ mod tests {
 
     #[test]
     fn responses_output_given_whole_counts_once_and_alone_counts_all() {
+        // With a cut at 0 every event is read as it comes (`held_events_are_read_when_they_could_matter`).
         let text = "abcdefgh".repeat(4); // 8 tokens
         let item = json!({"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]});
@@ -444,7 +531,7 @@ mod tests {
             json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
             json!({"type": "response.web_search_call.searching", "item_id": "ws_1"}),
         ];
-        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex").with_cut(Some(0));
         assert_eq!(counts(&mut s, &honest), [0, 0, 4, 4, 0, 0, 0, 0], "the text once, by its deltas");
         // A stream that sends its output only whole is counted all the same, event by event.
         for whole in [
@@ -454,16 +541,47 @@ mod tests {
             json!({"type": "response.x_new.done", "x_text": text}),
             json!({"type": "response.output_item.added", "item": item}),
         ] {
-            let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+            let mut s = PassStream::new(Api::Responses, "gpt-5-codex").with_cut(Some(0));
             assert_eq!(counts(&mut s, &[whole.clone(), whole.clone(), whole.clone()]), [8, 8, 8], "{whole}");
         }
         // Whole items bigger than the deltas (a tool call's name is in the item only) raise the count to them.
-        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex").with_cut(Some(0));
         let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "abcd", "arguments": "abcdefgh"});
         let events = [
             json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": "abcdefgh"}),
             json!({"type": "response.output_item.done", "item": call}),
         ];
         assert_eq!(counts(&mut s, &events), [2, 1]);
+    }
+
+    #[test]
+    fn held_events_are_read_when_they_could_matter() {
+        let text = "abcdefgh".repeat(4); // 8 tokens
+        let done = json!({"type": "response.output_text.done", "item_id": "msg_1", "text": text});
+        let bound = text_tokens(&done.to_string());
+        assert!(bound > 8, "{bound}");
+        // Never cut: held unread, yet the stream's count reads them.
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        assert_eq!(counts(&mut s, &[done.clone(), done.clone()]), [0, 0], "held");
+        assert_eq!((s.output.known(), s.generated()), (0, 16));
+        let delta = json!({"type": "response.output_text.delta", "delta": "abcd"});
+        assert_eq!(counts(&mut s, std::slice::from_ref(&delta)), [1], "pieces are counted as they come");
+        assert_eq!(s.generated(), 16);
+        // Cut at the bound of one: the first is held (its bound is under the cut), the second would let the count pass it.
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex").with_cut(Some(bound));
+        assert_eq!(counts(&mut s, std::slice::from_ref(&done)), [0]);
+        assert_eq!(counts(&mut s, std::slice::from_ref(&done)), [16], "read once the bounds pass the cut");
+        assert!(s.output.held.is_empty());
+        // A delta that lifts the bound past the cut reads them too.
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex").with_cut(Some(bound));
+        assert_eq!(counts(&mut s, std::slice::from_ref(&done)), [0]);
+        let long = json!({"type": "response.output_text.delta", "delta": "abcd".repeat(bound as usize + 1)});
+        assert_eq!(counts(&mut s, &[long]), [bound + 1], "the delta alone is the largest level");
+        assert!(s.output.held.is_empty());
+        // Never more than HELD_BYTES kept.
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let big = json!({"type": "response.output_text.done", "text": "x".repeat(HELD_BYTES / 2)});
+        assert_eq!(counts(&mut s, &[big.clone(), big.clone()]), [0, 2 * text_tokens(&"x".repeat(HELD_BYTES / 2))]);
+        assert!(s.output.held.is_empty() && s.output.held_bytes == 0);
     }
 }

@@ -4,11 +4,13 @@
 //! with numbers for names, …).
 
 use super::passthrough::prepare;
-use super::passthrough_stream::PassStream;
+use super::passthrough_stream::{delta_tokens, PassStream};
 use super::{messages, responses, Api, Encoder};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use svc_budget::Usage;
+use svc_providers::estimate::text_tokens;
+use svc_providers::generated::{self, Rule};
 use svc_providers::passthrough::RawEvent;
 
 /// Keys the translations read.
@@ -222,4 +224,117 @@ proptest! {
             let _ = Encoder::Pass(pass).done(usage);
         }
     }
+
+    /// A stream holds the events that give output whole unread only while their bound (their text's estimate)
+    /// shows they cannot matter; the bound must never be under what reading them counts.
+    #[test]
+    fn an_event_never_counts_more_than_its_text(value in any_json()) {
+        for text in [value.to_string(), ascii_only(&value.to_string())] {
+            prop_assert_eq!(serde_json::from_str::<Value>(&text).ok(), Some(value.clone()), "{}", text);
+            for rule in [Rule::Whole, Rule::Delta, Rule::Choices] {
+                prop_assert!(generated::json_tokens(&text, rule) <= text_tokens(&text), "{} {:?}", text, rule);
+            }
+        }
+    }
+
+    /// Whether a stream is cut, and what it counts in the end, do not depend on the events held unread.
+    #[test]
+    fn held_events_cut_and_count_as_events_read_at_once(events in prop::collection::vec(responses_event(), 0..12),
+        cut in 0u64..200) {
+        let (mut held, mut read) = (PassStream::new(Api::Responses, "a").with_cut(Some(cut)),
+            PassStream::new(Api::Responses, "a").with_cut(Some(0)));
+        let mut never = PassStream::new(Api::Responses, "a");
+        let (mut known, mut whole) = (0u64, 0u64);
+        for (kind, data) in events {
+            known += held.event(RawEvent { event: kind.clone(), data: data.clone() }).1;
+            whole += read.event(RawEvent { event: kind.clone(), data: data.clone() }).1;
+            never.event(RawEvent { event: kind, data });
+            prop_assert!(known <= whole);
+            prop_assert_eq!(known > cut, whole > cut, "cut at {}: {} known, {} in all", cut, known, whole);
+        }
+        prop_assert_eq!((held.generated(), never.generated()), (whole, whole));
+    }
+
+    /// A text delta read without parsing counts what parsing it counts, and any other bytes are parsed.
+    #[test]
+    fn a_text_delta_read_as_written_counts_as_parsed(text in any::<String>(), index in any::<u32>(),
+        cut in 0usize..80, junk in any::<String>()) {
+        let data = format!(r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"text_delta","text":{}}}}}"#,
+            Value::String(text.clone()));
+        let read = generated::text_delta_as_written(&data);
+        prop_assert_eq!(read.unwrap_or_else(|| delta_tokens(&data)), delta_tokens(&data));
+        prop_assert_eq!(read.is_some(), !text.chars().any(|c| c == '"' || c == '\\' || c < ' '), "escapes are parsed");
+        // Cut anywhere and spliced with anything, the bytes are read or left to the parse, never misread.
+        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
+        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        if let Some(n) = generated::text_delta_as_written(&spliced) {
+            prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
+        }
+    }
+}
+
+/// Any JSON, strings of any characters.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<i64>().prop_map(Value::from),
+        any::<String>().prop_map(Value::String),
+        prop::sample::select(WORDS).prop_map(|w| Value::String(w.to_string())),
+        Just(Value::String("web_search_tool_result".into())),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::vec(
+                (
+                    prop_oneof![
+                        prop::sample::select(KEYS).prop_map(str::to_string),
+                        Just("item_id".to_string()),
+                        any::<String>()
+                    ],
+                    inner
+                ),
+                0..6
+            )
+            .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// JSON text with every character past ASCII written as a `\u` escape (a surrogate pair past U+FFFF).
+fn ascii_only(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// A Responses event that carries output: a delta or an event giving it whole, of any content.
+fn responses_event() -> impl Strategy<Value = (String, String)> {
+    const KINDS: &[&str] = &[
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.x_new.delta",
+    ];
+    (prop::sample::select(KINDS), any_json()).prop_map(|(kind, body)| {
+        let data = match body {
+            Value::Object(mut m) => {
+                m.insert("type".into(), Value::String(kind.into()));
+                Value::Object(m).to_string()
+            }
+            other => other.to_string(),
+        };
+        (kind.to_string(), data)
+    })
 }

@@ -80,6 +80,28 @@ pub fn json_tokens(json: &str, rule: Rule) -> u64 {
     }
 }
 
+/// The generated tokens of a Messages text delta written as Anthropic writes it,
+/// `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}` with a text without escapes
+/// (nearly every event of a stream), read without parsing it: what reading it under [`Rule::Delta`] counts.
+/// `None` for any other bytes, which are read.
+pub fn text_delta_as_written(data: &str) -> Option<u64> {
+    const HEAD: &str = r#"{"type":"content_block_delta","index":"#;
+    const DELTA: &str = r#","delta":{"type":"text_delta","text":""#;
+    const TAIL: &str = r#""}}"#;
+    let rest = data.strip_prefix(HEAD)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    // A JSON number has no leading zero.
+    if digits == 0 || (digits > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    let text = rest.get(digits..)?.strip_prefix(DELTA)?.strip_suffix(TAIL)?;
+    // A quote would end the string early, a backslash starts an escape, a control character is not JSON.
+    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        return None;
+    }
+    Some(text_tokens(text))
+}
+
 /// The tokens of the generated strings of `value` under `rule`.
 pub fn value_tokens(value: &Value, rule: Rule) -> u64 {
     match value {
@@ -294,6 +316,28 @@ mod tests {
             "audio": {"id": "audio_1", "transcript": "abcd"}, "x_future": "abcd",
             "tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "abcd"}}]}}]);
         assert_eq!(tokens(&choices, Rule::Choices), 7);
+    }
+
+    #[test]
+    fn a_text_delta_as_anthropic_writes_it_is_read_without_parsing() {
+        let data = r#"{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"abcdefgh é"}}"#;
+        assert_eq!(text_delta_as_written(data), Some(4));
+        assert_eq!(
+            text_delta_as_written(data),
+            Some(json_tokens(r#"{"type":"text_delta","text":"abcdefgh é"}"#, Rule::Delta))
+        );
+        for other in [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\nb"}}"#,
+            r#"{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"ab"}}"#,
+            r#"{"type":"content_block_delta","index":,"delta":{"type":"text_delta","text":"ab"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"b"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"ab"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ab"},"x":1}"#,
+            r#"{"type":"content_block_delta", "index":0,"delta":{"type":"text_delta","text":"ab"}}"#,
+            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\tb\"}}",
+        ] {
+            assert_eq!(text_delta_as_written(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl Call<'_> {
                 (Source::Chunks(chunks), encoder)
             }
             Answer::RawStream(events) => {
-                let encoder = Encoder::Pass(PassStream::new(self.api, &settle.route.alias));
+                let encoder = Encoder::Pass(PassStream::new(self.api, &settle.route.alias).with_cut(meter.cut_after()));
                 (Source::Events(events), Some(encoder))
             }
         };

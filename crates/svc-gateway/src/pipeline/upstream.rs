@@ -185,7 +185,15 @@ impl Forward {
     /// What to charge for the stream so far.
     fn metered(&self) -> Metered {
         let reported = self.reported.clone().unwrap_or(usage::Reported::Missing);
-        self.meter.judge(reported, || self.generated.saturating_mul(2))
+        self.meter.judge(reported, || self.generated_read().saturating_mul(2))
+    }
+
+    /// The generated tokens so far, every event read (a passed-through stream reads the events it held unread).
+    fn generated_read(&self) -> u64 {
+        match &self.encoder {
+            Some(Encoder::Pass(pass)) => self.generated.max(pass.generated()),
+            _ => self.generated,
+        }
     }
 
     /// Adjusts one chunk for the client; `None` drops it.
