@@ -300,27 +300,15 @@ gateway_settings:
         assert!(p.models.homes.get("resp_2").is_none(), "kept nowhere upstream: no home is remembered");
     }
 
-    #[tokio::test]
-    async fn a_streams_events_sent_together_go_out_as_one_frame_the_first_alone() {
+    /// The frames a passed-through Responses stream of `events` (all ready at once) sends the client, settled.
+    async fn pass_stream(r: &Rig, events: Vec<(&str, serde_json::Value)>) -> Vec<String> {
         use http_body_util::BodyExt;
-        use serde_json::json;
         use svc_providers::passthrough::RawEvent;
-        let r = rig().await;
-        let p = r.pipeline.clone();
-        let s = settle(&r).await;
-        let ev = |kind: &str, data: serde_json::Value| Ok(RawEvent { event: kind.into(), data: data.to_string() });
-        let delta = |text: &str| json!({"type": "response.output_text.delta", "delta": text});
-        let events = vec![
-            ev("response.created", json!({"type": "response.created", "response": {"id": "resp_9", "model": "up"}})),
-            ev("response.output_text.delta", delta("abcd")),
-            ev("response.output_text.delta", delta("efgh")),
-            ev(
-                "response.completed",
-                json!({"type": "response.completed", "response": {"id": "resp_9", "model": "up",
-                "usage": {"input_tokens": 3, "output_tokens": 2}}}),
-            ),
-        ];
-        // Every event is ready at once, as when they come in one read of the upstream's connection.
+        let s = settle(r).await;
+        let events: Vec<_> = events
+            .into_iter()
+            .map(|(kind, data)| Ok(RawEvent { event: kind.into(), data: data.to_string() }))
+            .collect();
         let upstream = super::super::upstream::Source::Events(Box::pin(futures::stream::iter(events)));
         let meter = crate::pipeline::meter::Meter {
             prompt_estimate: 100,
@@ -337,14 +325,35 @@ gateway_settings:
             max_event_bytes: 1 << 20,
             max_response_bytes: 1 << 20,
         };
-        let encoder =
-            Some(svc_front::Encoder::Pass(svc_front::passthrough_stream::PassStream::new(Api::Responses, "m")));
+        let pass = svc_front::passthrough_stream::PassStream::new(Api::Responses, "m").with_cut(meter.cut_after());
+        let encoder = Some(svc_front::Encoder::Pass(pass));
         let mut body =
             super::super::upstream::stream_body(s, upstream, false, meter, limits, std::time::Instant::now(), encoder);
         let mut frames = Vec::new();
         while let Some(frame) = body.frame().await {
             frames.push(String::from_utf8(frame.unwrap().into_data().unwrap().to_vec()).unwrap());
         }
+        frames
+    }
+
+    #[tokio::test]
+    async fn a_streams_events_sent_together_go_out_as_one_frame_the_first_alone() {
+        use serde_json::json;
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        let delta = |text: &str| json!({"type": "response.output_text.delta", "delta": text});
+        let events = vec![
+            ("response.created", json!({"type": "response.created", "response": {"id": "resp_9", "model": "up"}})),
+            ("response.output_text.delta", delta("abcd")),
+            ("response.output_text.delta", delta("efgh")),
+            (
+                "response.completed",
+                json!({"type": "response.completed", "response": {"id": "resp_9", "model": "up",
+                "usage": {"input_tokens": 3, "output_tokens": 2}}}),
+            ),
+        ];
+        // Every event is ready at once, as when they come in one read of the upstream's connection.
+        let frames = pass_stream(&r, events).await;
         assert_eq!(frames.len(), 2, "the first event alone, then the rest together: {frames:?}");
         assert!(frames[0].starts_with("event: response.created\n") && frames[0].matches("event: ").count() == 1);
         let kinds: Vec<&str> = frames[1].lines().filter_map(|l| l.strip_prefix("event: ")).collect();
@@ -352,6 +361,25 @@ gateway_settings:
         assert!(frames[1].contains(r#""delta":"efgh""#) && frames[1].contains(r#""model":"m""#), "{}", frames[1]);
         let rec = record(&p).await;
         assert_eq!((rec.prompt_tokens, rec.completion_tokens, rec.response_id.as_deref()), (3, 2, Some("resp_9")));
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_usage_is_charged_the_output_it_sent_whole() {
+        use serde_json::json;
+        let r = rig().await;
+        let p = r.pipeline.clone();
+        // The output only in events that give it whole (held unread: far from the cut), and no usage at the end.
+        let text = "abcdefgh".repeat(4); // 8 tokens
+        let item = json!({"type": "message", "id": "msg_1", "content": [{"type": "output_text", "text": text}]});
+        let events = vec![
+            ("response.output_text.done", json!({"type": "response.output_text.done", "text": text})),
+            ("response.output_item.done", json!({"type": "response.output_item.done", "item": item})),
+            ("response.completed", json!({"type": "response.completed", "response": {"id": "resp_8", "model": "up"}})),
+        ];
+        pass_stream(&r, events).await;
+        let rec = record(&p).await;
+        assert_eq!((rec.prompt_tokens, rec.completion_tokens), (100, 16), "the estimate: twice the 8 tokens sent");
+        assert_eq!(rec.basis.as_deref(), Some("estimated"));
     }
 
     #[tokio::test]
