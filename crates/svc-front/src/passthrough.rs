@@ -159,6 +159,8 @@ mod tests {
 
     #[test]
     fn a_body_read_as_it_is_is_prepared_as_its_bytes_are() {
+        // `Api::read`'s fields (one jiter pass, the body's own text kept) against the body parsed on its own: the
+        // same fields, values and order, so the pass-through writes what the client sent.
         let bodies = [
             (Api::Responses, r#"{"model":"m","input":"hi","max_output_tokens":10}"#),
             (Api::Responses, r#"{ "model" : "m", "input":"hi", "max_output_tokens": 900, "max_tool_calls": 5 }"#),

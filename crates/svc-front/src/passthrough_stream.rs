@@ -135,12 +135,20 @@ impl Output {
 
     /// Reads the held events into the counts.
     fn read_held(&mut self) {
-        for (level, data) in self.held.drain(..) {
-            let at = &mut self.counted[level as usize];
-            *at = at.saturating_add(generated::json_tokens(&data, Rule::Whole));
-        }
+        self.counted = self.levels();
+        self.held.clear();
         self.held_bound = [0; 5];
         self.held_bytes = 0;
+    }
+
+    /// The counts by level with the held events read.
+    fn levels(&self) -> [u64; 5] {
+        let mut levels = self.counted;
+        for (level, data) in &self.held {
+            let at = &mut levels[*level as usize];
+            *at = at.saturating_add(generated::json_tokens(data, Rule::Whole));
+        }
+        levels
     }
 
     /// The largest level as far as it is read (the held events left out).
@@ -155,12 +163,7 @@ impl Output {
 
     /// The count, the held events read (without keeping what they counted).
     fn count(&self) -> u64 {
-        let mut levels = self.counted;
-        for (level, data) in &self.held {
-            let at = &mut levels[*level as usize];
-            *at = at.saturating_add(generated::json_tokens(data, Rule::Whole));
-        }
-        levels.into_iter().max().unwrap_or(0)
+        self.levels().into_iter().max().unwrap_or(0)
     }
 }
 

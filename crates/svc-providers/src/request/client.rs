@@ -169,25 +169,23 @@ fn media_parts<'j>(text: &'j str, json: &mut Jiter<'j>) -> Option<(u64, u64)> {
         if peek != Peek::Object {
             json.known_skip(peek).ok()?;
         } else {
-            let (mut kind, mut document) = (false, false);
+            // The part's last `type` decides.
+            let mut kind = None;
             let mut key = next_key(text, json, true)?;
             while let Some(field) = key {
                 match json.peek().ok()? {
-                    Peek::String if field == Field::Type => {
-                        let t = json.known_str().ok()?;
-                        let media = Media::of(t);
-                        (kind, document) = (media.is_some(), media == Some(Media::Document));
-                    }
+                    Peek::String if field == Field::Type => kind = Media::of(json.known_str().ok()?),
                     peek => {
-                        kind &= field != Field::Type;
-                        document &= field != Field::Type;
+                        if field == Field::Type {
+                            kind = None;
+                        }
                         json.known_skip(peek).ok()?;
                     }
                 }
                 key = next_key(text, json, false)?;
             }
-            media += u64::from(kind);
-            documents += u64::from(document);
+            media += u64::from(kind.is_some());
+            documents += u64::from(kind == Some(Media::Document));
         }
         next = json.array_step().ok()?;
     }

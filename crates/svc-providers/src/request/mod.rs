@@ -312,13 +312,10 @@ fn prompt_parts(body: &Map<String, Value>) -> PromptParts {
     let fields = ["tools", "functions", "response_format"].into_iter().filter_map(|f| body.get(f));
     let json = messages.iter().chain(fields).map(crate::tokens::json_value_tokens);
     let parts = messages.iter().filter_map(|m| m.get("content").and_then(Value::as_array)).flatten();
-    let media: Vec<Media> = parts.filter_map(|p| p.get("type").and_then(Value::as_str).and_then(Media::of)).collect();
-    PromptParts {
-        messages: messages.len() as u64,
-        json_tokens: json.fold(0, u64::saturating_add),
-        media: media.len() as u64,
-        documents: media.iter().filter(|m| **m == Media::Document).count() as u64,
-    }
+    let (media, documents) = parts
+        .filter_map(|p| p.get("type").and_then(Value::as_str).and_then(Media::of))
+        .fold((0, 0), |(m, d), kind| (m + 1, d + u64::from(kind == Media::Document)));
+    PromptParts { messages: messages.len() as u64, json_tokens: json.fold(0, u64::saturating_add), media, documents }
 }
 
 /// `model` set in a parsed body.
