@@ -27,6 +27,7 @@ mod robustness;
 mod shape;
 pub mod sse;
 pub mod unseen;
+pub mod usage_text;
 
 use bytes::Bytes;
 use gemini_stream::GeminiStream;

@@ -10,7 +10,6 @@
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::Value;
 use std::ops::Range;
 use svc_providers::raw::{within, Key};
 
@@ -39,9 +38,9 @@ impl<'a> Inner<'a> {
         self.id.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
     }
 
-    /// The inner `usage`, parsed.
-    pub(crate) fn usage(&self) -> Option<Value> {
-        self.usage.and_then(|raw| serde_json::from_str(raw.get()).ok())
+    /// The inner `usage`, as its JSON text.
+    pub(crate) fn usage(&self) -> Option<&'a str> {
+        self.usage.map(RawValue::get)
     }
 
     /// The inner `output`, as its JSON text.
@@ -175,7 +174,7 @@ mod tests {
         let data =
             r#"{"response":{"usage":{"a":1},"usage":{"a":2},"output":[1]},"response":{"model":"m","usage":{"a":3}}}"#;
         let inner = Inner::read(data, "response").unwrap_or_default();
-        assert_eq!(inner.usage(), Some(serde_json::json!({"a": 1})));
+        assert_eq!(inner.usage(), Some(r#"{"a":1}"#));
         assert_eq!(inner.output(), Some("[1]"));
         let want = r#"{"response":{"usage":{"a":1},"usage":{"a":2},"output":[1]},"response":{"model":"alias","usage":{"a":3}}}"#;
         assert_eq!(renamed(data, "response").as_deref(), Some(want), "a second `response` is renamed too");

@@ -20,8 +20,8 @@
 //! that reports its usage is never read for them.
 
 use super::lifecycle::Inner;
-use super::passthrough::{count, messages_usage, reply_usage};
 use super::responses::{new_id, response, usage};
+use super::usage_text::{final_counts, messages_start_text, reply_usage_text};
 use super::{sse, Api};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -238,10 +238,10 @@ impl PassStream {
         let mut whole = None;
         let rewritten = match kind.as_ref() {
             "message_start" => self.nested(&ev.data, "message", |s, inner| {
-                s.prompt = Some(messages_usage(inner.usage().as_ref(), 0));
+                s.prompt = Some(messages_start_text(inner.usage()));
             }),
             "message_delta" => {
-                self.reported = Some(self.final_counts(&ev.data));
+                self.reported = Some(final_counts(&ev.data, self.prompt.as_ref()));
                 None
             }
             "content_block_start" => {
@@ -275,7 +275,7 @@ impl PassStream {
                         s.response_id = inner.id();
                     }
                     if ends {
-                        s.reported = Some(reply_usage(s.api, inner.usage().as_ref(), inner.output()));
+                        s.reported = Some(reply_usage_text(s.api, inner.usage(), inner.output()));
                     }
                 })
             }
@@ -296,29 +296,6 @@ impl PassStream {
             generated = self.output.hold(level, ev.data, self.cut);
         }
         (Some(Bytes::from(out)), generated)
-    }
-
-    /// The counts of a Messages stream's `message_delta` (`data`): its output and server tool uses, with the input
-    /// counts it repeats (newer streams) or `message_start` gave (older ones).
-    fn final_counts(&self, data: &str) -> Reported {
-        let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-        let u = v.get("usage");
-        let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), &self.prompt) {
-            (true, _) => messages_usage(u, 0),
-            (false, Some(p)) => p.clone(),
-            (false, None) => Ok(Usage::default()),
-        };
-        // Server tool uses come with the final counts.
-        let tools = match u.and_then(|u| u.get("server_tool_use")) {
-            Some(t) => count(Some(t), "web_search_requests").map(Some),
-            None => Ok(None),
-        };
-        match (input, count(u, "output_tokens"), tools) {
-            (Ok(input), Ok(completion_tokens), Ok(tools)) => {
-                Reported::Counts(Usage { completion_tokens, tool_uses: tools.unwrap_or(input.tool_uses), ..input })
-            }
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
-        }
     }
 
     /// `data` with the client's name as `<outer>.model`, after `look` has seen `<outer>`'s fields; `None` when

@@ -11,9 +11,10 @@ use crate::sse::{self, SseError};
 use crate::ProviderError;
 use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::{ready, Stream};
 use serde_json::{Map, Value};
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// The native APIs a request can be passed through in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,15 +129,36 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let events = sse::events(bytes, max_event);
-    futures::stream::unfold((Box::pin(events), deployment, false), move |(mut events, dep, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            let event = match events.next().await? {
-                Ok(ev) => ev,
-                Err(e) => return Some((Err(SseError::into_provider_error(e, &dep)), (events, dep, true))),
+    RawEvents { events: sse::events(bytes, max_event), deployment, on_error, done: false }
+}
+
+/// The events of a pass-through stream ([`raw_events`]).
+struct RawEvents<S> {
+    events: sse::Events<S>,
+    deployment: String,
+    on_error: fn(&str, &Value) -> ProviderError,
+    /// The stream failed: nothing more comes.
+    done: bool,
+}
+
+impl<S, B, E> Stream for RawEvents<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    type Item = Result<RawEvent, ProviderError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        while !this.done {
+            let event = match ready!(Pin::new(&mut this.events).poll_next(cx)) {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(SseError::into_provider_error(e, &this.deployment))));
+                }
+                None => break,
             };
             let data = event.data.trim();
             if data.is_empty() || data == "[DONE]" {
@@ -144,17 +166,20 @@ where
             }
             if event.event == "error" {
                 let parsed = serde_json::from_str::<Value>(data).unwrap_or_else(|_| Value::String(data.to_string()));
-                let err = on_error(&dep, &parsed);
-                return Some((Err(err), (events, dep, true)));
+                this.done = true;
+                return Poll::Ready(Some(Err((this.on_error)(&this.deployment, &parsed))));
             }
-            return Some((Ok(RawEvent { event: event.event, data: event.data }), (events, dep, false)));
+            return Poll::Ready(Some(Ok(RawEvent { event: event.event, data: event.data })));
         }
-    })
+        this.done = true;
+        Poll::Ready(None)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
     use serde_json::json;
 
     #[tokio::test]

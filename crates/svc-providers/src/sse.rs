@@ -5,9 +5,11 @@
 //! reads OpenAI chunks on top of it; the Anthropic stream translation reads its events too.
 
 use crate::{raw, Chunk, ProviderError};
-use futures::{Stream, StreamExt};
+use futures::{ready, Stream};
 use serde_json::{Map, Value};
 use sse_parse::{Event, SseParser};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// Why an event stream stopped before its end.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,36 +37,61 @@ impl SseError {
 /// Frames an SSE byte stream into events. An event whose bytes exceed `max_event` ends the stream with
 /// [`SseError::TooLong`]; a transport error with [`SseError::Transport`]. A block left without its closing
 /// blank line at the end of the body is dropped, as the WHATWG algorithm says.
-pub fn events<S, B, E>(bytes: S, max_event: usize) -> impl Stream<Item = Result<Event, SseError>> + Send
+pub fn events<S, B, E>(bytes: S, max_event: usize) -> Events<S>
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let parser = SseParser::new().max_buffer(max_event);
-    futures::stream::unfold((Box::pin(bytes), parser, false), move |(mut bytes, mut parser, mut ended)| async move {
+    Events { bytes: Box::pin(bytes), parser: SseParser::new().max_buffer(max_event), max_event, ended: false }
+}
+
+/// The events of an SSE byte stream ([`events`]): a plain state machine over the parser, so that an event costs
+/// no move of the state into and out of a future.
+pub struct Events<S> {
+    bytes: Pin<Box<S>>,
+    parser: SseParser,
+    max_event: usize,
+    /// The body ended or failed: only the events already framed are left.
+    ended: bool,
+}
+
+impl<S, B, E> Stream for Events<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    type Item = Result<Event, SseError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
         loop {
-            if let Some(event) = parser.next_event() {
-                return Some((Ok(event), (bytes, parser, ended)));
+            if let Some(event) = this.parser.next_event() {
+                return Poll::Ready(Some(Ok(event)));
             }
-            if ended {
-                return None;
+            if this.ended {
+                return Poll::Ready(None);
             }
-            match bytes.next().await {
+            match ready!(this.bytes.as_mut().poll_next(cx)) {
                 Some(Ok(chunk)) => {
-                    parser.feed(chunk.as_ref());
-                    if parser.overflows() > 0 {
-                        return Some((Err(SseError::TooLong(max_event)), (bytes, parser, true)));
+                    this.parser.feed(chunk.as_ref());
+                    if this.parser.overflows() > 0 {
+                        this.ended = true;
+                        return Poll::Ready(Some(Err(SseError::TooLong(this.max_event))));
                     }
                 }
-                Some(Err(e)) => return Some((Err(SseError::Transport(e.to_string())), (bytes, parser, true))),
+                Some(Err(e)) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(SseError::Transport(e.to_string()))));
+                }
                 None => {
-                    parser.finish();
-                    ended = true;
+                    this.parser.finish();
+                    this.ended = true;
                 }
             }
         }
-    })
+    }
 }
 
 /// Turns an SSE byte stream of OpenAI chunks into a stream of [`Chunk`]s, ending at `data: [DONE]` or at
@@ -81,41 +108,64 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let events = events(bytes, max_event);
-    futures::stream::unfold((Box::pin(events), deployment, false), |(mut events, dep, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            let item = events.next().await?;
-            let event = match item {
-                Ok(ev) => ev,
-                Err(e) => return Some((Err(e.into_provider_error(&dep)), (events, dep, true))),
+    JsonEvents { events: events(bytes, max_event), deployment, done: false }
+}
+
+/// The chunks of an OpenAI SSE stream ([`json_events`]).
+struct JsonEvents<S> {
+    events: Events<S>,
+    deployment: String,
+    /// `[DONE]` came, or the stream failed.
+    done: bool,
+}
+
+impl<S, B, E> Stream for JsonEvents<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    type Item = Result<Chunk, ProviderError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        while !this.done {
+            let event = match ready!(Pin::new(&mut this.events).poll_next(cx)) {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(e.into_provider_error(&this.deployment))));
+                }
+                None => break,
             };
             let data = event.data.trim();
             if data.is_empty() {
                 continue;
             }
             if data == "[DONE]" {
-                return None;
+                break;
             }
-            // Read only as deep as its top-level fields: the gateway reads and changes a few of them and
-            // passes the rest on as the upstream wrote it (`Chunk`).
-            return match raw::Object::parse_str(data) {
-                Ok(chunk) if chunk.get("error").is_some() => {
-                    let m = serde_json::from_str::<Map<String, Value>>(data).unwrap_or_default();
-                    let detail = format!("the stream sent an error: {}", error_message(&m));
-                    Some((Err(ProviderError::BadResponse { deployment: dep.clone(), detail }), (events, dep, true)))
-                }
-                Ok(chunk) => Some((Ok(Chunk::raw(chunk)), (events, dep, false))),
-                Err(_) => {
-                    let detail = format!("unparseable stream event: {}", truncate(data, 200));
-                    let err = ProviderError::BadResponse { deployment: dep.clone(), detail };
-                    Some((Err(err), (events, dep, true)))
-                }
-            };
+            let chunk = chunk(&this.deployment, data);
+            this.done = chunk.is_err();
+            return Poll::Ready(Some(chunk));
         }
-    })
+        this.done = true;
+        Poll::Ready(None)
+    }
+}
+
+/// One OpenAI chunk, read only as deep as its top-level fields: the gateway reads and changes a few of them and
+/// passes the rest on as the upstream wrote it (`Chunk`). An error object or text that does not read is an error.
+fn chunk(deployment: &str, data: &str) -> Result<Chunk, ProviderError> {
+    let detail = match raw::Object::parse_str(data) {
+        Ok(chunk) if chunk.get("error").is_none() => return Ok(Chunk::raw(chunk)),
+        Ok(_) => {
+            let m = serde_json::from_str::<Map<String, Value>>(data).unwrap_or_default();
+            format!("the stream sent an error: {}", error_message(&m))
+        }
+        Err(_) => format!("unparseable stream event: {}", truncate(data, 200)),
+    };
+    Err(ProviderError::BadResponse { deployment: deployment.to_string(), detail })
 }
 
 /// The message of an OpenAI-style error object (`{"error": {"message": …}}` or `{"error": "…"}`).
@@ -139,6 +189,7 @@ fn truncate(s: &str, max: usize) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use futures::StreamExt;
 
     async fn collect(chunks: Vec<&'static str>, max_event: usize) -> Vec<Result<Map<String, Value>, ProviderError>> {
         let bytes = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));

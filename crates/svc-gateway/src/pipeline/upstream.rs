@@ -29,7 +29,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use svc_budget::Usage;
 use svc_config::StreamSettings;
-use svc_front::passthrough;
+
 use svc_front::{sse, Api, Encoder};
 use svc_providers::passthrough::{EventStream, RawEvent};
 use svc_providers::raw::Object;
@@ -91,7 +91,7 @@ pub async fn raw_reply(mut settle: Settle, meter: Meter, body: &Object, api: Api
     let reported = if chat {
         usage::read_text(body.get("usage"))
     } else {
-        passthrough::reply_usage(api, field(fields.usage).as_ref(), body.get("output"))
+        svc_front::usage_text::reply_usage_text(api, body.get(fields.usage), body.get("output"))
     };
     let metered = meter.judge(reported, || {
         let generated = if chat { field("choices") } else { field(fields.output) };
