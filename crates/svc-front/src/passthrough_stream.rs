@@ -410,28 +410,29 @@ mod tests {
 
     #[test]
     fn responses_streams_rename_the_model_and_read_usage() {
-        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
-        let (created, _) = s.event(ev(
-            "response.created",
-            json!({"type": "response.created", "response": {"id": "resp_1", "model": "up"}}),
-        ));
-        assert!(String::from_utf8_lossy(&created.unwrap_or_default()).contains(r#""model":"gpt-5-codex""#));
-        let (_, generated) =
-            s.event(ev("response.output_text.delta", json!({"type": "response.output_text.delta", "delta": "abcd"})));
-        assert_eq!(generated, 1);
-        s.event(ev(
-            "response.completed",
-            json!({"type": "response.completed", "response": {"id": "resp_1", "model": "up",
-            "usage": {"input_tokens": 3, "output_tokens": 4, "input_tokens_details": {"cached_tokens": 2}}}}),
-        ));
-        let want = Usage {
-            prompt_tokens: 3,
-            completion_tokens: 4,
-            cache_creation_tokens: 0,
-            cache_read_tokens: 2,
-            ..Usage::default()
-        };
-        assert_eq!(s.reported(), Some(Reported::Counts(want)));
+        // Events named as OpenAI names them, and unnamed (their type read from their data, and passed on unnamed).
+        for named in [true, false] {
+            let name = |kind: &'static str| if named { kind } else { "" };
+            let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+            let (created, _) = s.event(ev(
+                name("response.created"),
+                json!({"type": "response.created", "response": {"id": "resp_1", "model": "up"}}),
+            ));
+            let created = String::from_utf8_lossy(&created.unwrap_or_default()).into_owned();
+            assert!(created.contains(r#""model":"gpt-5-codex""#), "{created}");
+            assert_eq!(created.starts_with("data: "), !named, "{created}");
+            assert_eq!(s.take_response_id().as_deref(), Some("resp_1"));
+            let delta = json!({"type": "response.output_text.delta", "delta": "abcd"});
+            let (_, generated) = s.event(ev(name("response.output_text.delta"), delta));
+            assert_eq!(generated, 1);
+            s.event(ev(
+                name("response.completed"),
+                json!({"type": "response.completed", "response": {"id": "resp_1", "model": "up",
+                "usage": {"input_tokens": 3, "output_tokens": 4, "input_tokens_details": {"cached_tokens": 2}}}}),
+            ));
+            let want = Usage { prompt_tokens: 3, completion_tokens: 4, cache_read_tokens: 2, ..Usage::default() };
+            assert_eq!(s.reported(), Some(Reported::Counts(want)), "named: {named}");
+        }
     }
 
     /// The generated tokens `s` counts for each event, in order.

@@ -169,7 +169,10 @@ where
                 this.done = true;
                 return Poll::Ready(Some(Err((this.on_error)(&this.deployment, &parsed))));
             }
-            return Poll::Ready(Some(Ok(RawEvent { event: event.event, data: event.data })));
+            // The SSE algorithm names an event that names none `message`: it stays unnamed, as the upstream wrote
+            // it, and its type is read from its data.
+            let name = if event.event == "message" { String::new() } else { event.event };
+            return Poll::Ready(Some(Ok(RawEvent { event: name, data: event.data })));
         }
         this.done = true;
         Poll::Ready(None)
@@ -185,7 +188,7 @@ mod tests {
     #[tokio::test]
     async fn events_keep_their_type_and_errors_end_the_stream() {
         let body = "event: message_start\ndata: {\"type\":\"message_start\",\"x\":1}\n\nevent: ping\ndata: {}\n\n\
-                    event: brand_new\ndata: {\"type\":\"brand_new\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"boom\"}}\n\n";
+                    event: brand_new\ndata: {\"type\":\"brand_new\"}\n\ndata: {\"type\":\"unnamed\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"message\":\"boom\"}}\n\n";
         let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.as_bytes().to_vec())]);
         let on_error = |d: &str, _: &Value| ProviderError::BadResponse { deployment: d.into(), detail: "boom".into() };
         let out: Vec<_> = raw_events("d".into(), bytes, 1 << 16, on_error).collect().await;
@@ -196,9 +199,9 @@ mod tests {
                 Err(e) => format!("err {e}"),
             })
             .collect();
-        assert_eq!(types[..3], ["message_start", "ping", "brand_new"]);
+        assert_eq!(types[..4], ["message_start", "ping", "brand_new", ""], "an unnamed event stays unnamed");
         assert!(matches!(&out[0], Ok(ev) if ev.data.contains("\"x\":1")), "data kept as text");
-        assert!(types[3].starts_with("err"), "{types:?}");
+        assert!(types[4].starts_with("err"), "{types:?}");
         let answer = |v: Value| Object::parse(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         assert!(check_answer(&answer(json!({"id": "resp_1", "error": null}))).is_ok());
         assert!(Object::parse(b"[1, 2]").is_err());
