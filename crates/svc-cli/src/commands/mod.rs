@@ -122,33 +122,26 @@ pub fn is_stdout_closed(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Log lines that may wait for the writer thread (a few MiB at most): a burst faster than stderr takes them
-/// drops lines rather than growing memory.
-pub const LOG_LINES_WAITING: usize = 8192;
-
 /// Logs to stderr in `format` (`server.log_format`); `RUST_LOG` overrides the default level (`info`, quiet for
 /// sqlx and hyper). JSON lines carry every field at the top level (`jq .status`), the time in RFC 3339.
 ///
-/// Lines are handed to a writer thread (`tracing-appender`'s non-blocking writer), so a request's line costs its
+/// Every line is written by the request log's thread (`svc_gateway::observe::line`), so a line costs its
 /// formatting, not a write to stderr on the request's thread, and a stderr that is slow or full never stalls a
-/// request: past [`LOG_LINES_WAITING`] lines waiting, lines are dropped (and the writer says how many). Keep the
-/// returned guard until the process ends; dropping it writes what is waiting.
+/// request: past 4 MiB waiting, lines are dropped (and the writer says how many). Request lines are gathered for
+/// up to 100 ms; every other line wakes the thread at once. Keep the returned guard until the process ends;
+/// dropping it writes what is waiting.
 pub fn init_logging(format: svc_config::LogFormat) -> LogGuard {
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(LOG_LINES_WAITING)
-        .lossy(true)
-        .finish(std::io::stderr());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,hyper=warn"));
-    // Request lines are formatted by the gateway itself (the cheaper formatter) and written in runs by its own
-    // thread, through the process's stderr lock (as the writer thread writes), so lines never cut into each other.
+    // Request lines are formatted by the gateway itself (the cheaper formatter); they and the other lines are
+    // written in runs by one thread, so lines never cut into each other.
     svc_gateway::observe::line::install(svc_gateway::observe::line::LineWriter {
         json: format == svc_config::LogFormat::Json,
         write: Box::new(|lines| {
             let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines);
         }),
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| LogLine(Vec::new()));
     // A second call (tests running several commands in one process) keeps the first subscriber.
     let _ = match format {
         svc_config::LogFormat::Text => {
@@ -156,13 +149,34 @@ pub fn init_logging(format: svc_config::LogFormat) -> LogGuard {
         }
         svc_config::LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
     };
-    LogGuard { _writer: guard }
+    LogGuard { _private: () }
 }
 
-/// Held until the process ends: dropping it writes the request lines still gathered, then what waits for the
-/// writer thread.
+/// One log line as tracing-subscriber writes it, handed whole to the log's thread when done.
+struct LogLine(Vec<u8>);
+
+impl std::io::Write for LogLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            svc_gateway::observe::line::write_soon(&self.0);
+        }
+    }
+}
+
+/// Held until the process ends: dropping it writes the log lines still waiting.
 pub struct LogGuard {
-    _writer: tracing_appender::non_blocking::WorkerGuard,
+    _private: (),
 }
 
 impl Drop for LogGuard {

@@ -27,6 +27,7 @@ mod last_part;
 mod ledger;
 mod metrics;
 mod passthrough;
+mod process;
 mod proxy;
 mod reload;
 mod reverse_proxy;

@@ -10,15 +10,16 @@
 //!
 //! Lines are gathered in one buffer and written by a thread of their own every [`FLUSH_EVERY`], or as soon as
 //! [`FLUSH_BYTES`] wait: handing each line to a writer thread was a thread wake-up per request at one request at
-//! a time. That thread writes to stderr through the process's stderr lock, so its writes and the other log
-//! lines never cut into each other. A line may reach stderr up to 100 ms late, and `kill -9` loses the lines of
-//! the last 100 ms (never spend: that is in the journal). A stderr that is slow or full stalls only that
-//! thread: at most [`MAX_WAITING`] bytes wait, beyond that lines are dropped and counted. [`flush`] at exit
-//! writes what waits.
+//! a time. The process's other log lines (the binary's tracing subscriber) go through the same buffer and thread
+//! ([`write_soon`]), but wake it at once: they are few, and a warning should not wait. One thread writes every
+//! line, so lines never cut into each other. A request line may reach stderr up to 100 ms late, and `kill -9`
+//! loses the request lines of the last 100 ms (never spend: that is in the journal). A stderr that is slow or full
+//! stalls only that thread: at most [`MAX_WAITING`] bytes wait, beyond that lines are dropped and counted.
+//! [`flush`] at exit writes what waits.
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +36,9 @@ static WAITING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 static FULL: Condvar = Condvar::new();
 /// Lines dropped because [`MAX_WAITING`] bytes were waiting (reported by the next write).
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Set, under [`WAITING`]'s lock, when a line waits that is to be written at once ([`write_soon`]): the writing
+/// thread checks it under the same lock before it sleeps, so no such line waits for [`FLUSH_EVERY`].
+static URGENT: AtomicBool = AtomicBool::new(false);
 
 /// Writes whole lines (to stderr, blocking: it runs on the request log's own thread, never a request's).
 pub type WriteLines = Box<dyn Fn(&[u8]) + Send + Sync>;
@@ -59,12 +63,13 @@ pub fn install(writer: LineWriter) {
         loop {
             {
                 let Ok(mut w) = WAITING.lock() else { return };
-                if w.len() < FLUSH_BYTES {
+                if w.len() < FLUSH_BYTES && !URGENT.load(Ordering::Relaxed) {
                     w = match FULL.wait_timeout(w, FLUSH_EVERY) {
                         Ok((w, _)) => w,
                         Err(_) => return,
                     };
                 }
+                URGENT.store(false, Ordering::Relaxed);
                 std::mem::swap(&mut *w, &mut spare);
             }
             write_out(&mut spare);
@@ -94,8 +99,21 @@ fn write_out(lines: &mut Vec<u8>) {
     }
     let dropped = DROPPED.swap(0, Ordering::Relaxed);
     if dropped > 0 {
-        tracing::warn!(lines = dropped, "request lines dropped: more than 4 MiB of them waited for stderr");
+        tracing::warn!(lines = dropped, "log lines dropped: more than 4 MiB of them waited for stderr");
     }
+}
+
+/// Adds whole log lines (other than request lines) to those waiting and wakes the writing thread for them.
+/// Without a writer installed ([`install`]) they wait for [`flush`].
+pub fn write_soon(lines: &[u8]) {
+    let Ok(mut w) = WAITING.lock() else { return };
+    if w.len() + lines.len() > MAX_WAITING {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    w.extend_from_slice(lines);
+    URGENT.store(true, Ordering::Relaxed);
+    FULL.notify_one();
 }
 
 /// Adds one whole line to those waiting, and wakes the writing thread once [`FLUSH_BYTES`] wait.
