@@ -2,7 +2,9 @@
 //! made by `bench/hot-symbols.sh`), by lld's `--symbol-ordering-file` (lld is Rust's linker there): the kernel
 //! maps code in 64 KiB windows around each page that runs, so code that runs scattered through the binary keeps
 //! nearly all of it resident, and placed together only what runs is (BENCHMARKS.md, peak RSS). The order changes
-//! where code lies, never what it does; a listed name the binary lacks is skipped. Applied only when the
+//! where code lies, never what it does; a listed name the binary lacks is skipped. The names are the release
+//! profile's (fat LTO, whose names do not move with the code; ThinLTO's `.llvm.<hash>` names did, and a list went
+//! stale at the next change): remake the list when the functions that run change much. Applied only when the
 //! toolchain carries its own lld (`rust-lld`, the linker Rust uses on x86-64 Linux since 1.90);
 //! `SVC_NO_SYMBOL_ORDER=1` turns it off (a build that links with another linker).
 
