@@ -7,7 +7,7 @@
 
 use crate::client::{Answer, Call, UpstreamClient};
 use crate::raw::Object;
-use crate::sse::{self, SseError};
+use crate::sse;
 use crate::ProviderError;
 use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
@@ -152,16 +152,13 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         while !this.done {
-            let event = match ready!(Pin::new(&mut this.events).poll_next(cx)) {
+            let event = match ready!(this.events.poll_data(cx, &this.deployment)) {
                 Some(Ok(event)) => event,
-                Some(Err(e)) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(SseError::into_provider_error(e, &this.deployment))));
-                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => break,
             };
             let data = event.data.trim();
-            if data.is_empty() || data == "[DONE]" {
+            if data == "[DONE]" {
                 continue;
             }
             if event.event == "error" {

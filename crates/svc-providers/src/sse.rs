@@ -43,7 +43,8 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    Events { bytes: Box::pin(bytes), parser: SseParser::new().max_buffer(max_event), max_event, ended: false }
+    let parser = SseParser::new().max_buffer(max_event);
+    Events { bytes: Box::pin(bytes), parser, max_event, ended: false, failed: false }
 }
 
 /// The events of an SSE byte stream ([`events`]): a plain state machine over the parser, so that an event costs
@@ -54,6 +55,36 @@ pub struct Events<S> {
     max_event: usize,
     /// The body ended or failed: only the events already framed are left.
     ended: bool,
+    /// [`Events::poll_data`] gave a failure: it gives nothing more.
+    failed: bool,
+}
+
+impl<S, B, E> Events<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    /// The next event with data, for a reader that stops at the first failure: the failure as `deployment`'s
+    /// provider error, then nothing more.
+    pub(crate) fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        deployment: &str,
+    ) -> Poll<Option<Result<Event, ProviderError>>> {
+        while !self.failed {
+            match ready!(Pin::new(&mut *self).poll_next(cx)) {
+                Some(Ok(event)) if event.data.trim().is_empty() => {}
+                Some(Ok(event)) => return Poll::Ready(Some(Ok(event))),
+                Some(Err(e)) => {
+                    self.failed = true;
+                    return Poll::Ready(Some(Err(e.into_provider_error(deployment))));
+                }
+                None => break,
+            }
+        }
+        Poll::Ready(None)
+    }
 }
 
 impl<S, B, E> Stream for Events<S>
@@ -129,28 +160,20 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
-        while !this.done {
-            let event = match ready!(Pin::new(&mut this.events).poll_next(cx)) {
-                Some(Ok(event)) => event,
-                Some(Err(e)) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(e.into_provider_error(&this.deployment))));
-                }
-                None => break,
-            };
-            let data = event.data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            if data == "[DONE]" {
-                break;
-            }
-            let chunk = chunk(&this.deployment, data);
-            this.done = chunk.is_err();
-            return Poll::Ready(Some(chunk));
+        if this.done {
+            return Poll::Ready(None);
         }
-        this.done = true;
-        Poll::Ready(None)
+        let event = match ready!(this.events.poll_data(cx, &this.deployment)) {
+            Some(Ok(event)) if event.data.trim() != "[DONE]" => event,
+            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+            _ => {
+                this.done = true;
+                return Poll::Ready(None);
+            }
+        };
+        let chunk = chunk(&this.deployment, event.data.trim());
+        this.done = chunk.is_err();
+        Poll::Ready(Some(chunk))
     }
 }
 
