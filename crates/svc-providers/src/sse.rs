@@ -35,7 +35,7 @@ impl SseError {
 }
 
 /// Frames an SSE byte stream into events. An event whose bytes exceed `max_event` ends the stream with
-/// [`SseError::TooLong`]; a transport error with [`SseError::Transport`]. A block left without its closing
+/// [`SseError::TooLong`]; a transport error with [`SseError::Transport`]: nothing comes after either. A block left without its closing
 /// blank line at the end of the body is dropped, as the WHATWG algorithm says.
 pub fn events<S, B, E>(bytes: S, max_event: usize) -> Events<S>
 where
@@ -53,9 +53,9 @@ pub struct Events<S> {
     bytes: Pin<Box<S>>,
     parser: SseParser,
     max_event: usize,
-    /// The body ended or failed: only the events already framed are left.
+    /// The body ended: only the events already framed are left.
     ended: bool,
-    /// [`Events::poll_data`] gave a failure: it gives nothing more.
+    /// An error was given: nothing more comes (every reader stops at it).
     failed: bool,
 }
 
@@ -65,25 +65,18 @@ where
     B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
-    /// The next event with data, for a reader that stops at the first failure: the failure as `deployment`'s
-    /// provider error, then nothing more.
+    /// The next event with data, a failure as `deployment`'s provider error.
     pub(crate) fn poll_data(
         &mut self,
         cx: &mut Context<'_>,
         deployment: &str,
     ) -> Poll<Option<Result<Event, ProviderError>>> {
-        while !self.failed {
+        loop {
             match ready!(Pin::new(&mut *self).poll_next(cx)) {
                 Some(Ok(event)) if event.data.trim().is_empty() => {}
-                Some(Ok(event)) => return Poll::Ready(Some(Ok(event))),
-                Some(Err(e)) => {
-                    self.failed = true;
-                    return Poll::Ready(Some(Err(e.into_provider_error(deployment))));
-                }
-                None => break,
+                other => return Poll::Ready(other.map(|r| r.map_err(|e| e.into_provider_error(deployment)))),
             }
         }
-        Poll::Ready(None)
     }
 }
 
@@ -97,6 +90,9 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if this.failed {
+            return Poll::Ready(None);
+        }
         loop {
             if let Some(event) = this.parser.next_event() {
                 return Poll::Ready(Some(Ok(event)));
@@ -108,12 +104,12 @@ where
                 Some(Ok(chunk)) => {
                     this.parser.feed(chunk.as_ref());
                     if this.parser.overflows() > 0 {
-                        this.ended = true;
+                        this.failed = true;
                         return Poll::Ready(Some(Err(SseError::TooLong(this.max_event))));
                     }
                 }
                 Some(Err(e)) => {
-                    this.ended = true;
+                    this.failed = true;
                     return Poll::Ready(Some(Err(SseError::Transport(e.to_string()))));
                 }
                 None => {
@@ -231,6 +227,18 @@ mod tests {
         // Long events in short chunks are fine as long as each line fits.
         let out = collect(vec!["data: {\"a\":", "1}\n", "\n", "data: [DONE]\n\n"], 32).await;
         assert_eq!(out.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn nothing_comes_after_an_error() {
+        // The over-long event and a good one after it in the same read: the error ends the events.
+        let body = format!("data: {{\"b\":\"{}\"}}\n\ndata: {{\"c\":1}}\n\n", "x".repeat(64));
+        let bytes = futures::stream::iter([Ok::<_, std::io::Error>(body.into_bytes())]);
+        let out: Vec<_> = events(bytes, 32).collect().await;
+        assert_eq!(out, [Err(SseError::TooLong(32))]);
+        let broken = futures::stream::iter([Ok(b"data: 1\n\n".to_vec()), Err("reset"), Ok(b"data: 2\n\n".to_vec())]);
+        let out: Vec<_> = events(broken, 32).map(|r| r.map(|e| e.data)).collect().await;
+        assert_eq!(out, [Ok("1".to_string()), Err(SseError::Transport("reset".into()))]);
     }
 
     #[tokio::test]
