@@ -106,26 +106,23 @@ fn write_out(lines: &mut Vec<u8>) {
 /// Adds whole log lines (other than request lines) to those waiting and wakes the writing thread for them.
 /// Without a writer installed ([`install`]) they wait for [`flush`].
 pub fn write_soon(lines: &[u8]) {
+    push(lines, true);
+}
+
+/// Adds whole lines to those waiting (dropped and counted past [`MAX_WAITING`]); wakes the writing thread when
+/// they are `urgent` or [`FLUSH_BYTES`] now wait.
+fn push(lines: &[u8], urgent: bool) {
     let Ok(mut w) = WAITING.lock() else { return };
     if w.len() + lines.len() > MAX_WAITING {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    w.extend_from_slice(lines);
-    URGENT.store(true, Ordering::Relaxed);
-    FULL.notify_one();
-}
-
-/// Adds one whole line to those waiting, and wakes the writing thread once [`FLUSH_BYTES`] wait.
-fn wait(line: &[u8]) {
-    let Ok(mut w) = WAITING.lock() else { return };
-    if w.len() + line.len() > MAX_WAITING {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
     let before = w.len();
-    w.extend_from_slice(line);
-    if before < FLUSH_BYTES && w.len() >= FLUSH_BYTES {
+    w.extend_from_slice(lines);
+    if urgent {
+        URGENT.store(true, Ordering::Relaxed);
+    }
+    if urgent || (before < FLUSH_BYTES && w.len() >= FLUSH_BYTES) {
         FULL.notify_one();
     }
 }
@@ -181,7 +178,7 @@ pub(crate) fn emit(fields: &[(&str, Option<Field<'_>>)]) {
             fields_text(&mut buf, fields);
             buf.push('\n');
         }
-        wait(buf.as_bytes());
+        push(buf.as_bytes(), false);
         // A rare huge line (a long client-chosen session id) does not keep its buffer.
         if buf.capacity() > 8192 {
             *buf = String::with_capacity(512);
