@@ -72,6 +72,11 @@ impl Gateway {
 
     /// Starts a gateway in `dir` (reusing its store when one is there).
     pub async fn start_in(dir: Arc<tempfile::TempDir>, yaml: &str) -> Gateway {
+        Gateway::start_with_env(dir, yaml, &[]).await
+    }
+
+    /// [`Gateway::start_in`] with `env` set for the process.
+    pub async fn start_with_env(dir: Arc<tempfile::TempDir>, yaml: &str, env: &[(&str, &str)]) -> Gateway {
         let config = dir.path().join("svc.yaml");
         let db = dir.path().join("svc.db");
         let yaml = if yaml.contains("database_url") {
@@ -81,7 +86,7 @@ impl Gateway {
         };
         std::fs::write(&config, yaml).unwrap();
         let mut cmd = svc();
-        cmd.arg("serve").arg("--config").arg(&config).current_dir(dir.path());
+        cmd.arg("serve").arg("--config").arg(&config).current_dir(dir.path()).envs(env.iter().copied());
         Gateway::launch(cmd, dir, config).await
     }
 

@@ -21,14 +21,7 @@ fn thread_names(pid: u32) -> Vec<String> {
 async fn one_worker_runs_no_thread_beyond_sqlite_and_one_log_writer() {
     let up = Upstream::start().await.unwrap();
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let yaml = config_for(&up.base_url, "");
-    let config = dir.path().join("svc.yaml");
-    let db = dir.path().join("svc.db");
-    let yaml = yaml.replacen("server:\n", &format!("server:\n  database_url: sqlite://{}\n", db.display()), 1);
-    std::fs::write(&config, yaml).unwrap();
-    let mut cmd = svc();
-    cmd.arg("serve").arg("--config").arg(&config).current_dir(dir.path()).env("TOKIO_WORKER_THREADS", "1");
-    let g = Gateway::launch(cmd, dir, config).await;
+    let g = Gateway::start_with_env(dir, &config_for(&up.base_url, ""), &[("TOKIO_WORKER_THREADS", "1")]).await;
     let (status, headers, _) = post_chat(&g, MASTER, &chat("openai/gpt-4.1-mini")).await;
     assert_eq!(status, 200);
     let answered = headers["x-request-id"].to_str().unwrap().to_string();
