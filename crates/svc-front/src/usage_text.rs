@@ -131,22 +131,13 @@ pub(crate) fn final_counts(data: &str, start: Option<&Result<Usage, String>>) ->
 fn final_counts_value(data: &str, start: Option<&Result<Usage, String>>) -> Reported {
     let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
     let u = v.get("usage");
-    let input = match (u.and_then(|u| u.get("input_tokens")).is_some(), start) {
-        (true, _) => messages_usage(u, 0),
-        (false, Some(start)) => start.clone(),
-        (false, None) => Ok(Usage::default()),
-    };
+    let repeated = u.and_then(|u| u.get("input_tokens")).map(|_| messages_usage(u, 0));
     // Server tool uses come with the final counts.
     let tools = match u.and_then(|u| u.get("server_tool_use")) {
         Some(t) => count(Some(t), "web_search_requests").map(Some),
         None => Ok(None),
     };
-    match (input, count(u, "output_tokens"), tools) {
-        (Ok(input), Ok(completion_tokens), Ok(tools)) => {
-            Reported::Counts(Usage { completion_tokens, tool_uses: tools.unwrap_or(input.tool_uses), ..input })
-        }
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
-    }
+    final_of(repeated, start, count(u, "output_tokens"), tools)
 }
 
 /// [`final_counts`] read from the event's text; `None` when this reading does not take the text as it is.
@@ -164,23 +155,32 @@ fn final_counts_text(data: &str, start: Option<&Result<Usage, String>>) -> Optio
         None => Counts::default(),
         Some(raw) => Counts::read(raw.get())?,
     };
-    let input = match (counts.input_tokens.is_some(), start) {
-        (true, _) => Ok(counts.messages(0)?),
-        (false, Some(start)) => start.clone(),
-        (false, None) => Ok(Usage::default()),
+    let repeated = match counts.input_tokens {
+        Some(_) => Some(Ok(counts.messages(0)?)),
+        None => None,
     };
     let tools = match counts.server_tool_use {
         Some(raw) => Some(nested(raw)?.web_search_requests.unwrap_or(0)),
         None => None,
     };
-    Some(match input {
-        Ok(input) => Reported::Counts(Usage {
-            completion_tokens: counts.output_tokens.unwrap_or(0),
-            tool_uses: tools.unwrap_or(input.tool_uses),
-            ..input
-        }),
-        Err(e) => Reported::Malformed(e),
-    })
+    Some(final_of(repeated, start, Ok(counts.output_tokens.unwrap_or(0)), Ok(tools)))
+}
+
+/// A `message_delta`'s counts: the input counts it repeats (`repeated`) or else `start`'s (none: zero), its output,
+/// and its server tool uses (none given: the input's); the first fault found, if any.
+fn final_of(
+    repeated: Option<Result<Usage, String>>,
+    start: Option<&Result<Usage, String>>,
+    completion: Result<u64, String>,
+    tools: Result<Option<u64>, String>,
+) -> Reported {
+    let input = repeated.unwrap_or_else(|| start.cloned().unwrap_or(Ok(Usage::default())));
+    match (input, completion, tools) {
+        (Ok(input), Ok(completion_tokens), Ok(tools)) => {
+            Reported::Counts(Usage { completion_tokens, tool_uses: tools.unwrap_or(input.tool_uses), ..input })
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Reported::Malformed(e),
+    }
 }
 
 #[cfg(test)]
