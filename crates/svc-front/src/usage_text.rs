@@ -107,7 +107,9 @@ fn value(usage: Option<&str>) -> Option<Value> {
 
 /// [`reply_usage`] of a `usage` given as its JSON text (an answer's or an event's raw field).
 pub fn reply_usage_text(api: Api, usage: Option<&str>, output: Option<&str>) -> Reported {
-    if let Some(usage) = usage.and_then(Counts::read).and_then(|c| c.reply(api, output)) {
+    // Only Responses and Messages usages are read from their text; the others are not read twice.
+    let read = usage.filter(|_| matches!(api, Api::Responses | Api::Messages)).and_then(Counts::read);
+    if let Some(usage) = read.and_then(|c| c.reply(api, output)) {
         return Reported::Counts(usage);
     }
     reply_usage(api, value(usage).as_ref(), output)
