@@ -228,14 +228,11 @@ impl PassStream {
             let (rewritten, reported, generated) = super::gemini_pass::event(&ev.data, &self.alias_json);
             self.reported = reported.or(self.reported.take());
             let generated = self.output.add(Level::Pieces, generated, self.cut);
-            let mut out = Vec::new();
-            sse::write(&mut out, "", rewritten.as_deref().unwrap_or(ev.data.as_bytes()));
-            return (Some(Bytes::from(out)), generated);
+            return (Some(rewritten.map_or(ev.raw, |data| framed("", &data))), generated);
         }
         let kind: Cow<'_, str> =
             if ev.event.is_empty() { Cow::Owned(type_of(&ev.data)) } else { Cow::Borrowed(&ev.event) };
         let mut generated = 0u64;
-        let mut whole = None;
         let rewritten = match kind.as_ref() {
             "message_start" => self.nested(&ev.data, "message", |s, inner| {
                 s.prompt = Some(messages_start_text(inner.usage()));
@@ -280,22 +277,21 @@ impl PassStream {
                 })
             }
             k if k.ends_with(".delta") => {
-                generated = self.output.add(Level::Pieces, delta_tokens(&ev.data), self.cut);
+                let tokens = generated::flat_delta_as_written(&ev.data).unwrap_or_else(|| delta_tokens(&ev.data));
+                generated = self.output.add(Level::Pieces, tokens, self.cut);
                 None
             }
             k => {
                 // Only a few of these a stream (per item and part, not per token), each held until it matters.
-                whole = Level::of_whole(k);
+                if let Some(level) = Level::of_whole(k) {
+                    generated = self.output.hold(level, ev.data.to_string(), self.cut);
+                }
                 None
             }
         };
-        let data = rewritten.as_deref().unwrap_or(ev.data.as_bytes());
-        let mut out = Vec::with_capacity(data.len() + ev.event.len() + 16);
-        sse::write(&mut out, &ev.event, data);
-        if let Some(level) = whole {
-            generated = self.output.hold(level, ev.data, self.cut);
-        }
-        (Some(Bytes::from(out)), generated)
+        // An event the gateway did not change goes on as the upstream wrote it.
+        let out = rewritten.map_or(ev.raw, |data| framed(&ev.event, &data));
+        (Some(out), generated)
     }
 
     /// `data` with the client's name as `<outer>.model`, after `look` has seen `<outer>`'s fields; `None` when
@@ -350,6 +346,13 @@ impl PassStream {
     }
 }
 
+/// One event named `kind` (none when empty) with `data`.
+fn framed(kind: &str, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + kind.len() + 16);
+    sse::write(&mut out, kind, data);
+    Bytes::from(out)
+}
+
 /// The generated tokens of a delta event's `delta`; of the whole text when it does not read.
 pub(crate) fn delta_tokens(data: &str) -> u64 {
     serde_json::from_str::<Delta>(data).map_or_else(|_| text_tokens(data), |d| d.delta.0)
@@ -370,7 +373,7 @@ mod tests {
     use super::*;
 
     fn ev(event: &str, data: Value) -> RawEvent {
-        RawEvent { event: event.into(), data: data.to_string() }
+        RawEvent::new(event, &data.to_string())
     }
 
     #[test]
@@ -401,7 +404,7 @@ mod tests {
             ..Usage::default()
         };
         assert_eq!(s.reported(), Some(Reported::Counts(want)));
-        let (unknown, _) = s.event(RawEvent { event: "brand_new".into(), data: "not json\nat all".into() });
+        let (unknown, _) = s.event(RawEvent::new("brand_new", "not json\nat all"));
         assert_eq!(
             unknown.unwrap_or_default(),
             Bytes::from_static(b"event: brand_new\ndata: not json\ndata: at all\n\n")
@@ -463,7 +466,7 @@ mod tests {
                 "content": [{"type": "web_search_result", "title": "abcdefgh", "encrypted_content": "abcdefgh"}]})),
         ];
         assert_eq!(counts(&mut s, &events), [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0]);
-        let broken = RawEvent { event: "content_block_delta".into(), data: "{\"delta\": \"abcdefgh".into() };
+        let broken = RawEvent::new("content_block_delta", "{\"delta\": \"abcdefgh");
         assert_eq!(s.event(broken).1, text_tokens("{\"delta\": \"abcdefgh"), "text that does not read counts whole");
         let empty = start(json!({"type": "thinking", "thinking": "", "signature": ""}));
         assert_eq!(counts(&mut s, &[empty]), [0]);

@@ -217,7 +217,7 @@ proptest! {
             for c in &chunks {
                 let _ = encoder.chunk(object(c.clone()));
                 let kind = c.get("type").and_then(Value::as_str).unwrap_or("message_start").to_string();
-                let _ = pass.event(RawEvent { event: kind, data: c.to_string() });
+                let _ = pass.event(RawEvent::new(&kind, &c.to_string()));
             }
             let usage = Usage { prompt_tokens: 1, completion_tokens: 2, ..Usage::default() };
             let _ = (encoder.done(usage), encoder.cut(usage), pass.cut(usage));
@@ -246,9 +246,9 @@ proptest! {
         let mut never = PassStream::new(Api::Responses, "a");
         let (mut known, mut whole) = (0u64, 0u64);
         for (kind, data) in events {
-            known += held.event(RawEvent { event: kind.clone(), data: data.clone() }).1;
-            whole += read.event(RawEvent { event: kind.clone(), data: data.clone() }).1;
-            never.event(RawEvent { event: kind, data });
+            known += held.event(RawEvent::new(&kind, &data)).1;
+            whole += read.event(RawEvent::new(&kind, &data)).1;
+            never.event(RawEvent::new(&kind, &data));
             prop_assert!(known <= whole);
             prop_assert_eq!(known > cut, whole > cut, "cut at {}: {} known, {} in all", cut, known, whole);
         }
@@ -271,6 +271,52 @@ proptest! {
             prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
         }
     }
+
+    /// A delta read as a flat object counts what parsing it counts; written as OpenAI writes it, it is not parsed.
+    #[test]
+    fn a_flat_delta_read_as_written_counts_as_parsed(fields in prop::collection::vec((flat_key(), flat_value()), 0..6),
+        cut in 0usize..120, junk in any::<String>()) {
+        let written = |s: &str| Value::String(s.to_string()).to_string();
+        let data = format!("{{{}}}", fields.iter().map(|(k, v)| format!("{}:{v}", written(k))).collect::<Vec<_>>().join(","));
+        let read = generated::flat_delta_as_written(&data);
+        prop_assert_eq!(read.unwrap_or_else(|| delta_tokens(&data)), delta_tokens(&data), "{}", data);
+        let deltas: Vec<&Value> = fields.iter().filter(|(k, _)| k == "delta").map(|(_, v)| v).collect();
+        let plain = fields.iter().all(|(k, v)| !written(k).contains('\\') && match v {
+            Value::String(s) => !written(s).contains('\\'),
+            Value::Number(n) => n.is_u64(),
+            Value::Array(items) => items.is_empty(),
+            Value::Null | Value::Bool(_) => true,
+            Value::Object(_) => false,
+        }) && deltas.len() <= 1 && deltas.iter().all(|d| d.is_string());
+        prop_assert_eq!(read.is_some(), plain, "{}", data);
+        // Cut anywhere and spliced with anything, the bytes are read or left to the parse, never misread.
+        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
+        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        if let Some(n) = generated::flat_delta_as_written(&spliced) {
+            prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
+        }
+    }
+}
+
+/// The keys of a Responses delta event, and any other.
+fn flat_key() -> impl Strategy<Value = String> {
+    const KEYS: &[&str] = &["type", "delta", "item_id", "output_index", "sequence_number", "logprobs", "obfuscation"];
+    prop_oneof![2 => Just("delta".to_string()), 4 => prop::sample::select(KEYS).prop_map(str::to_string), 1 => any::<String>()]
+}
+
+/// The values of a Responses delta event's fields, and any other.
+fn flat_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        6 => prop::sample::select(WORDS).prop_map(|w| Value::String(w.to_string())),
+        2 => any::<String>().prop_map(Value::String),
+        3 => any::<i64>().prop_map(Value::from),
+        1 => any::<f64>().prop_map(Value::from),
+        1 => Just(Value::Array(Vec::new())),
+        1 => Just(serde_json::json!([1, "a"])),
+        1 => Just(Value::Null),
+        1 => any::<bool>().prop_map(Value::Bool),
+        1 => Just(serde_json::json!({"type": "x", "text": "abcd"})),
+    ]
 }
 
 /// Any JSON, strings of any characters.

@@ -4,30 +4,7 @@
 use bytes::Bytes;
 use serde::Serialize;
 
-/// Appends one event whose data is `data` as it is.
-pub fn write(out: &mut Vec<u8>, kind: &str, data: &[u8]) {
-    if !kind.is_empty() {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(kind.as_bytes());
-        out.push(b'\n');
-    }
-    // Lines found by `memchr`: splitting by a closure tested every byte (most data is one line).
-    let mut rest = data;
-    loop {
-        let (line, more) = match memchr::memchr(b'\n', rest) {
-            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-            None => (rest, None),
-        };
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line);
-        out.push(b'\n');
-        match more {
-            Some(more) => rest = more,
-            None => break,
-        }
-    }
-    out.push(b'\n');
-}
+pub use svc_providers::sse::write;
 
 /// Appends one event whose data is `data` as JSON (one line: serde writes no newline), serialized in place.
 pub fn write_json(out: &mut Vec<u8>, kind: &str, data: &impl Serialize) {

@@ -102,6 +102,61 @@ pub fn text_delta_as_written(data: &str) -> Option<u64> {
     Some(text_tokens(text))
 }
 
+/// The generated tokens of a delta event written as a flat object, as OpenAI writes every Responses `*.delta`
+/// (`{"type":"response.output_text.delta","item_id":"msg_1",…,"delta":"…",…}`): no whitespace, every value a string
+/// without escapes, a whole number, `[]`, `null`, `true` or `false`, and `delta`, given once, a string. What reading
+/// it by its `delta` under [`Rule::Delta`] counts (that string's tokens; none without one), found without parsing.
+/// `None` for any other bytes, which are read.
+pub fn flat_delta_as_written(data: &str) -> Option<u64> {
+    let b = data.as_bytes();
+    match b {
+        [b'{', b'}'] => return Some(0),
+        [b'{', ..] => {}
+        _ => return None,
+    }
+    let (mut at, mut delta) = (1, None);
+    loop {
+        let key = string(b, &mut at)?;
+        let is_delta = &b[key] == b"delta";
+        if b.get(at) != Some(&b':') {
+            return None;
+        }
+        at += 1;
+        match b.get(at)? {
+            b'"' => {
+                let text = string(b, &mut at)?;
+                if is_delta && delta.replace(text).is_some() {
+                    return None;
+                }
+            }
+            _ if is_delta => return None,
+            b'0' => at += 1,
+            b'1'..=b'9' => at += b[at..].iter().take_while(|c| c.is_ascii_digit()).count(),
+            _ => at += [&b"[]"[..], b"null", b"true", b"false"].into_iter().find(|w| b[at..].starts_with(w))?.len(),
+        }
+        match b.get(at)? {
+            b',' => at += 1,
+            b'}' if at + 1 == b.len() => return Some(delta.and_then(|d| data.get(d)).map_or(0, text_tokens)),
+            _ => return None,
+        }
+    }
+}
+
+/// Where the text of the string starting at `b[*at]` (its quote) lies, when it has no escape and no control
+/// character; `*at` moves past it.
+fn string(b: &[u8], at: &mut usize) -> Option<std::ops::Range<usize>> {
+    if b.get(*at) != Some(&b'"') {
+        return None;
+    }
+    let start = *at + 1;
+    let end = start + memchr::memchr(b'"', b.get(start..)?)?;
+    if b[start..end].iter().any(|&c| c == b'\\' || c < 0x20) {
+        return None;
+    }
+    *at = end + 1;
+    Some(start..end)
+}
+
 /// The tokens of the generated strings of `value` under `rule`.
 pub fn value_tokens(value: &Value, rule: Rule) -> u64 {
     match value {
@@ -337,6 +392,27 @@ mod tests {
             "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\tb\"}}",
         ] {
             assert_eq!(text_delta_as_written(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_delta_as_openai_writes_it_is_read_without_parsing() {
+        let data = r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"abcdefgh é","logprobs":[],"obfuscation":"x1"}"#;
+        assert_eq!(flat_delta_as_written(data), Some(4));
+        assert_eq!(flat_delta_as_written(r#"{"type":"response.x.delta","n":null,"b":true}"#), Some(0), "no delta");
+        for other in [
+            r#"{"type":"response.output_text.delta","delta":"a\nb"}"#,
+            r#"{"type":"response.output_text.delta","delta":{"text":"ab"}}"#,
+            r#"{"type":"response.output_text.delta","delta":"ab","delta":"cd"}"#,
+            r#"{"type":"response.output_text.delta","output_index":01,"delta":"ab"}"#,
+            r#"{"type":"response.output_text.delta","output_index":-1,"delta":"ab"}"#,
+            r#"{"type":"response.output_text.delta","logprobs":[1],"delta":"ab"}"#,
+            r#"{"type":"response.output_text.delta", "delta":"ab"}"#,
+            r#"{"type":"response.output_text.delta","delta":"ab"} "#,
+            r#"{"type":"response.output_text.delta","delta":"ab""#,
+            "{\"type\":\"response.output_text.delta\",\"delta\":\"a\tb\"}",
+        ] {
+            assert_eq!(flat_delta_as_written(other), None, "{other}");
         }
     }
 

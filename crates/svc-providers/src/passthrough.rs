@@ -11,6 +11,7 @@ use crate::sse;
 use crate::ProviderError;
 use ::http::header::{HeaderName, HeaderValue};
 use bytes::Bytes;
+use bytestring::ByteString;
 use futures::{ready, Stream};
 use serde_json::{Map, Value};
 use std::pin::Pin;
@@ -63,9 +64,20 @@ pub struct Forwarded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawEvent {
     /// The `event:` name (`message_start`, `response.output_text.delta`, …; empty when the stream names none).
-    pub event: String,
+    pub event: ByteString,
     /// The `data:` text (lines joined by `\n`).
-    pub data: String,
+    pub data: ByteString,
+    /// The event's bytes, to send it on unchanged: as the upstream wrote them ([`sse::Frame::raw`]).
+    pub raw: Bytes,
+}
+
+impl RawEvent {
+    /// An event named `event` (none when empty) with `data`, written as SSE.
+    pub fn new(event: &str, data: &str) -> RawEvent {
+        let mut raw = Vec::with_capacity(event.len() + data.len() + 16);
+        sse::write(&mut raw, event, data.as_bytes());
+        RawEvent { event: event.into(), data: data.into(), raw: raw.into() }
+    }
 }
 
 /// A stream of raw events.
@@ -166,10 +178,9 @@ where
                 this.done = true;
                 return Poll::Ready(Some(Err((this.on_error)(&this.deployment, &parsed))));
             }
-            // The SSE algorithm names an event that names none `message`: it stays unnamed, as the upstream wrote
-            // it, and its type is read from its data.
-            let name = if event.event == "message" { String::new() } else { event.event };
-            return Poll::Ready(Some(Ok(RawEvent { event: name, data: event.data })));
+            // An event named `message` is one the SSE algorithm reads as unnamed: its type is read from its data.
+            let name = if event.event == "message" { ByteString::new() } else { event.event };
+            return Poll::Ready(Some(Ok(RawEvent { event: name, data: event.data, raw: event.raw })));
         }
         this.done = true;
         Poll::Ready(None)
@@ -192,7 +203,7 @@ mod tests {
         let types: Vec<String> = out
             .iter()
             .map(|r| match r {
-                Ok(ev) => ev.event.clone(),
+                Ok(ev) => ev.event.to_string(),
                 Err(e) => format!("err {e}"),
             })
             .collect();

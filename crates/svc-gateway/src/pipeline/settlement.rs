@@ -305,10 +305,8 @@ gateway_settings:
         use http_body_util::BodyExt;
         use svc_providers::passthrough::RawEvent;
         let s = settle(r).await;
-        let events: Vec<_> = events
-            .into_iter()
-            .map(|(kind, data)| Ok(RawEvent { event: kind.into(), data: data.to_string() }))
-            .collect();
+        let events: Vec<_> =
+            events.into_iter().map(|(kind, data)| Ok(RawEvent::new(kind, &data.to_string()))).collect();
         let upstream = super::super::upstream::Source::Events(Box::pin(futures::stream::iter(events)));
         let meter = crate::pipeline::meter::Meter {
             prompt_estimate: 100,

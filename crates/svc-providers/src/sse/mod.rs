@@ -1,13 +1,16 @@
-//! Reading an upstream's server-sent events: [`events`] frames a byte stream into SSE events with the
-//! `sse-parse` crate's sans-IO parser (the WHATWG algorithm in time linear in the bytes, whatever the
-//! chunking), and ends the stream with an error as soon as one event grows past the deployment's limit, so a
-//! hostile upstream can neither grow a buffer without end nor make the reader quadratic. [`json_events`]
-//! reads OpenAI chunks on top of it; the Anthropic stream translation reads its events too.
+//! Reading an upstream's server-sent events: [`events`] frames a byte stream into SSE events ([`frame`]: the
+//! WHATWG algorithm in time linear in the bytes, whatever the chunking, each event with the bytes it was written
+//! as), and ends the stream with an error as soon as one event grows past the deployment's limit, so a hostile
+//! upstream can neither grow a buffer without end nor make the reader quadratic. [`json_events`] reads OpenAI
+//! chunks on top of it; the pass-through and the Anthropic stream translation read its events too.
+
+mod frame;
+
+pub use frame::{write, Frame, Framer};
 
 use crate::{raw, Chunk, ProviderError};
 use futures::{ready, Stream};
 use serde_json::{Map, Value};
-use sse_parse::{Event, SseParser};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -43,15 +46,14 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
 {
-    let parser = SseParser::new().max_buffer(max_event);
-    Events { bytes: Box::pin(bytes), parser, max_event, ended: false, failed: false }
+    Events { bytes: Box::pin(bytes), framer: Framer::new(max_event), max_event, ended: false, failed: false }
 }
 
-/// The events of an SSE byte stream ([`events`]): a plain state machine over the parser, so that an event costs
+/// The events of an SSE byte stream ([`events`]): a plain state machine over the framer, so that an event costs
 /// no move of the state into and out of a future.
 pub struct Events<S> {
     bytes: Pin<Box<S>>,
-    parser: SseParser,
+    framer: Framer,
     max_event: usize,
     /// The body ended: only the events already framed are left.
     ended: bool,
@@ -70,7 +72,7 @@ where
         &mut self,
         cx: &mut Context<'_>,
         deployment: &str,
-    ) -> Poll<Option<Result<Event, ProviderError>>> {
+    ) -> Poll<Option<Result<Frame, ProviderError>>> {
         loop {
             match ready!(Pin::new(&mut *self).poll_next(cx)) {
                 Some(Ok(event)) if event.data.trim().is_empty() => {}
@@ -86,7 +88,7 @@ where
     B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
-    type Item = Result<Event, SseError>;
+    type Item = Result<Frame, SseError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -94,28 +96,22 @@ where
             return Poll::Ready(None);
         }
         loop {
-            if let Some(event) = this.parser.next_event() {
-                return Poll::Ready(Some(Ok(event)));
-            }
-            if this.ended {
-                return Poll::Ready(None);
+            match this.framer.next_event() {
+                Some(Ok(event)) => return Poll::Ready(Some(Ok(event))),
+                Some(Err(frame::TooLong)) => {
+                    this.failed = true;
+                    return Poll::Ready(Some(Err(SseError::TooLong(this.max_event))));
+                }
+                None if this.ended => return Poll::Ready(None),
+                None => {}
             }
             match ready!(this.bytes.as_mut().poll_next(cx)) {
-                Some(Ok(chunk)) => {
-                    this.parser.feed(chunk.as_ref());
-                    if this.parser.overflows() > 0 {
-                        this.failed = true;
-                        return Poll::Ready(Some(Err(SseError::TooLong(this.max_event))));
-                    }
-                }
+                Some(Ok(chunk)) => this.framer.feed(chunk.as_ref()),
                 Some(Err(e)) => {
                     this.failed = true;
                     return Poll::Ready(Some(Err(SseError::Transport(e.to_string()))));
                 }
-                None => {
-                    this.parser.finish();
-                    this.ended = true;
-                }
+                None => this.ended = true,
             }
         }
     }
@@ -237,7 +233,7 @@ mod tests {
         let out: Vec<_> = events(bytes, 32).collect().await;
         assert_eq!(out, [Err(SseError::TooLong(32))]);
         let broken = futures::stream::iter([Ok(b"data: 1\n\n".to_vec()), Err("reset"), Ok(b"data: 2\n\n".to_vec())]);
-        let out: Vec<_> = events(broken, 32).map(|r| r.map(|e| e.data)).collect().await;
+        let out: Vec<_> = events(broken, 32).map(|r| r.map(|e| e.data.to_string())).collect().await;
         assert_eq!(out, [Ok("1".to_string()), Err(SseError::Transport("reset".into()))]);
     }
 
