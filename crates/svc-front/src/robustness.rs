@@ -296,6 +296,42 @@ proptest! {
             prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
         }
     }
+
+    /// A lifecycle event's inner object is located as parsing it finds it: its `model` renamed (and nothing else
+    /// changed), its `id`, `usage` and `output` read; cut or spliced with anything, it reads or is left alone.
+    #[test]
+    fn a_lifecycle_event_is_read_as_parsed(fields in prop::collection::vec((lifecycle_key(), any_json()), 0..6),
+        around in any_json(), pretty in any::<bool>(), cut in 0usize..400, junk in any::<String>()) {
+        let inner = Value::Object(fields.into_iter().collect());
+        let event = serde_json::json!({"type": "response.created", "response": inner, "x": around});
+        let data = if pretty { serde_json::to_string_pretty(&event) } else { serde_json::to_string(&event) };
+        let data = data.unwrap_or_default();
+        let read = super::lifecycle::Inner::read(&data, "response");
+        prop_assert!(read.is_some(), "{}", data);
+        let read = read.unwrap_or_default();
+        let mut want = event.clone();
+        if let Some(model) = want["response"].get_mut("model") {
+            *model = Value::String("alias".into());
+        }
+        let renamed: Value = serde_json::from_slice(&read.renamed(&data, b"\"alias\"")).unwrap_or_default();
+        prop_assert_eq!(renamed, want);
+        let parsed = |text: Option<&str>| text.and_then(|t| serde_json::from_str::<Value>(t).ok());
+        prop_assert_eq!(parsed(read.usage()), event["response"].get("usage").cloned());
+        prop_assert_eq!(parsed(read.output()), event["response"].get("output").cloned());
+        prop_assert_eq!(read.id(), event["response"].get("id").and_then(Value::as_str).map(str::to_string));
+        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
+        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        if let (Some(read), Ok(_)) = (super::lifecycle::Inner::read(&spliced, "response"), serde_json::from_str::<Value>(&spliced)) {
+            let renamed = read.renamed(&spliced, b"\"alias\"");
+            prop_assert!(serde_json::from_slice::<Value>(&renamed).is_ok(), "{}", spliced);
+        }
+    }
+}
+
+/// The keys of a lifecycle event's inner object, and any other.
+fn lifecycle_key() -> impl Strategy<Value = String> {
+    const KEYS: &[&str] = &["model", "id", "usage", "output", "status", "instructions", "tools"];
+    prop_oneof![4 => prop::sample::select(KEYS).prop_map(str::to_string), 1 => any::<String>()]
 }
 
 /// The keys of a Responses delta event, and any other.
