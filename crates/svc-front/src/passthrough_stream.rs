@@ -438,6 +438,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn events_left_alone_go_on_as_written_and_changed_ones_are_written_again() {
+        let body = "event: response.created\r\nid: 1\r\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"up\"}}\r\n\r\n\
+                    event: response.output_text.delta\r\nid: 2\r\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"abcd\"}\r\n\r\n";
+        let mut framer = svc_providers::sse::Framer::new(1 << 16);
+        framer.feed(body.as_bytes());
+        let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
+        let mut out = Vec::new();
+        while let Some(Ok(frame)) = framer.next_event() {
+            let (bytes, _) = s.event(RawEvent { event: frame.event, data: frame.data, raw: frame.raw });
+            out.push(String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned());
+        }
+        assert_eq!(
+            out[0],
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"gpt-5-codex\"}}\n\n"
+        );
+        let delta = "event: response.output_text.delta\r\nid: 2\r\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"abcd\"}\r\n\r\n";
+        assert_eq!(out[1], delta, "byte for byte");
+    }
+
     /// The generated tokens `s` counts for each event, in order.
     fn counts(s: &mut PassStream, events: &[Value]) -> Vec<u64> {
         events.iter().map(|e| s.event(ev(e["type"].as_str().unwrap_or_default(), e.clone())).1).collect()
