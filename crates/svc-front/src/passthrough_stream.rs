@@ -284,6 +284,7 @@ impl PassStream {
             k => {
                 // Only a few of these a stream (per item and part, not per token), each held until it matters.
                 if let Some(level) = Level::of_whole(k) {
+                    // Copied: a slice of the event would keep the whole buffer it was read into alive.
                     generated = self.output.hold(level, ev.data.to_string(), self.cut);
                 }
                 None
@@ -447,7 +448,7 @@ mod tests {
         let mut s = PassStream::new(Api::Responses, "gpt-5-codex");
         let mut out = Vec::new();
         while let Some(Ok(frame)) = framer.next_event() {
-            let (bytes, _) = s.event(RawEvent { event: frame.event, data: frame.data, raw: frame.raw });
+            let (bytes, _) = s.event(frame);
             out.push(String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned());
         }
         assert_eq!(

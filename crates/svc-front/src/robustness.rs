@@ -265,8 +265,7 @@ proptest! {
         prop_assert_eq!(read.unwrap_or_else(|| delta_tokens(&data)), delta_tokens(&data));
         prop_assert_eq!(read.is_some(), !text.chars().any(|c| c == '"' || c == '\\' || c < ' '), "escapes are parsed");
         // Cut anywhere and spliced with anything, the bytes are read or left to the parse, never misread.
-        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
-        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        let spliced = spliced(&data, cut, &junk);
         if let Some(n) = generated::text_delta_as_written(&spliced) {
             prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
         }
@@ -290,8 +289,7 @@ proptest! {
         }) && deltas.len() <= 1 && deltas.iter().all(|d| d.is_string());
         prop_assert_eq!(read.is_some(), plain, "{}", data);
         // Cut anywhere and spliced with anything, the bytes are read or left to the parse, never misread.
-        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
-        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        let spliced = spliced(&data, cut, &junk);
         if let Some(n) = generated::flat_delta_as_written(&spliced) {
             prop_assert_eq!(n, delta_tokens(&spliced), "{}", spliced);
         }
@@ -319,13 +317,18 @@ proptest! {
         prop_assert_eq!(parsed(read.usage()), event["response"].get("usage").cloned());
         prop_assert_eq!(parsed(read.output()), event["response"].get("output").cloned());
         prop_assert_eq!(read.id(), event["response"].get("id").and_then(Value::as_str).map(str::to_string));
-        let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
-        let spliced = format!("{}{junk}{}", &data[..cut], &data[cut..]);
+        let spliced = spliced(&data, cut, &junk);
         if let (Some(read), Ok(_)) = (super::lifecycle::Inner::read(&spliced, "response"), serde_json::from_str::<Value>(&spliced)) {
             let renamed = read.renamed(&spliced, b"\"alias\"");
             prop_assert!(serde_json::from_slice::<Value>(&renamed).is_ok(), "{}", spliced);
         }
     }
+}
+
+/// `data` with `junk` put in after its `cut`-th character (at its end when it has fewer).
+fn spliced(data: &str, cut: usize, junk: &str) -> String {
+    let cut = data.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(data.len());
+    format!("{}{junk}{}", &data[..cut], &data[cut..])
 }
 
 /// The keys of a lifecycle event's inner object, and any other.

@@ -60,25 +60,9 @@ pub struct Forwarded {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-/// One server-sent event as the upstream wrote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawEvent {
-    /// The `event:` name (`message_start`, `response.output_text.delta`, …; empty when the stream names none).
-    pub event: ByteString,
-    /// The `data:` text (lines joined by `\n`).
-    pub data: ByteString,
-    /// The event's bytes, to send it on unchanged: as the upstream wrote them ([`sse::Frame::raw`]).
-    pub raw: Bytes,
-}
-
-impl RawEvent {
-    /// An event named `event` (none when empty) with `data`, written as SSE.
-    pub fn new(event: &str, data: &str) -> RawEvent {
-        let mut raw = Vec::with_capacity(event.len() + data.len() + 16);
-        sse::write(&mut raw, event, data.as_bytes());
-        RawEvent { event: event.into(), data: data.into(), raw: raw.into() }
-    }
-}
+/// One server-sent event as the upstream wrote it: its name (empty when the stream names none), its data as text, and
+/// its bytes, to send it on unchanged.
+pub type RawEvent = sse::Frame;
 
 /// A stream of raw events.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<RawEvent, ProviderError>> + Send>>;

@@ -28,7 +28,7 @@
 use super::error::stream_error;
 use super::response::{finish_reason, Usage};
 use crate::generated::{self, Rule};
-use crate::sse::SseError;
+use crate::sse::{truncate, SseError};
 use crate::{Chunk, ChunkStream, ProviderError};
 use futures::{Stream, StreamExt};
 use serde_json::{json, Value};
@@ -294,13 +294,6 @@ impl StreamState {
 
     fn chunk(&self, choices: Value, usage: Option<Value>) -> Chunk {
         Chunk::translated(&self.id, self.created, &self.model, choices, usage)
-    }
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
     }
 }
 

@@ -28,6 +28,15 @@ pub struct Frame {
     pub raw: Bytes,
 }
 
+impl Frame {
+    /// An event named `event` (none when empty) with `data`, written as SSE.
+    pub fn new(event: &str, data: &str) -> Frame {
+        let mut raw = Vec::with_capacity(event.len() + data.len() + 16);
+        write(&mut raw, event, data.as_bytes());
+        Frame { event: event.into(), data: data.into(), raw: raw.into() }
+    }
+}
+
 /// An event (or the part of one read so far) longer than the framer's limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooLong;
@@ -198,9 +207,7 @@ fn frame(block: Bytes, event: Option<Range<usize>>, data: Data) -> Frame {
     if text {
         return Frame { event, data, raw: block };
     }
-    let mut raw = Vec::with_capacity(event.len() + data.len() + 16);
-    write(&mut raw, &event, data.as_bytes());
-    Frame { event, data, raw: raw.into() }
+    Frame::new(&event, &data)
 }
 
 /// Appends one event named `kind` (none when empty) whose data is `data` as it is, one `data:` line per line of

@@ -20,7 +20,7 @@ pub enum SseError {
     /// The transport failed.
     #[error("stream broken: {0}")]
     Transport(String),
-    /// One event (or one unfinished line) grew past the limit.
+    /// One event (or the part of one read so far) grew past the limit.
     #[error("an event is longer than {0} bytes")]
     TooLong(usize),
 }
@@ -193,7 +193,8 @@ pub(crate) fn error_message(body: &Map<String, Value>) -> String {
     truncate(message.unwrap_or("no message"), 500).to_string()
 }
 
-fn truncate(s: &str, max: usize) -> &str {
+/// `s`'s first `max` characters.
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
