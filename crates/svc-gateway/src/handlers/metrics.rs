@@ -22,7 +22,7 @@ pub async fn scrape(state: &AppState) -> Result<Vec<u8>, ApiError> {
     let m = &p.metrics;
     let limit = p.config.server.max_in_flight;
     m.gauges.in_flight_limit.set(i64::try_from(limit).unwrap_or(i64::MAX));
-    m.gauges.in_flight.set(i64::try_from(limit.saturating_sub(p.answering.available_permits())).unwrap_or(0));
+    m.gauges.in_flight.set(i64::try_from(p.in_flight()).unwrap_or(0));
     health(&p);
     budgets(state, &p).await?;
     outbox(state, &p).await?;

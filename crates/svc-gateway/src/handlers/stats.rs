@@ -12,7 +12,7 @@ use svc_keys::Principal;
 pub async fn stats(State(s): State<AppState>, Extension(p): Extension<Principal>) -> Result<Json<Value>, ApiError> {
     p.require_master()?;
     let p = s.pipeline();
-    let in_flight = p.config.server.max_in_flight.saturating_sub(p.answering.available_permits());
+    let in_flight = p.in_flight();
     Ok(Json(json!({
         "requests": s.edge.requests.requests(), "errors": s.edge.requests.errors(), "in_flight": in_flight,
         "node": p.config.fleet.node, "fleet": p.config.fleet.name, "started": s.edge.started,

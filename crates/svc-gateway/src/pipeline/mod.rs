@@ -76,6 +76,13 @@ pub struct Pipeline {
     pub(crate) tasks: tokio_util::task::TaskTracker,
 }
 
+impl Pipeline {
+    /// The model requests being answered now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.config.server.max_in_flight.saturating_sub(self.answering.available_permits())
+    }
+}
+
 /// The deployment that served a request (`x-svc-model-id`). Header names are constants, made at compile time
 /// (a name given as text is parsed on every use).
 pub const MODEL_ID_HEADER: HeaderName = HeaderName::from_static("x-svc-model-id");

@@ -335,10 +335,17 @@ gateway_settings:
     }
 
     #[tokio::test]
-    async fn a_streams_events_sent_together_go_out_as_one_frame_the_first_alone() {
+    async fn a_streams_events_sent_together_go_out_as_one_frame_the_first_alone_when_no_other_is_in_flight() {
+        for others in [false, true] {
+            events_sent_together(others).await;
+        }
+    }
+
+    async fn events_sent_together(others: bool) {
         use serde_json::json;
         let r = rig().await;
         let p = r.pipeline.clone();
+        let _other = others.then(|| admission::enter(&p.answering, 4).unwrap());
         let delta = |text: &str| json!({"type": "response.output_text.delta", "delta": text});
         let events = vec![
             ("response.created", json!({"type": "response.created", "response": {"id": "resp_9", "model": "up"}})),
@@ -352,11 +359,19 @@ gateway_settings:
         ];
         // Every event is ready at once, as when they come in one read of the upstream's connection.
         let frames = pass_stream(&r, events).await;
-        assert_eq!(frames.len(), 2, "the first event alone, then the rest together: {frames:?}");
-        assert!(frames[0].starts_with("event: response.created\n") && frames[0].matches("event: ").count() == 1);
-        let kinds: Vec<&str> = frames[1].lines().filter_map(|l| l.strip_prefix("event: ")).collect();
-        assert_eq!(kinds, ["response.output_text.delta", "response.output_text.delta", "response.completed"]);
-        assert!(frames[1].contains(r#""delta":"efgh""#) && frames[1].contains(r#""model":"m""#), "{}", frames[1]);
+        let rest = if others {
+            // Another request in flight: the first bytes wait for the rest of their batch, one write less.
+            assert_eq!(frames.len(), 1, "every event in one frame: {frames:?}");
+            &frames[0]
+        } else {
+            assert_eq!(frames.len(), 2, "the first event alone, then the rest together: {frames:?}");
+            assert!(frames[0].starts_with("event: response.created\n") && frames[0].matches("event: ").count() == 1);
+            &frames[1]
+        };
+        let kinds: Vec<&str> = rest.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+        let tail = ["response.output_text.delta", "response.output_text.delta", "response.completed"];
+        assert_eq!(kinds[kinds.len() - 3..], tail, "{kinds:?}");
+        assert!(rest.contains(r#""delta":"efgh""#) && rest.contains(r#""model":"m""#), "{rest}");
         let rec = record(&p).await;
         assert_eq!((rec.prompt_tokens, rec.completion_tokens, rec.response_id.as_deref()), (3, 2, Some("resp_9")));
     }
