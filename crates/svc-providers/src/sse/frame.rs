@@ -189,7 +189,9 @@ impl Framer {
 
 /// The event of `block` (its bytes), whose name and data lie where `event` and `data` say. Where they are not
 /// UTF-8 they read as U+FFFD, and the event is written again from what was read (its other lines, ignored by every
-/// reader, are not read).
+/// reader, are not read). So is an event whose bytes begin with a byte order mark (the first byte of a line of an
+/// unknown field): sent first in the client's stream, its reader would drop that mark as the stream's own and read
+/// the line as another field.
 fn frame(block: Bytes, event: Option<Range<usize>>, data: Data) -> Frame {
     let mut text = true;
     let mut read = |bytes: Bytes| {
@@ -204,7 +206,7 @@ fn frame(block: Bytes, event: Option<Range<usize>>, data: Data) -> Frame {
         Data::Joined(joined) => read(Bytes::from(joined)),
         Data::None => ByteString::new(),
     };
-    if text {
+    if text && !block.starts_with(BOM) {
         return Frame { event, data, raw: block };
     }
     Frame::new(&event, &data)
@@ -290,6 +292,16 @@ mod tests {
         let (events, raw) = framed(&[b"event: x\xFFy\ndata: a\xC3\n\n"], 1 << 16);
         assert_eq!(events, [Ok(("x\u{FFFD}y".to_string(), "a\u{FFFD}".to_string()))]);
         assert_eq!(raw, "event: x\u{FFFD}y\ndata: a\u{FFFD}\n\n".as_bytes());
+    }
+
+    #[test]
+    fn an_event_whose_bytes_begin_with_a_byte_order_mark_is_written_again() {
+        // The mark after the stream's start begins an unknown field's line; at the start of the client's stream a
+        // reader would drop it and read a `data` line (data "\n" instead of "").
+        let (events, raw) = framed(&[b"\n\xEF\xBB\xBFdata\ndata:\n\n"], 1 << 16);
+        assert_eq!(events, [Ok(("message".to_string(), String::new()))]);
+        assert_eq!(raw, b"data: \n\n");
+        assert_eq!(reference(&raw), events);
     }
 
     #[test]
