@@ -165,14 +165,23 @@ struct Forward {
     finished: bool,
     /// Whether the client's first bytes were handed to the server.
     sent_first: bool,
-    /// Whether the frame holding the first bytes was made ([`Forward::first_alone`]).
-    framed_first: bool,
-    /// Whether the stream yields before its next frame, so that the server writes the first bytes at once.
-    yield_next: bool,
+    /// Where the stream is with the frame of its first bytes.
+    first_frame: FirstFrame,
     /// `id` and `created` of the first chunk, for the chunks the gateway adds itself.
     first: Option<(Value, Value)>,
     /// The client API's events, when it is not chat completions.
     encoder: Option<Encoder>,
+}
+
+/// Where a stream is with the frame of its first bytes ([`Forward::first_alone`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FirstFrame {
+    /// Not made yet.
+    Unmade,
+    /// Sent alone: the stream yields before its next frame, so that the server writes it at once.
+    SentAlone,
+    /// Made, and written or going with the rest.
+    Done,
 }
 
 /// Why a stream ended before the upstream finished it.
@@ -446,8 +455,7 @@ pub fn stream_body(
         settle: Some(settle),
         finished: false,
         sent_first: false,
-        framed_first: false,
-        yield_next: false,
+        first_frame: FirstFrame::Unmade,
         first: None,
         encoder,
     };
@@ -456,8 +464,8 @@ pub fn stream_body(
         if st.finished {
             return None;
         }
-        if st.yield_next {
-            st.yield_next = false;
+        if st.first_frame == FirstFrame::SentAlone {
+            st.first_frame = FirstFrame::Done;
             tokio::task::yield_now().await;
         }
         let first = loop {
@@ -466,12 +474,12 @@ pub fn stream_body(
                 break bytes;
             }
         };
-        if st.sent_first && !st.framed_first {
-            st.framed_first = true;
+        if st.sent_first && st.first_frame == FirstFrame::Unmade {
             if st.first_alone() {
-                st.yield_next = true;
+                st.first_frame = FirstFrame::SentAlone;
                 return Some((Ok::<Bytes, std::io::Error>(first), st));
             }
+            st.first_frame = FirstFrame::Done;
         }
         // What the upstream sent in the same breath goes out with it, in one frame (up to BATCH_BYTES).
         let mut batch: Option<Vec<u8>> = None;
