@@ -523,6 +523,12 @@ mod tests {
         let text = br#"{"model":"\u0072esp","input":"Hi.","previous_response_id":"resp_\u0031"}"#;
         let n = read(Api::Responses, text).unwrap_or_else(|| panic!("read"));
         assert_eq!((n.reading.model.as_str(), n.continues.as_deref()), ("resp", Some("resp_1")));
+        // Whitespace around the values is not part of them.
+        let text = b"{ \"model\" : \"resp\" ,\n \"input\" : \"Hi.\" , \"stream\"\t: true ,\r\n \"store\" : false ,
+            \"max_output_tokens\" : 64 , \"previous_response_id\" : \"resp_1\" }";
+        let n = read(Api::Responses, text).unwrap_or_else(|| panic!("read"));
+        assert_eq!((n.reading.model.as_str(), n.reading.stream, n.reading.max_tokens), ("resp", true, Some(64)));
+        assert_eq!((n.continues.as_deref(), n.stored), (Some("resp_1"), false));
         // `-0` reads as a float (serde_json keeps its sign): not a cap, as `Value::as_u64` has it.
         assert_eq!(serde_json::from_str::<Value>("-0").ok().and_then(|v| v.as_u64()), None);
         assert!(read(Api::Responses, br#"{"model":"resp","input":"Hi.","max_output_tokens":-0}"#).is_none());
