@@ -56,8 +56,22 @@ impl AuthState {
 
     /// Whether `digest` is the master key's (compared in constant time).
     pub(crate) fn is_master(&self, digest: &KeyHash) -> bool {
-        self.master_hash.as_ref().is_some_and(|m| bool::from(digest.ct_eq(m)))
+        self.master_hash.as_ref().is_some_and(|m| same_hash(digest, m))
     }
+}
+
+/// Whether two key hashes are equal, compared in constant time (a weak master key's hash must not leak byte by
+/// byte): as four 64-bit words, one optimization barrier each, where `ct_eq` on the bytes took one a byte (about
+/// 430 instructions a request, with the master key set).
+pub(crate) fn same_hash(a: &KeyHash, b: &KeyHash) -> bool {
+    let words = |h: &KeyHash| {
+        let mut words = [0u64; 4];
+        for (word, bytes) in words.iter_mut().zip(h.chunks_exact(8)) {
+            *word = u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+        }
+        words
+    };
+    bool::from(words(a).ct_eq(&words(b)))
 }
 
 /// Where Anthropic clients put their key.
@@ -207,5 +221,22 @@ where
     fn call(&mut self, req: Request) -> crate::Answering {
         let (state, inner) = (self.state.clone(), self.inner.clone());
         Box::pin(async move { Ok(authenticate(state, req, inner).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_the_same_only_when_every_byte_is() {
+        let a = svc_keys::hash_secret("sk-svc-one");
+        assert!(same_hash(&a, &{ a }));
+        assert!(!same_hash(&a, &svc_keys::hash_secret("sk-svc-two")));
+        for at in [0, 7, 8, 15, 16, 24, 31] {
+            let mut b = a;
+            b[at] ^= 1;
+            assert!(!same_hash(&a, &b), "byte {at}");
+        }
     }
 }

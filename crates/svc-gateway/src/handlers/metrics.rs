@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use prometheus::Encoder;
-use subtle::ConstantTimeEq;
 use svc_keys::hash_secret;
 use svc_routing::health::State as Health;
 
@@ -161,7 +160,7 @@ pub async fn handler(State(state): State<AppState>, req: Request) -> Response {
     let master = state.auth.is_master(&digest);
     let scraper = state.pipeline().config.server.metrics_key.as_ref().is_some_and(|k| {
         let want = hash_secret(k.expose());
-        bool::from(digest.ct_eq(&want))
+        crate::auth::same_hash(&digest, &want)
     });
     if !(master || scraper) {
         return failed(ApiError::unauthorized("/metrics needs the master key or server.metrics_key."));
