@@ -17,7 +17,7 @@ use crate::{Api, Unseen};
 use serde_json::Map;
 use svc_providers::estimate::json_text_tokens;
 use svc_providers::raw::{next_key, Jiter, Object, Peek};
-use svc_providers::{Media, PromptParts, MAX_COMPLETION_TOKENS, MAX_MODEL_BYTES};
+use svc_providers::{Media, PromptParts, MAX_COMPLETION_TOKENS};
 
 /// What the pipeline acts on of a request, in whichever form it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub(crate) fn read(api: Api, bytes: &[u8]) -> Option<Native> {
         model: object
             .get("model")
             .and_then(|text| serde_json::from_str::<String>(text).ok())
-            .filter(|m| !m.is_empty() && m.len() <= MAX_MODEL_BYTES)?,
+            .filter(|m| svc_providers::model_text(m).is_ok())?,
         stream: match object.get("stream") {
             None | Some("null" | "false") => false,
             Some("true") => true,
@@ -455,8 +455,8 @@ mod tests {
     /// The scalars read from their text read as a parse to `Value` reads them (what this reading did before).
     #[test]
     fn scalars_read_from_their_text_read_as_values_do() {
-        let long = "m".repeat(MAX_MODEL_BYTES + 1);
-        let fits = "m".repeat(MAX_MODEL_BYTES);
+        let long = "m".repeat(svc_providers::MAX_MODEL_BYTES + 1);
+        let fits = "m".repeat(svc_providers::MAX_MODEL_BYTES);
         let cases: Vec<(&str, Value)> = vec![
             ("model", json!("")),
             ("model", json!(long)),
@@ -490,11 +490,8 @@ mod tests {
                 (r.model, r.stream, r.max_tokens, n.continues, n.stored)
             });
             // What the reading by `Value` gave.
-            let model = match &value {
-                Value::String(m) if field == "model" => {
-                    (!m.is_empty() && m.len() <= MAX_MODEL_BYTES).then(|| m.clone())
-                }
-                _ if field == "model" => None,
+            let model = match field {
+                "model" => svc_providers::model_name(Some(&value)).ok().map(str::to_string),
                 _ => Some("resp".to_string()),
             };
             let stream = match (field, &value) {

@@ -109,12 +109,7 @@ pub fn generate_secret() -> String {
 /// instructions where it has them, but without them (Intel server CPUs before Ice Lake) sha2 0.10 computes in
 /// portable code and ring in its SSSE3/AVX assembly, about half the instructions for a key (BENCHMARKS.md).
 pub fn hash_secret(secret: &str) -> KeyHash {
-    let digest = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
-    let mut hash = KeyHash::default();
-    for (to, from) in hash.iter_mut().zip(digest.as_ref()) {
-        *to = *from;
-    }
-    hash
+    ring::digest::digest(&ring::digest::SHA256, secret.as_bytes()).as_ref().try_into().unwrap_or_default()
 }
 
 /// The hint shown instead of a key: prefix and last four characters.

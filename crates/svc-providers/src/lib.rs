@@ -43,7 +43,7 @@ pub use openai::OpenAi;
 pub use provider::{Deployment, Upstream};
 pub use reply::{ChunkStream, Reply};
 pub use request::{
-    json_parses, model_name, ChatRequest, Media, PromptParts, RequestError, MAX_CHOICES, MAX_COMPLETION_TOKENS,
-    MAX_MODEL_BYTES,
+    json_parses, model_name, model_text, ChatRequest, Media, PromptParts, RequestError, MAX_CHOICES,
+    MAX_COMPLETION_TOKENS, MAX_MODEL_BYTES,
 };
 pub use target::Target;

@@ -24,13 +24,20 @@ pub const MAX_MODEL_BYTES: usize = 256;
 /// The request's `model`: a non-empty string of at most [`MAX_MODEL_BYTES`] (400 naming `model` otherwise).
 pub fn model_name(model: Option<&Value>) -> Result<&str, RequestError> {
     match model {
-        Some(Value::String(m)) if m.len() > MAX_MODEL_BYTES => Err(bad(
-            format!("`model` is {} bytes long; a model name is at most {MAX_MODEL_BYTES} bytes", m.len()),
-            "model",
-        )),
-        Some(Value::String(m)) if !m.is_empty() => Ok(m),
+        Some(Value::String(m)) => model_text(m),
         Some(_) => Err(bad("`model` must be a non-empty string", "model")),
         None => Err(bad("missing required field `model`", "model")),
+    }
+}
+
+/// [`model_name`] of a `model` already read as a string.
+pub fn model_text(m: &str) -> Result<&str, RequestError> {
+    if m.len() > MAX_MODEL_BYTES {
+        Err(bad(format!("`model` is {} bytes long; a model name is at most {MAX_MODEL_BYTES} bytes", m.len()), "model"))
+    } else if m.is_empty() {
+        Err(bad("`model` must be a non-empty string", "model"))
+    } else {
+        Ok(m)
     }
 }
 
