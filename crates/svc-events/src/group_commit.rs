@@ -123,6 +123,17 @@ impl<B: Batches> GroupCommit<B> {
         self.queue(Job { item: Some(item), tag, done: None }).await
     }
 
+    /// Queues `item` as [`GroupCommit::queue_item`] does when the queue has a place now (`Ok(false)`: the writer is
+    /// gone); when it is full, gives `item` and `tag` back (`Err`) for the caller to wait with `queue_item`. A
+    /// caller that seldom waits need not hold a future for the wait.
+    pub fn try_queue_item(&self, item: B::Item, tag: B::Tag) -> Result<bool, (B::Item, B::Tag)> {
+        match self.tx.try_send(Job { item: Some(item), tag, done: None }) {
+            Ok(()) => Ok(true),
+            Err(mpsc::error::TrySendError::Full(job)) => job.item.map_or(Ok(false), |item| Err((item, job.tag))),
+            Err(mpsc::error::TrySendError::Closed(_)) => Ok(false),
+        }
+    }
+
     /// Returns once every item queued before the call is in the store (or was refused by it: then false).
     pub async fn flush(&self, tag: B::Tag) -> bool {
         let (done, waiter) = oneshot::channel();
@@ -435,6 +446,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel::<Job<Arc<Numbers>>>(1);
         let writer = GroupCommit { tx };
         assert!(writer.queue_item(1, ()).await);
+        assert_eq!(writer.try_queue_item(2, ()), Err((2, ())), "a full queue gives the item back");
         let waiting = tokio::spawn({
             let writer = writer.clone();
             async move { writer.queue_item(2, ()).await }
@@ -444,7 +456,10 @@ mod tests {
         assert_eq!(rx.recv().await.and_then(|j| j.item), Some(1));
         assert!(waiting.await.unwrap_or(false));
         assert_eq!(rx.recv().await.and_then(|j| j.item), Some(2));
+        assert_eq!(writer.try_queue_item(5, ()), Ok(true), "a place: queued at once");
+        assert_eq!(rx.recv().await.and_then(|j| j.item), Some(5));
         drop(rx);
+        assert_eq!(writer.try_queue_item(6, ()), Ok(false), "the writer is gone");
         assert!(!writer.queue_item(3, ()).await);
         assert!(writer.write(4, ()).await.is_err());
     }

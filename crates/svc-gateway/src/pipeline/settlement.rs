@@ -6,6 +6,10 @@ use crate::observe::{Attempts, RequestLine};
 use crate::pipeline::admission::Ticket;
 use crate::pipeline::meter::{self, Basis, ChargeBasis, Metered};
 use crate::pipeline::stored;
+use crate::spend::writer::Recorded;
+use futures::future::Either;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use svc_budget::{Cost, Money, Usage};
@@ -68,7 +72,7 @@ impl Settle {
     /// Records the call's spend for what the meter made of its usage ([`meter::charge`]: the provider's bill,
     /// flagged when above the reservation; the reservation for counts that cannot be right) and settles its
     /// reservation. Returns what was charged.
-    pub async fn finish(self, metered: &Metered, status: u16) -> Money {
+    pub fn finish(self, metered: &Metered, status: u16) -> Settled {
         let held = self.reservation.is_budgeted().then(|| self.reservation.held());
         let (cost, basis) = meter::charge(self.route.cost(metered.usage), metered.basis, held);
         if basis == ChargeBasis::OverReservation {
@@ -76,36 +80,29 @@ impl Settle {
                 billed = %cost.total(), reserved = %held.unwrap_or_default(),
                 "the call was billed more than was reserved for it: charged as billed (a bound on its cost was too low)");
         }
-        self.record(metered.usage, cost, basis, status).await
+        self.record(metered.usage, cost, basis, status)
     }
 
     /// Records a call that failed: nothing is charged.
-    pub async fn failed(self, status: u16) -> Money {
-        self.record(Usage::default(), Cost::default(), ChargeBasis::Billed, status).await
+    pub fn failed(self, status: u16) -> Settled {
+        self.record(Usage::default(), Cost::default(), ChargeBasis::Billed, status)
     }
 
     /// Records the call's spend at exactly what was reserved (a stream cut at its completion cap), showing
     /// `usage` in the record. Without a budget (never cut), the cost of `usage`.
-    pub async fn finish_reserved(self, usage: Usage, status: u16) -> Money {
+    pub fn finish_reserved(self, usage: Usage, status: u16) -> Settled {
         let held = self.reservation.is_budgeted().then(|| self.reservation.held());
         let (cost, basis) = meter::charge(self.route.cost(usage), Basis::Unbelievable, held);
-        self.record(usage, cost, basis, status).await
+        self.record(usage, cost, basis, status)
     }
 
-    /// Boxed: held inline, recording (the spend record, the request line and the journal's append, about
-    /// 2.5 KiB) would make every future that settles a call that much larger, and each is copied whole when
-    /// it moves.
-    fn record(
-        self,
-        usage: Usage,
-        cost: Cost,
-        basis: ChargeBasis,
-        status: u16,
-    ) -> std::pin::Pin<Box<impl std::future::Future<Output = Money> + Send>> {
-        Box::pin(self.record_now(usage, cost, basis, status))
-    }
-
-    async fn record_now(mut self, usage: Usage, cost: Cost, basis: ChargeBasis, status: u16) -> Money {
+    /// Settles the budgets, writes the request line and makes the spend record durable; done at once unless the
+    /// spend writer must wait (its queue full, or no journal: [`SpendWriter::try_record`]). Only that wait is a
+    /// future of its own, boxed: held inline, it (the record and the queue's send, kilobytes) would make every
+    /// future that settles a call that much larger, copied whole each time it moves.
+    ///
+    /// [`SpendWriter::try_record`]: crate::spend::SpendWriter::try_record
+    fn record(mut self, usage: Usage, cost: Cost, basis: ChargeBasis, status: u16) -> Settled {
         let charged = cost.total();
         if matches!(basis, ChargeBasis::OverReservation | ChargeBasis::Reservation) {
             self.state.metrics.flagged(&self.route.deployment.id, basis.as_str());
@@ -167,12 +164,29 @@ impl Settle {
             tool_cost: cost.tools.nanos(),
             basis: Some(basis.as_str().to_string()),
         };
-        if !self.state.spend.record(ChargedRecord { record, charges }).await {
-            tracing::error!(request_id = %self.request_id, "spend record of this request is not persisted yet");
-        }
-        drop(self.ticket);
-        drop(self.in_flight);
-        charged
+        let wait = match self.state.spend.try_record(ChargedRecord { record, charges }) {
+            Recorded::Done(durable) => {
+                not_persisted(durable, &self.request_id);
+                return Either::Left(std::future::ready(charged));
+            }
+            Recorded::Wait(wait) => wait,
+        };
+        Either::Right(Box::pin(async move {
+            // The admission ticket and the deployment's in-flight count are held until the record is queued.
+            let durable = self.state.spend.wait(wait).await;
+            not_persisted(durable, &self.request_id);
+            charged
+        }))
+    }
+}
+
+/// What settling a call returns: what was charged, at once or once its spend record is durable.
+pub type Settled = Either<std::future::Ready<Money>, Pin<Box<dyn Future<Output = Money> + Send>>>;
+
+/// Logs a spend record that is not durable yet (the writer keeps it and tries again).
+fn not_persisted(durable: bool, request_id: &str) {
+    if !durable {
+        tracing::error!(request_id, "spend record of this request is not persisted yet");
     }
 }
 

@@ -115,6 +115,23 @@ impl Batches for Target {
     }
 }
 
+/// How far [`SpendWriter::try_record`] went.
+#[derive(Debug)]
+pub enum Recorded {
+    /// Journaled and queued (true), or not durable yet (false: logged, and kept by the writer).
+    Done(bool),
+    /// The record waits: for a place in the queue, or for the store ([`SpendWriter::wait`]). Boxed: seldom made.
+    Wait(Box<Wait>),
+}
+
+/// A record [`SpendWriter::try_record`] could not finish without waiting.
+#[derive(Debug)]
+pub struct Wait {
+    record: ChargedRecord,
+    /// Its journal segment, when it was journaled.
+    seq: Option<u64>,
+}
+
 /// Handle to the spend writer task.
 #[derive(Clone, Debug)]
 pub struct SpendWriter {
@@ -159,17 +176,41 @@ impl SpendWriter {
     /// Returns false when it could not be made durable yet (the failure is logged, the writer keeps the record
     /// and tries again; the client still gets the answer it paid for).
     pub async fn record(&self, record: ChargedRecord) -> bool {
+        match self.try_record(record) {
+            Recorded::Done(durable) => durable,
+            Recorded::Wait(wait) => self.wait(wait).await,
+        }
+    }
+
+    /// [`SpendWriter::record`] as far as it goes without waiting: journaled and queued ([`Recorded::Done`]), or
+    /// what is left to wait for ([`Recorded::Wait`], given to [`SpendWriter::wait`]). A request settles without a
+    /// future for the wait it seldom has (the record and the queue's send held in it would make each request's
+    /// future kilobytes larger, copied whole when it moves).
+    pub fn try_record(&self, record: ChargedRecord) -> Recorded {
         if let Some(journal) = &self.journal {
             match journal.append(&record) {
-                // The queue is full only when the store is far behind: then wait for a place, which slows
-                // requests down instead of growing memory.
-                Ok(seq) => return self.commit.queue_item(record, Some(seq)).await,
+                Ok(seq) => {
+                    return match self.commit.try_queue_item(record, Some(seq)) {
+                        Ok(queued) => Recorded::Done(queued),
+                        Err((record, seq)) => Recorded::Wait(Box::new(Wait { record, seq })),
+                    }
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot append to the spend journal; this request waits for the store")
                 }
             }
         }
-        self.commit.write(record, None).await.is_ok()
+        Recorded::Wait(Box::new(Wait { record, seq: None }))
+    }
+
+    /// The rest of [`SpendWriter::record`]: journaled, waits for a place in the queue (it is full only when the
+    /// store is far behind: requests slow down instead of memory growing); not journaled, waits for the commit.
+    pub async fn wait(&self, wait: Box<Wait>) -> bool {
+        let Wait { record, seq } = *wait;
+        match seq {
+            Some(seq) => self.commit.queue_item(record, Some(seq)).await,
+            None => self.commit.write(record, None).await.is_ok(),
+        }
     }
 
     /// Writes what a journal of an earlier run held, in chunks, before anything else is admitted (a fleet's
@@ -277,7 +318,9 @@ pub(crate) mod tests {
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_with(h.store.clone(), &tasks, policy(Duration::from_millis(20), 100));
         assert!(!writer.record(record("a")).await);
-        assert!(!writer.record(record("b")).await);
+        // Without a journal a record is durable only once the store has it: the request waits for the commit.
+        let Recorded::Wait(wait) = writer.try_record(record("b")) else { anyhow::bail!("no wait without a journal") };
+        assert!(!writer.wait(wait).await);
         assert!(written(&h.store).await.is_empty());
         // Still refused for a few retries, then the store takes writes again; no new request comes.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -355,9 +398,11 @@ pub(crate) mod tests {
         let journal = Arc::new(journal);
         let tasks = TaskTracker::new();
         let writer = SpendWriter::start_journaled(h.store.clone(), &tasks, journal.clone(), None);
-        for id in ["a", "b", "c"] {
+        for id in ["a", "b"] {
             assert!(writer.record(record(id)).await, "durable once journaled");
         }
+        let at_once = writer.try_record(record("c"));
+        assert!(matches!(at_once, Recorded::Done(true)), "journaled and queued without a wait: {at_once:?}");
         let journaled = std::fs::read_dir(journal_dir.path())?.filter_map(Result::ok).count();
         assert_eq!(journaled, 2, "a lock file and the segment holding the records");
         // Records wait up to LINGER_SINGLE for company; a flush writes them at once.
