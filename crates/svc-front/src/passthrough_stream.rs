@@ -285,7 +285,7 @@ impl PassStream {
                 // Only a few of these a stream (per item and part, not per token), each held until it matters.
                 if let Some(level) = Level::of_whole(k) {
                     // Copied: a slice of the event would keep the whole buffer it was read into alive.
-                    generated = self.output.hold(level, ev.data.to_string(), self.cut);
+                    generated = self.output.hold(level, String::from(&*ev.data), self.cut);
                 }
                 None
             }

@@ -481,10 +481,12 @@ pub fn stream_body(
             }
             st.first_frame = FirstFrame::Done;
         }
-        // What the upstream sent in the same breath goes out with it, in one frame (up to BATCH_BYTES).
+        // What the upstream sent in the same breath goes out with it, in one frame (up to BATCH_BYTES). Taken as
+        // it is ready, without the bounds' timer or a clock read: it came within microseconds of the item awaited.
         let mut batch: Option<Vec<u8>> = None;
         while !st.finished && batch.as_ref().map_or(first.len(), Vec::len) < BATCH_BYTES {
-            let Some(item) = st.next().now_or_never() else { break };
+            let Some(item) = st.upstream.next().now_or_never() else { break };
+            let item = item.map(|r| r.map_err(ApiError::from));
             if let Some(more) = st.step(item).await {
                 batch.get_or_insert_with(|| first.to_vec()).extend_from_slice(&more);
             }
