@@ -141,7 +141,8 @@ fn unseen(object: &Object, bytes: &[u8]) -> Unseen {
         LazyLock::new(|| [Finder::new(b"search"), Finder::new(b"mcp"), Finder::new(b"web_fetch"), Finder::new(b"\\u")]);
     let mut fields = Map::new();
     // The prompt is looked through for documents only when its bytes could name one.
-    let prompt: &[&str] = if crate::unseen::may_name_a_document(bytes) { &["messages", "input"] } else { &[] };
+    let documents = crate::unseen::may_name_a_document(bytes);
+    let prompt: &[&str] = if documents { &["messages", "input"] } else { &[] };
     for &key in ["conversation", "prompt", "mcp_servers", "max_tool_calls"].iter().chain(prompt) {
         if let Some(v) = object.value(key) {
             fields.insert(key.into(), v);
@@ -152,7 +153,7 @@ fn unseen(object: &Object, bytes: &[u8]) -> Unseen {
             fields.insert("tools".into(), v);
         }
     }
-    Unseen::of(&fields, bytes)
+    Unseen::of_read(&fields, documents)
 }
 
 /// The prompt as read so far.

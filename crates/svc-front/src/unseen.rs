@@ -36,6 +36,12 @@ impl Unseen {
     /// What a Messages or Responses request (`req`, the client's object read from `body`) makes the provider
     /// bill beyond it.
     pub fn of(req: &Map<String, Value>, body: &[u8]) -> Unseen {
+        Unseen::of_read(req, may_name_a_document(body))
+    }
+
+    /// [`Unseen::of`], told whether the body may name a document ([`may_name_a_document`]), by a reader that
+    /// already asked.
+    pub(crate) fn of_read(req: &Map<String, Value>, may_name_a_document: bool) -> Unseen {
         let mut uncounted = None;
         if req.get("conversation").is_some_and(|c| !c.is_null()) {
             uncounted = Some("a `conversation` the provider keeps");
@@ -43,9 +49,7 @@ impl Unseen {
             uncounted = Some("a stored `prompt`");
         } else if req.get("mcp_servers").is_some_and(|m| m.as_array().is_some_and(|a| !a.is_empty())) {
             uncounted = Some("MCP servers' tool results");
-        } else if may_name_a_document(body)
-            && ["messages", "input"].iter().any(|k| req.get(*k).is_some_and(has_document))
-        {
+        } else if may_name_a_document && ["messages", "input"].iter().any(|k| req.get(*k).is_some_and(has_document)) {
             uncounted = Some("a file or document part");
         }
         let mut searches = Searches::None;

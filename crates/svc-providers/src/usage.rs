@@ -119,10 +119,12 @@ pub fn read_text(usage: Option<&str>) -> Reported {
 /// as one search. Found by their `"type": "web_search_call"` member without parsing the output (a quote inside a
 /// generated string is escaped, so the member can only be a real one).
 pub fn web_search_calls(output: &str) -> u64 {
-    const VALUE: &[u8] = b"\"web_search_call\"";
+    // Made once: a searcher's set-up costs about as much as a search of a short output.
+    static VALUE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"web_search_call\""));
     let bytes = output.as_bytes();
     let mut calls = 0u64;
-    for at in memchr::memmem::find_iter(bytes, VALUE) {
+    for at in VALUE.find_iter(bytes) {
         let before = bytes[..at].trim_ascii_end();
         let Some(before) = before.strip_suffix(b":") else { continue };
         if before.trim_ascii_end().ends_with(b"\"type\"") {
