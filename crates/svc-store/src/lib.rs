@@ -232,9 +232,10 @@ impl Store {
     }
 }
 
-/// Now, in Unix milliseconds.
+/// Now, in Unix milliseconds (from the system clock: a calendar date is not made for it; before 1970, 0).
 pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Appends `rows` parenthesised groups of `cols` bind parameters, comma-separated, to `sql` (a VALUES list),

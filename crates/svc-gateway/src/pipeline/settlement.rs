@@ -133,10 +133,10 @@ impl Settle {
         };
         line.record(&self.state.metrics);
         let record = SpendRecord {
-            record_id: uuid::Uuid::now_v7().to_string(),
+            record_id: uuid_text(uuid::Uuid::now_v7()),
             node: Some(self.state.config.fleet.node.clone()),
             request_id: self.request_id.clone(),
-            ts_ms: chrono::Utc::now().timestamp_millis(),
+            ts_ms: svc_store::now_ms(),
             key_id: key.map(|k| k.id.clone()),
             team_id: key.map(|k| k.team_id.clone()),
             agent_role: key.and_then(|k| k.agent_role.clone()),
@@ -182,6 +182,11 @@ impl Settle {
 
 /// What settling a call returns: what was charged, at once or once its spend record is durable.
 pub type Settled = Either<std::future::Ready<Money>, Pin<Box<dyn Future<Output = Money> + Send>>>;
+
+/// `id` as its hyphenated lower-case text, written without the formatter `to_string` goes through.
+fn uuid_text(id: uuid::Uuid) -> String {
+    id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned()
+}
 
 /// Logs a spend record that is not durable yet (the writer keeps it and tries again).
 fn not_persisted(durable: bool, request_id: &str) {
@@ -274,6 +279,15 @@ gateway_settings:
         let mut records = p.store.query_spend(&SpendFilter::default(), 10, 0).await.unwrap();
         assert_eq!(records.len(), 1, "{records:?}");
         records.remove(0)
+    }
+
+    #[test]
+    fn a_record_id_is_written_as_to_string_writes_it() {
+        for id in [uuid::Uuid::now_v7(), uuid::Uuid::nil(), uuid::Uuid::max()] {
+            assert_eq!(uuid_text(id), id.to_string());
+        }
+        let now = svc_store::now_ms();
+        assert!((now - chrono::Utc::now().timestamp_millis()).abs() < 1_000, "{now}");
     }
 
     #[tokio::test]
