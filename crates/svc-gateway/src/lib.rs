@@ -115,9 +115,7 @@ async fn request_context(state: &AppState, mut req: Request, router: Router, pee
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
         .map(Arc::from)
-        .unwrap_or_else(|| {
-            Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
-        });
+        .unwrap_or_else(|| pipeline::with_id_text(uuid::Uuid::new_v4(), |id| Arc::from(id)));
     req.extensions_mut().insert(RequestId(id.clone(), started, peer));
     let shape = svc_front::ErrorShape::of_path(req.uri().path());
     let method = req.method().clone();

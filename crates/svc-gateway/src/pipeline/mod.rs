@@ -90,6 +90,12 @@ pub const MODEL_ID_HEADER: HeaderName = HeaderName::from_static("x-svc-model-id"
 pub const CAPPED_HEADER: HeaderName = HeaderName::from_static("x-svc-budget-max-tokens");
 /// The request's id, the client's or the gateway's.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// `f` of `id`'s hyphenated lower-case text, written into a buffer on the stack, without the formatter that
+/// `to_string` goes through (request and spend record ids, one each a request).
+pub fn with_id_text<R>(id: uuid::Uuid, f: impl FnOnce(&str) -> R) -> R {
+    f(id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
+}
 /// Time in the gateway minus time waiting for the upstream.
 pub const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-svc-overhead-duration-ms");
 

@@ -133,7 +133,7 @@ impl Settle {
         };
         line.record(&self.state.metrics);
         let record = SpendRecord {
-            record_id: uuid_text(uuid::Uuid::now_v7()),
+            record_id: super::with_id_text(uuid::Uuid::now_v7(), str::to_owned),
             node: Some(self.state.config.fleet.node.clone()),
             request_id: self.request_id.clone(),
             ts_ms: svc_store::now_ms(),
@@ -182,11 +182,6 @@ impl Settle {
 
 /// What settling a call returns: what was charged, at once or once its spend record is durable.
 pub type Settled = Either<std::future::Ready<Money>, Pin<Box<dyn Future<Output = Money> + Send>>>;
-
-/// `id` as its hyphenated lower-case text, written without the formatter `to_string` goes through.
-fn uuid_text(id: uuid::Uuid) -> String {
-    id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned()
-}
 
 /// Logs a spend record that is not durable yet (the writer keeps it and tries again).
 fn not_persisted(durable: bool, request_id: &str) {
@@ -284,7 +279,7 @@ gateway_settings:
     #[test]
     fn a_record_id_is_written_as_to_string_writes_it() {
         for id in [uuid::Uuid::now_v7(), uuid::Uuid::nil(), uuid::Uuid::max()] {
-            assert_eq!(uuid_text(id), id.to_string());
+            assert_eq!(super::super::with_id_text(id, str::to_owned), id.to_string());
         }
         let now = svc_store::now_ms();
         assert!((now - chrono::Utc::now().timestamp_millis()).abs() < 1_000, "{now}");

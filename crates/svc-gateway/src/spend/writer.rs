@@ -118,7 +118,8 @@ impl Batches for Target {
 /// How far [`SpendWriter::try_record`] went.
 #[derive(Debug)]
 pub enum Recorded {
-    /// Journaled and queued (true), or not durable yet (false: logged, and kept by the writer).
+    /// Journaled and queued (true), or journaled with the writer gone (false: logged; the journal holds the
+    /// record for the next start to write).
     Done(bool),
     /// The record waits: for a place in the queue, or for the store ([`SpendWriter::wait`]). Boxed: seldom made.
     Wait(Box<Wait>),
