@@ -657,6 +657,27 @@ async fn the_outbox_writer_starts_the_wal_over_too() {
     assert_eq!(store.outbox_stats(None).await.unwrap().pending, 3000);
 }
 
+/// A file svc creates gets 16 KiB pages; a file made with other pages (by an older version) keeps them and is
+/// written and read as before.
+#[tokio::test]
+async fn a_new_file_gets_16_kib_pages_and_an_old_one_keeps_its_own() {
+    use sqlx::{Connection as _, Executor as _};
+    async fn page_size(store: &Store) -> i64 {
+        sqlx::query_scalar::<_, i64>("PRAGMA page_size").fetch_one(store.pool()).await.unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let new = Store::connect(&format!("sqlite://{}", dir.path().join("new.db").display())).await.unwrap();
+    assert_eq!(page_size(&new).await, 16384);
+    let old_url = format!("sqlite://{}?mode=rwc", dir.path().join("old.db").display());
+    let mut old = sqlx::AnyConnection::connect(&old_url).await.unwrap();
+    old.execute("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; CREATE TABLE made_before (a INTEGER)").await.unwrap();
+    old.close().await.unwrap();
+    let store = Store::connect(&old_url).await.unwrap();
+    assert_eq!(page_size(&store).await, 4096);
+    store.insert_spend_batch(&[rec(1, "t"), rec(2, "t")]).await.unwrap();
+    assert_eq!(store.sum_spend(&SpendFilter::default()).await.unwrap(), 200);
+}
+
 /// A reader that holds the WAL (another process's long query) cannot hold the spend writer up: the due restart
 /// gives up after a few milliseconds and the batch is written.
 #[tokio::test]

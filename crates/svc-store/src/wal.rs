@@ -9,7 +9,7 @@
 //! handler (1, 2, 5 ms…), far longer than the checkpoint itself. So:
 //!
 //! 1. the checkpointer task runs a PASSIVE checkpoint once a second (it copies almost everything, off the
-//!    request path) and, when the WAL is longer than [`RESET_FRAMES`], marks a restart as due;
+//!    request path) and, when the WAL is longer than [`RESET_BYTES`], marks a restart as due;
 //! 2. the steady writers, the spend writer and the outbox writer, run the due RESTART themselves just before
 //!    their next batch ([`crate::Store::insert_spend_batch`], [`crate::Store::outbox_enqueue_many`]): their
 //!    own write is not running then, so they rarely wait (at most 5 ms, then the next batch tries again), and
@@ -24,12 +24,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A WAL longer than this many pages (1 KiB each on a database svc created, 4 KiB on older ones: 16 or 64 MiB)
-/// is started over.
-pub(crate) const RESET_FRAMES: i64 = 16384;
+/// A WAL longer than this is started over (counted in frames of the file's page size: 4,096 frames of 16 KiB,
+/// 16,384 of 4 KiB, 65,536 of 1 KiB on files made by older versions).
+const RESET_BYTES: i64 = 64 << 20;
 
 /// How often the passive checkpoint runs (200 ms measured no better at 1,000 requests/s).
 const INTERVAL: Duration = Duration::from_secs(1);
+
+/// The WAL's length in frames past which it is started over, for pages of `page_size` bytes (SQLite's default,
+/// 4 KiB, when the size read is not one SQLite allows).
+fn reset_frames(page_size: i64) -> i64 {
+    let page = if (512..=65536).contains(&page_size) { page_size } else { 4096 };
+    RESET_BYTES / page
+}
 
 /// Checkpoint state of one SQLite store.
 #[derive(Debug, Default)]
@@ -45,6 +52,10 @@ impl Wal {
     pub(crate) fn spawn_checkpointer(self: &Arc<Self>, pool: AnyPool) {
         let wal = self.clone();
         tokio::spawn(async move {
+            let reset_frames = match sqlx::query_scalar::<_, i64>("PRAGMA page_size").fetch_one(&pool).await {
+                Ok(page) => reset_frames(page),
+                Err(_) => reset_frames(0),
+            };
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -52,7 +63,7 @@ impl Wal {
                 if pool.is_closed() {
                     return;
                 }
-                if let Err(e) = wal.passive(&pool, RESET_FRAMES).await {
+                if let Err(e) = wal.passive(&pool, reset_frames).await {
                     if pool.is_closed() {
                         return;
                     }
@@ -107,4 +118,19 @@ impl Wal {
 /// Runs one checkpoint of `mode`: (busy, pages in the WAL, pages copied back).
 async fn checkpoint(pool: &AnyPool, mode: &str) -> Result<(i64, i64, i64), sqlx::Error> {
     sqlx::query_as(&format!("PRAGMA wal_checkpoint({mode})")).fetch_one(pool).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wal_is_bounded_at_64_mib_whatever_the_page_size() {
+        assert_eq!(reset_frames(16384), 4096);
+        assert_eq!(reset_frames(4096), 16384);
+        assert_eq!(reset_frames(1024), 65536);
+        for odd in [0, -1, 100, 1 << 20] {
+            assert_eq!(reset_frames(odd), 16384, "{odd}: SQLite's default page size is assumed");
+        }
+    }
 }
