@@ -39,6 +39,17 @@ mkdir -p "$OUT"
 source "$ROOT/bench/common.sh"
 begin_agent_bench
 NGINX=$(need_nginx)
+# The release svc places the functions it runs together by crates/svc-cli/hot-symbols.txt; a list made before
+# large changes names functions the binary no longer has, and the resident text (peak RSS) grows back.
+if command -v nm >/dev/null; then
+    stale=$(comm -23 <(sort -u "$ROOT/crates/svc-cli/hot-symbols.txt") \
+        <(nm "$BIN/svc" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u) | wc -l)
+    listed=$(wc -l <"$ROOT/crates/svc-cli/hot-symbols.txt")
+    if (( stale * 20 > listed )); then
+        echo "bench/peers.sh: $stale of the $listed names in crates/svc-cli/hot-symbols.txt are gone from svc:" \
+            "run bash bench/hot-symbols.sh and rebuild (peak RSS is measured high otherwise)" >&2
+    fi
+fi
 # svc, budgets on.
 peers_svc_yaml "$WORK/svc.db" 0 "$UP" "$ANT" >"$WORK/svc.yaml"
 SVC_MASTER_KEY=$MASTER TOKIO_WORKER_THREADS=1 taskset -c 0 "$BIN/svc" serve --config "$WORK/svc.yaml" \
