@@ -11,7 +11,8 @@
 //! The same builds pack their relative relocations (`-z pack-relative-relocs`, DT_RELR) when the C library they
 //! are built against reads them (glibc 2.36 and later; an older one would refuse to start the binary): the
 //! 22,000 relocations of a position-independent `svc` take a few KiB instead of 530 KiB, which the loader reads
-//! at start and which then stayed resident.
+//! at start and which then stayed resident. Such a binary needs glibc 2.36 or later where it runs too:
+//! `SVC_NO_PACKED_RELOCS=1` builds one for older machines.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ fn has_rust_lld(target: &str) -> bool {
 fn main() {
     println!("cargo:rerun-if-changed=hot-symbols.txt");
     println!("cargo:rerun-if-env-changed=SVC_NO_SYMBOL_ORDER");
+    println!("cargo:rerun-if-env-changed=SVC_NO_PACKED_RELOCS");
     let target = |key: &str| env::var(key).unwrap_or_default();
     let applies = target("PROFILE") == "release"
         && target("CARGO_CFG_TARGET_OS") == "linux"
@@ -38,7 +40,8 @@ fn main() {
     if applies && list.is_file() && has_rust_lld(&target("TARGET")) {
         println!("cargo:rustc-link-arg-bin=svc=-Wl,--symbol-ordering-file={}", list.display());
         println!("cargo:rustc-link-arg-bin=svc=-Wl,--no-warn-symbol-ordering");
-        if target("HOST") == target("TARGET") && glibc_reads_relr() {
+        let packed_off = env::var_os("SVC_NO_PACKED_RELOCS").is_some_and(|v| !v.is_empty() && v != "0");
+        if !packed_off && target("HOST") == target("TARGET") && glibc_reads_relr() {
             println!("cargo:rustc-link-arg-bin=svc=-Wl,-z,pack-relative-relocs");
         }
     }
