@@ -6,7 +6,8 @@
 //! profile's (fat LTO, whose names do not move with the code; ThinLTO's `.llvm.<hash>` names did, and a list went
 //! stale at the next change): remake the list when the functions that run change much. Applied only when the
 //! toolchain carries its own lld (`rust-lld`, the linker Rust uses on x86-64 Linux since 1.90);
-//! `SVC_NO_SYMBOL_ORDER=1` turns it off (a build that links with another linker).
+//! `SVC_NO_SYMBOL_ORDER=1` turns it off (a build that links with another linker; set `SVC_NO_PACKED_RELOCS=1`
+//! too if that linker does not know `-z pack-relative-relocs`).
 //!
 //! The same builds pack their relative relocations (`-z pack-relative-relocs`, DT_RELR) when the C library they
 //! are built against reads them (glibc 2.36 and later; an older one would refuse to start the binary): the
@@ -31,20 +32,27 @@ fn main() {
     println!("cargo:rerun-if-env-changed=SVC_NO_SYMBOL_ORDER");
     println!("cargo:rerun-if-env-changed=SVC_NO_PACKED_RELOCS");
     let target = |key: &str| env::var(key).unwrap_or_default();
-    let applies = target("PROFILE") == "release"
+    let release_linux_lld = target("PROFILE") == "release"
         && target("CARGO_CFG_TARGET_OS") == "linux"
         && target("CARGO_CFG_TARGET_ARCH") == "x86_64"
         && target("CARGO_CFG_TARGET_ENV") == "gnu"
-        && env::var_os("SVC_NO_SYMBOL_ORDER").is_none_or(|v| v.is_empty() || v == "0");
+        && has_rust_lld(&target("TARGET"));
+    if !release_linux_lld {
+        return;
+    }
     let list = Path::new(&target("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
-    if applies && list.is_file() && has_rust_lld(&target("TARGET")) {
+    if !turned_off("SVC_NO_SYMBOL_ORDER") && list.is_file() {
         println!("cargo:rustc-link-arg-bin=svc=-Wl,--symbol-ordering-file={}", list.display());
         println!("cargo:rustc-link-arg-bin=svc=-Wl,--no-warn-symbol-ordering");
-        let packed_off = env::var_os("SVC_NO_PACKED_RELOCS").is_some_and(|v| !v.is_empty() && v != "0");
-        if !packed_off && target("HOST") == target("TARGET") && glibc_reads_relr() {
-            println!("cargo:rustc-link-arg-bin=svc=-Wl,-z,pack-relative-relocs");
-        }
     }
+    if !turned_off("SVC_NO_PACKED_RELOCS") && target("HOST") == target("TARGET") && glibc_reads_relr() {
+        println!("cargo:rustc-link-arg-bin=svc=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// Whether the environment variable `name` is set to something other than empty or `0`.
+fn turned_off(name: &str) -> bool {
+    env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Whether this machine's glibc reads packed relative relocations (2.36 and later): `getconf GNU_LIBC_VERSION`

@@ -657,6 +657,15 @@ async fn the_outbox_writer_starts_the_wal_over_too() {
     assert_eq!(store.outbox_stats(None).await.unwrap().pending, 3000);
 }
 
+/// `now_ms` reads the system clock as a calendar clock would: Unix milliseconds.
+#[test]
+fn now_is_unix_milliseconds() {
+    let before = chrono::Utc::now().timestamp_millis();
+    let now = now_ms();
+    let after = chrono::Utc::now().timestamp_millis();
+    assert!((before..=after).contains(&now), "{before} <= {now} <= {after}");
+}
+
 /// A file svc creates gets 16 KiB pages; a file made with other pages (by an older version) keeps them and is
 /// written and read as before.
 #[tokio::test]

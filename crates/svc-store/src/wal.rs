@@ -52,10 +52,8 @@ impl Wal {
     pub(crate) fn spawn_checkpointer(self: &Arc<Self>, pool: AnyPool) {
         let wal = self.clone();
         tokio::spawn(async move {
-            let reset_frames = match sqlx::query_scalar::<_, i64>("PRAGMA page_size").fetch_one(&pool).await {
-                Ok(page) => reset_frames(page),
-                Err(_) => reset_frames(0),
-            };
+            let page_size = sqlx::query_scalar::<_, i64>("PRAGMA page_size").fetch_one(&pool).await;
+            let reset_frames = reset_frames(page_size.unwrap_or(0));
             let mut tick = tokio::time::interval(INTERVAL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

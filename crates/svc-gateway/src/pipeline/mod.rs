@@ -90,14 +90,14 @@ pub const MODEL_ID_HEADER: HeaderName = HeaderName::from_static("x-svc-model-id"
 pub const CAPPED_HEADER: HeaderName = HeaderName::from_static("x-svc-budget-max-tokens");
 /// The request's id, the client's or the gateway's.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// Time in the gateway minus time waiting for the upstream.
+pub const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-svc-overhead-duration-ms");
 
 /// `f` of `id`'s hyphenated lower-case text, written into a buffer on the stack, without the formatter that
 /// `to_string` goes through (request and spend record ids, one each a request).
 pub fn with_id_text<R>(id: uuid::Uuid, f: impl FnOnce(&str) -> R) -> R {
     f(id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()))
 }
-/// Time in the gateway minus time waiting for the upstream.
-pub const OVERHEAD_HEADER: HeaderName = HeaderName::from_static("x-svc-overhead-duration-ms");
 
 /// How a request came in: its client API (in which [`handle`] reads the body), the client's API headers for a
 /// pass-through, and who called.
@@ -313,4 +313,14 @@ async fn admit(
         budgeted: grant.reservation.is_budgeted(),
     };
     Ok(Admitted { grant, meter, tool_calls })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_id_is_written_as_to_string_writes_it() {
+        for id in [uuid::Uuid::now_v7(), uuid::Uuid::new_v4(), uuid::Uuid::nil(), uuid::Uuid::max()] {
+            assert_eq!(super::with_id_text(id, str::to_owned), id.to_string());
+        }
+    }
 }

@@ -276,15 +276,6 @@ gateway_settings:
         records.remove(0)
     }
 
-    #[test]
-    fn a_record_id_is_written_as_to_string_writes_it() {
-        for id in [uuid::Uuid::now_v7(), uuid::Uuid::nil(), uuid::Uuid::max()] {
-            assert_eq!(super::super::with_id_text(id, str::to_owned), id.to_string());
-        }
-        let now = svc_store::now_ms();
-        assert!((now - chrono::Utc::now().timestamp_millis()).abs() < 1_000, "{now}");
-    }
-
     #[tokio::test]
     async fn a_call_is_charged_its_bill_and_its_hold_and_places_are_given_back() {
         let r = rig().await;
